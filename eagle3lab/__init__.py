@@ -1,0 +1,12 @@
+"""eagle3lab: find out why EAGLE-3 speculative decoding does not pay off.
+
+The library behind the notebooks: log parsing (`logs`), effective speculative
+configuration (`config`), hidden-state wiring (`conventions`, `capture`, `wiring`),
+a tiny real lab (`lab`), a reference speculative decoder and server (`engine`),
+server control and benchmarks (`server`, `bench`), the SGLang embedding-capture
+patch (`patching`) and acceptance analysis (`analysis`, `plots`, `widgets`).
+"""
+
+__version__ = "0.1.0"
+
+from eagle3lab.errors import EagleLabError  # noqa: E402,F401

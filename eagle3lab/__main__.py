@@ -1,0 +1,5 @@
+import sys
+
+from eagle3lab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,50 @@
+"""The `eagle3lab` command: one entry point, one subcommand module each."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from eagle3lab.errors import EagleLabError
+
+# name -> module under eagle3lab.commands (each has HELP, add_arguments, run).
+COMMANDS = ["logs", "config", "wiring", "lab", "serve", "bench", "sweep", "patch", "report"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eagle3lab", description=__doc__)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"eagle3lab.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"eagle3lab.commands.{name}":
+                continue  # not built yet
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except EagleLabError as exc:
+        print(f"eagle3lab: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("eagle3lab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Create or reuse .venv in the repo and install eagle3lab with everything the tests and
+# the report need, on a fresh 2-core, no-GPU machine with Python 3.11.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+stamp=.venv/.eagle3lab-installed
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/pip install -q --upgrade pip
+  # torch 2.14.1 + torchvision 0.29.1: what SGLang's import chain needs (on local disk here).
+  .venv/bin/pip install -q torch==2.14.1 torchvision==0.29.1
+  .venv/bin/pip install -q -e '.[test,sglang-resolver]'
+  # SGLang itself without its GPU dependencies: its argument resolver runs on CPU.
+  .venv/bin/pip install -q --no-deps sglang==0.5.23
+  echo "$want" > "$stamp"
+fi

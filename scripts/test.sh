@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Run the whole test suite (what CI runs): the browser test needs Debian's chromium.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: could not install chromium; the browser test will fail" >&2
+fi
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+exec .venv/bin/python -m pytest "$@"
