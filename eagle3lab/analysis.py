@@ -1,0 +1,780 @@
+"""Acceptance analysis: where in the draft chain acceptance is lost, and what it costs.
+
+Everything works from per-step accepted counts: one row per verify step with ``accepted``
+(draft tokens accepted in that step, 0..k). A step emits ``accepted + 1`` tokens (the bonus
+token, or the target's replacement for the first rejected draft), so
+
+    accept length  L = mean(accepted) + 1                      (SGLang "accept len", vLLM "mean
+                                                                acceptance length", EAGLE tau)
+    unconditional  r_i = P(accepted >= i)                      (vLLM per-position rate)
+    conditional    c_i = P(accepted >= i | accepted >= i - 1)  (EAGLE n-alpha)
+    E[L] = 1 + sum_i r_i = 1 + sum_i prod_{j<=i} c_j           (i.i.d. c_j = a:
+                                                                (1 - a^(k+1)) / (1 - a))
+
+The cost model turns accept length into tokens/s: a verify step at depth k costs
+k * c_draft + c_verify(k), and emits L(k) tokens; plain decoding costs c_target per token.
+``diagnose`` names the likely causes of a low accept length from these statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from eagle3lab.errors import EagleLabError
+
+CAUSES = ("config_adjusted", "wiring", "vocab_mapping", "multi_step", "quantization",
+          "distribution_shift", "context_length", "sampling", "healthy")
+
+_DEPTH_COLUMNS = ("k", "depth", "num_steps", "drafted")
+
+
+class AnalysisError(EagleLabError):
+    """Input the analysis cannot use (empty, out of range, missing columns)."""
+
+
+# --------------------------------------------------------------------------- per-step input
+
+def accepted_counts(steps) -> np.ndarray:
+    """Per-step accepted draft counts as an int array, from a DataFrame, Series or sequence.
+
+    A DataFrame needs ``accepted`` (drafts accepted per step) or ``accept_len`` (bonus included).
+    """
+    if isinstance(steps, pd.DataFrame):
+        if "accepted" in steps:
+            values = steps["accepted"].to_numpy()
+        elif "accept_len" in steps:
+            values = steps["accept_len"].to_numpy() - 1
+        else:
+            raise AnalysisError("per-step data needs an 'accepted' (or 'accept_len') column; "
+                                f"got {list(steps.columns)}")
+    else:
+        values = np.asarray(steps if not isinstance(steps, pd.Series) else steps.to_numpy())
+    values = np.asarray(values, dtype=float).ravel()
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        raise AnalysisError("no verify steps to analyse")
+    if (values < 0).any() or (values != np.round(values)).any():
+        raise AnalysisError("accepted counts must be whole numbers >= 0")
+    return values.astype(int)
+
+
+def draft_depth(steps, k: int | None = None) -> int:
+    """The chain depth k (draft tokens proposed per step): given, from a column, or max observed."""
+    if k is not None:
+        return int(k)
+    if isinstance(steps, pd.DataFrame):
+        for col in _DEPTH_COLUMNS:
+            if col in steps and steps[col].notna().any():
+                return int(steps[col].max())
+        if "num_draft_tokens" in steps:  # SGLang meaning: draft tokens incl. the verified root
+            return int(steps["num_draft_tokens"].max()) - 1
+    return int(accepted_counts(steps).max())
+
+
+def steps_frame(generations) -> pd.DataFrame:
+    """Per-step DataFrame(request, step, drafted, accepted, context_length, draft_s, verify_s)
+    from eagle3lab.engine Generation objects (one per request).
+
+    context_length is the sequence length when the step was drafted: prompt + tokens emitted
+    so far (the prefill token included).
+    """
+    rows = []
+    for request, gen in enumerate(generations):
+        context = len(gen.prompt_ids) + 1
+        for i, step in enumerate(gen.steps):
+            rows.append({"request": request, "step": i, "drafted": step.drafted,
+                         "accepted": step.accepted, "context_length": context,
+                         "draft_s": step.draft_s, "verify_s": step.verify_s})
+            context += step.accepted + 1
+    if not rows:
+        raise AnalysisError("no verify steps in these generations (was speculation on?)")
+    return pd.DataFrame(rows)
+
+
+def accept_length(steps) -> float:
+    """Mean tokens per verify step, bonus included (pooled over all steps, like SGLang and vLLM)."""
+    return float(accepted_counts(steps).mean() + 1.0)
+
+
+def accept_length_from_meta(meta_infos: Iterable[dict]) -> float:
+    """Pooled accept length from SGLang ``/generate`` meta_info dicts.
+
+    Pooled = sum(completion_tokens) / sum(spec_verify_ct) (sglang PR #3152), which is what the
+    server log reports; the mean of per-request ``spec_accept_length`` weights short requests up.
+    """
+    metas = list(meta_infos)
+    tokens = sum(int(m.get("completion_tokens", 0)) for m in metas)
+    verify = sum(int(m.get("spec_verify_ct", 0)) for m in metas)
+    if verify > 0:
+        return tokens / verify
+    lengths = [float(m["spec_accept_length"]) for m in metas if m.get("spec_accept_length")]
+    if not lengths:
+        raise AnalysisError("meta_info has neither spec_verify_ct nor spec_accept_length "
+                            "(is speculative decoding on?)")
+    return float(np.mean(lengths))
+
+
+def accept_histogram(steps, k: int | None = None) -> np.ndarray:
+    """Counts of steps by accepted = 0..k."""
+    acc = accepted_counts(steps)
+    k = draft_depth(steps, k)
+    if acc.max() > k:
+        raise AnalysisError(f"a step accepted {acc.max()} drafts but the depth is {k}")
+    return np.bincount(acc, minlength=k + 1)
+
+
+# --------------------------------------------------------------------------- per-position
+
+def _rates_from_histograms(hist: np.ndarray, conditional: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-position rates and at-risk counts from histograms [..., k+1] (vectorised)."""
+    hist = np.asarray(hist, dtype=float)
+    # reached[..., i] = steps with accepted >= i, i = 0..k
+    reached = np.cumsum(hist[..., ::-1], axis=-1)[..., ::-1]
+    total = reached[..., :1]
+    passed = reached[..., 1:]
+    at_risk = reached[..., :-1] if conditional else np.broadcast_to(total, passed.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = np.where(at_risk > 0, passed / np.where(at_risk > 0, at_risk, 1), np.nan)
+    return rates, at_risk
+
+
+def per_position(steps, k: int | None = None, conditional: bool = True, ci: float = 0.95,
+                 n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Acceptance at draft positions 1..k with bootstrap confidence intervals.
+
+    conditional=True gives c_i = P(accept position i | positions < i accepted) (EAGLE's n-alpha);
+    False gives vLLM's r_i = P(at least i accepted). The bootstrap resamples requests when a
+    ``request`` column is present (steps of one request are correlated), otherwise steps; either
+    way it is one multinomial/gather over histograms, so 2000 resamples cost milliseconds.
+    Returns DataFrame(position, rate, lo, hi, n) where n is the number of steps at risk.
+    """
+    k = draft_depth(steps, k)
+    rng = np.random.default_rng(seed)
+    if isinstance(steps, pd.DataFrame) and "request" in steps and steps["request"].nunique() > 1:
+        steps = steps.dropna(subset=["accepted" if "accepted" in steps else "accept_len"])
+        acc = accepted_counts(steps)
+        codes, _ = pd.factorize(steps["request"])
+        per_request = np.zeros((codes.max() + 1, k + 1))
+        np.add.at(per_request, (codes, acc), 1)
+        hist = per_request.sum(0)
+        picks = rng.integers(0, len(per_request), size=(n_boot, len(per_request)))
+        boot = per_request[picks].sum(axis=1)
+    else:
+        hist = accept_histogram(steps, k).astype(float)
+        boot = rng.multinomial(int(hist.sum()), hist / hist.sum(), size=n_boot)
+    rates, at_risk = _rates_from_histograms(hist, conditional)
+    boot_rates, _ = _rates_from_histograms(boot, conditional)
+    alpha = (1 - ci) / 2
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo = np.nanquantile(boot_rates, alpha, axis=0)
+            hi = np.nanquantile(boot_rates, 1 - alpha, axis=0)
+    return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rates, "lo": lo, "hi": hi,
+                         "n": at_risk.astype(int)})
+
+
+_per_position_table = per_position  # diagnose() takes an argument of the same name
+
+
+def per_position_from_log(rows: pd.DataFrame, conditional: bool = True) -> pd.DataFrame:
+    """Pooled per-position acceptance from read_log rows carrying vLLM/llama.cpp per-position rates.
+
+    Each row's ``per_position`` is unconditional (vLLM metrics.py: accepted_per_pos / num_drafts)
+    over one stats interval; rows are pooled weighted by their number of drafts (drafted / K).
+    Intervals are resampled for the confidence interval.
+    """
+    if "per_position" not in rows:
+        raise AnalysisError("log rows have no 'per_position' column")
+    rows = rows[rows["per_position"].map(lambda v: isinstance(v, (list, tuple)) and len(v) > 0)]
+    if rows.empty:
+        raise AnalysisError("no log line carries per-position acceptance")
+    k = max(len(v) for v in rows["per_position"])
+    mat = np.full((len(rows), k), np.nan)
+    for i, v in enumerate(rows["per_position"]):
+        mat[i, :len(v)] = v
+    if "drafted" in rows and rows["drafted"].notna().all():
+        weights = rows["drafted"].to_numpy(float) / k
+    else:
+        weights = np.ones(len(rows))
+    n_drafts = weights.sum()
+
+    def pooled(w):  # w: [..., n_rows]
+        uncond = np.nansum(w[..., None] * np.nan_to_num(mat), axis=-2) / w.sum(-1, keepdims=True)
+        if not conditional:
+            return uncond
+        prev = np.concatenate([np.ones_like(uncond[..., :1]), uncond[..., :-1]], axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(prev > 0, uncond / np.where(prev > 0, prev, 1), np.nan)
+
+    rate = pooled(weights)
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(rows), size=(1000, len(rows)))
+    boot_w = np.zeros((1000, len(rows)))
+    np.add.at(boot_w, (np.arange(1000)[:, None], picks), weights[picks])
+    boot = pooled(boot_w)
+    uncond = pooled(weights) if not conditional else np.cumprod(np.nan_to_num(rate))
+    at_risk = n_drafts * np.concatenate([[1.0], uncond[:-1]]) if conditional else np.full(k, n_drafts)
+    return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rate,
+                         "lo": np.nanquantile(boot, 0.025, axis=0),
+                         "hi": np.nanquantile(boot, 0.975, axis=0),
+                         "n": np.round(at_risk).astype(int)})
+
+
+def conditional_from_unconditional(rates: Sequence[float]) -> np.ndarray:
+    """c_i = r_i / r_{i-1} (vLLM's per-position rates are unconditional)."""
+    r = np.asarray(rates, dtype=float)
+    prev = np.concatenate([[1.0], r[:-1]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(prev > 0, r / np.where(prev > 0, prev, 1), 0.0)
+
+
+def unconditional_from_conditional(rates: Sequence[float]) -> np.ndarray:
+    """r_i = prod_{j<=i} c_j."""
+    return np.cumprod(np.asarray(rates, dtype=float))
+
+
+# --------------------------------------------------------------------------- models of E[L]
+
+def expected_accept_length(a, k):
+    """E[L] for i.i.d. per-token acceptance a at depth k: (1 - a^(k+1)) / (1 - a); a = 1 -> k + 1.
+
+    Vectorised over a and k (numpy broadcasting); returns a float for scalar input.
+    """
+    a = np.asarray(a, dtype=float)
+    k = np.asarray(k, dtype=float)
+    if ((a < 0) | (a > 1)).any():
+        raise AnalysisError("acceptance a must be within [0, 1]")
+    near_one = np.isclose(a, 1.0)
+    safe = np.where(near_one, 0.5, a)
+    value = np.where(near_one, k + 1, (1 - safe ** (k + 1)) / (1 - safe))
+    return float(value) if value.ndim == 0 else value
+
+
+def expected_accept_length_from_rates(rates: Sequence[float], conditional: bool = True) -> float:
+    """E[L] = 1 + sum_i prod_{j<=i} c_j (conditional) or 1 + sum_i r_i (unconditional)."""
+    r = np.nan_to_num(np.asarray(rates, dtype=float))
+    return float(1 + (np.cumprod(r) if conditional else r).sum())
+
+
+def accept_length_curve(rates: Sequence[float]) -> np.ndarray:
+    """E[L] at depths 1..len(rates) for conditional rates (truncating the chain)."""
+    return 1 + np.cumsum(np.cumprod(np.nan_to_num(np.asarray(rates, dtype=float))))
+
+
+def fit_iid_rate(accept_len: float, k: int, tol: float = 1e-10) -> float:
+    """The per-token acceptance a whose i.i.d. model gives accept_len at depth k (bisection).
+
+    E[L](a) is increasing in a from 1 (a=0) to k+1 (a=1), so the root is unique.
+    """
+    if k < 1:
+        raise AnalysisError("depth k must be >= 1")
+    if not 1 <= accept_len <= k + 1:
+        raise AnalysisError(f"accept length {accept_len} is outside [1, {k + 1}] for depth {k}")
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if expected_accept_length(mid, k) < accept_len:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+# --------------------------------------------------------------------------- rate conversions
+
+def rate_conversions(accept_len: float, num_steps: int, num_draft_tokens: int | None = None,
+                     topk: int = 1) -> dict:
+    """Every published 'acceptance rate' for one accept length, so numbers can be compared.
+
+    - SGLang old builds: accept_len / (num_steps + 1), bonus included (2.17 -> 0.54, 3 steps).
+    - SGLang new builds: accepted / (verify steps * (num_draft_tokens - 1)) = (L - 1) / (ndt - 1).
+    - vLLM "Avg Draft acceptance rate": accepted / drafted = (L - 1) / K (chain of K drafts).
+    - i.i.d. per-token a: fit_iid_rate(L, num_steps).
+    (see shared/reference/log-formats.md and anchors-and-metrics.md section 4.)
+    """
+    if num_draft_tokens is None:
+        num_draft_tokens = num_steps * topk + 1 if topk > 1 else num_steps + 1
+    accepted = accept_len - 1
+    return {
+        "accept_length": accept_len,
+        "sglang_old_accept_rate": accept_len / (num_steps + 1),
+        "sglang_new_accept_rate": accepted / max(num_draft_tokens - 1, 1),
+        "vllm_draft_acceptance_rate": accepted / num_steps,
+        "iid_per_token_rate": fit_iid_rate(min(accept_len, num_steps + 1), num_steps),
+    }
+
+
+def accept_length_from_rate(rate: float, kind: str, num_steps: int,
+                            num_draft_tokens: int | None = None) -> float:
+    """Invert a reported rate to accept length. kind: sglang_old | sglang_new | vllm | iid."""
+    ndt = num_draft_tokens if num_draft_tokens is not None else num_steps + 1
+    if kind == "sglang_old":
+        return rate * (num_steps + 1)
+    if kind == "sglang_new":
+        return 1 + rate * (ndt - 1)
+    if kind == "vllm":
+        return 1 + rate * num_steps
+    if kind == "iid":
+        return expected_accept_length(rate, num_steps)
+    raise AnalysisError(f"unknown rate kind {kind!r} (sglang_old, sglang_new, vllm, iid)")
+
+
+# --------------------------------------------------------------------------- gap analysis
+
+def gap_table(standalone_acc: Sequence[float], served) -> pd.DataFrame:
+    """Standalone acc@1..k against served conditional acceptance, term by term.
+
+    served: conditional per-position rates, or per_position()'s DataFrame. Each position i adds
+    prod_{j<=i} rate_j to E[L]; ``lost`` is how much accept length position i's term loses,
+    so ``lost.sum()`` is the whole gap between standalone-predicted and served accept length.
+    """
+    served_rates = served["rate"].to_numpy(float) if isinstance(served, pd.DataFrame) else \
+        np.asarray(served, dtype=float)
+    acc = as_accuracy(standalone_acc)
+    k = min(len(acc), len(served_rates))
+    if k == 0:
+        raise AnalysisError("need at least one position on both sides")
+    acc, served_rates = acc[:k], np.nan_to_num(served_rates[:k])
+    term_standalone = np.cumprod(acc)
+    term_served = np.cumprod(served_rates)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(acc > 0, served_rates / np.where(acc > 0, acc, 1), np.nan)
+    return pd.DataFrame({
+        "position": np.arange(1, k + 1), "standalone": acc, "served": served_rates,
+        "gap": acc - served_rates, "ratio": ratio,
+        "term_standalone": term_standalone, "term_served": term_served,
+        "lost": term_standalone - term_served,
+        "accept_length_standalone": 1 + np.cumsum(term_standalone),
+        "accept_length_served": 1 + np.cumsum(term_served),
+    })
+
+
+# --------------------------------------------------------------------------- cost model
+
+@dataclass
+class CostModel:
+    """Seconds per step: draft step c_draft, verify c_verify + c_verify_token * (k+1), plain c_target.
+
+    c_target is one plain decode step of the target (no speculation); when unknown it defaults
+    to the verify cost of a single token, c_verify + c_verify_token.
+    """
+
+    c_draft: float
+    c_verify: float
+    c_target: float | None = None
+    c_verify_token: float = 0.0
+    batch_size: int | None = None
+
+    def __post_init__(self):
+        if self.c_target is None:
+            self.c_target = self.c_verify + self.c_verify_token
+        if min(self.c_draft, self.c_verify, self.c_target) < 0:
+            raise AnalysisError("costs must be >= 0")
+
+    @property
+    def ratio(self) -> float:
+        """Draft step cost relative to one plain target step."""
+        return self.c_draft / self.c_target
+
+    def step_time(self, k):
+        """Seconds for one speculative step at depth k: k draft steps plus one verify pass."""
+        k = np.asarray(k, dtype=float)
+        return k * self.c_draft + self.c_verify + self.c_verify_token * (k + 1)
+
+    def break_even_accept_length(self, k):
+        """Accept length at which speculation at depth k is exactly as fast as plain decoding."""
+        return self.step_time(k) / self.c_target
+
+    def tokens_per_s(self, accept_len, k):
+        return np.asarray(accept_len, dtype=float) / self.step_time(k)
+
+    def speedup(self, accept_len, k):
+        return self.tokens_per_s(accept_len, k) * self.c_target
+
+    @property
+    def baseline_tokens_per_s(self) -> float:
+        return 1.0 / self.c_target
+
+
+def fit_cost_model(sweep: pd.DataFrame, depth_col: str = "k", time_col: str = "step_time",
+                   baseline_time: float | None = None) -> CostModel:
+    """Least-squares fit of step_time = c_verify + k * c_draft over a depth sweep.
+
+    Rows at depth 0 (no speculation) give c_target directly when present. The verify pass's
+    growth with k is folded into c_draft (one sweep cannot separate the two); pass
+    ``baseline_time`` when plain decoding was timed separately.
+    """
+    if depth_col not in sweep or time_col not in sweep:
+        raise AnalysisError(f"sweep needs columns {depth_col!r} and {time_col!r}")
+    data = sweep[[depth_col, time_col]].dropna()
+    base = data[data[depth_col] == 0]
+    spec = data[data[depth_col] > 0]
+    if baseline_time is None and not base.empty:
+        baseline_time = float(base[time_col].mean())
+    if spec[depth_col].nunique() < 2:
+        raise AnalysisError("fitting draft and verify costs needs at least two depths")
+    design = np.column_stack([np.ones(len(spec)), spec[depth_col].to_numpy(float)])
+    (c_verify, c_draft), *_ = np.linalg.lstsq(design, spec[time_col].to_numpy(float), rcond=None)
+    return CostModel(c_draft=max(float(c_draft), 0.0), c_verify=max(float(c_verify), 0.0),
+                     c_target=baseline_time)
+
+
+def cost_model_from_steps(steps: pd.DataFrame, baseline_tokens_per_s: float | None = None) -> CostModel:
+    """Measured costs from the engine's per-step timings (steps_frame: draft_s, verify_s, drafted).
+
+    c_draft = total draft time / total draft forward passes (one per drafted chain token);
+    c_verify = mean verify time; c_target = 1 / plain-decoding tokens/s when given.
+    """
+    for col in ("draft_s", "verify_s"):
+        if col not in steps:
+            raise AnalysisError(f"per-step data has no {col!r} column (need engine timings)")
+    drafted = steps["drafted"] if "drafted" in steps else pd.Series(draft_depth(steps), index=steps.index)
+    c_draft = float(steps["draft_s"].sum() / max(drafted.sum(), 1))
+    c_verify = float(steps["verify_s"].mean())
+    c_target = 1.0 / baseline_tokens_per_s if baseline_tokens_per_s else None
+    return CostModel(c_draft=c_draft, c_verify=c_verify, c_target=c_target)
+
+
+def fit_cost_models(sweep: pd.DataFrame, by: str = "batch_size", **kwargs) -> pd.DataFrame:
+    """One CostModel per batch size: DataFrame(batch_size, c_draft, c_verify, c_target, ratio, model)."""
+    if by not in sweep:
+        model = fit_cost_model(sweep, **kwargs)
+        return pd.DataFrame([{by: None, "c_draft": model.c_draft, "c_verify": model.c_verify,
+                              "c_target": model.c_target, "ratio": model.ratio, "model": model}])
+    rows = []
+    for value, group in sweep.groupby(by):
+        model = fit_cost_model(group, **kwargs)
+        model.batch_size = value
+        rows.append({by: value, "c_draft": model.c_draft, "c_verify": model.c_verify,
+                     "c_target": model.c_target, "ratio": model.ratio, "model": model})
+    return pd.DataFrame(rows)
+
+
+def throughput_vs_depth(cost: CostModel, rates=None, a: float | None = None,
+                        max_depth: int | None = None) -> pd.DataFrame:
+    """Predicted accept length, step time, tokens/s and speed-up at depths 1..max_depth.
+
+    rates: conditional per-position rates (positions beyond them repeat the last rate);
+    or a: i.i.d. per-token acceptance.
+    """
+    if rates is None and a is None:
+        raise AnalysisError("give per-position rates or an i.i.d. rate a")
+    if rates is not None:
+        rates = rates["rate"].to_numpy(float) if isinstance(rates, pd.DataFrame) else \
+            np.asarray(rates, dtype=float)
+        max_depth = max_depth or len(rates)
+        if len(rates) < max_depth:
+            rates = np.concatenate([rates, np.full(max_depth - len(rates), rates[-1])])
+        lengths = accept_length_curve(rates[:max_depth])
+    else:
+        max_depth = max_depth or 8
+        lengths = expected_accept_length(a, np.arange(1, max_depth + 1))
+    depth = np.arange(1, max_depth + 1)
+    return pd.DataFrame({
+        "depth": depth, "accept_length": lengths, "step_time": cost.step_time(depth),
+        "tokens_per_s": cost.tokens_per_s(lengths, depth), "speedup": cost.speedup(lengths, depth),
+        "break_even_accept_length": cost.break_even_accept_length(depth),
+        "baseline_tokens_per_s": cost.baseline_tokens_per_s,
+    })
+
+
+def best_depth(cost: CostModel, rates=None, a: float | None = None,
+               max_depth: int | None = None) -> dict:
+    """The depth with the highest predicted tokens/s (depth 0 = do not speculate)."""
+    table = throughput_vs_depth(cost, rates=rates, a=a, max_depth=max_depth)
+    best = table.loc[table["tokens_per_s"].idxmax()]
+    if best["speedup"] <= 1.0:
+        return {"depth": 0, "tokens_per_s": cost.baseline_tokens_per_s, "speedup": 1.0,
+                "accept_length": 1.0}
+    return {"depth": int(best["depth"]), "tokens_per_s": float(best["tokens_per_s"]),
+            "speedup": float(best["speedup"]), "accept_length": float(best["accept_length"])}
+
+
+# --------------------------------------------------------------------------- diagnosis
+
+@dataclass
+class Finding:
+    """One candidate cause of a low accept length, with the numbers behind it."""
+
+    cause: str
+    confidence: float
+    evidence: list[str] = field(default_factory=list)
+    next_check: str = ""
+
+    def __post_init__(self):
+        if self.cause not in CAUSES:
+            raise ValueError(f"unknown cause {self.cause!r}")
+        self.confidence = float(min(max(self.confidence, 0.0), 1.0))
+
+    def __str__(self) -> str:
+        return f"{self.cause} ({self.confidence:.0%}): {' '.join(self.evidence)} Next: {self.next_check}"
+
+
+def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+    """Findings as a DataFrame (rank, cause, confidence, evidence, next_check) for notebooks."""
+    return pd.DataFrame([{"rank": i + 1, "cause": f.cause, "confidence": round(f.confidence, 2),
+                          "evidence": " ".join(f.evidence), "next_check": f.next_check}
+                         for i, f in enumerate(findings)])
+
+
+NEXT_CHECKS = {
+    "config_adjusted": "eagle3lab.config.SpecConfig.from_cli(argv).resolve(...) (or `eagle3lab "
+                       "config -- <launch flags>`): compare num_draft_tokens asked and effective",
+    "wiring": "`eagle3lab wiring check` / eagle3lab.conventions.serve_boundaries(...) against the "
+              "draft's train boundaries (notebook 02-wiring)",
+    "vocab_mapping": "check the draft's d2t/t2d buffers (Eagle3Draft.draft_to_target) and that the "
+                     "engine applies them (`eagle3lab wiring check`)",
+    "multi_step": "compare standalone acc@1..k from a TTT-style rollout with served per-position "
+                  "rates (eagle3lab.analysis.gap_table); check draft KV cache / positions",
+    "quantization": "re-run the bench on the full-precision target (`eagle3lab lab bench` without "
+                    "quant faults) and compare per-position rates",
+    "distribution_shift": "measure standalone accuracy on the served prompts themselves "
+                          "(eagle3lab.analysis.gap_table); compare prompt domains with the training data",
+    "context_length": "bin acceptance by context length (eagle3lab.analysis.acceptance_by_context) "
+                      "and compare with the draft's max_position_embeddings / training length",
+    "sampling": "re-run at temperature 0 (`eagle3lab lab bench --temperature 0`); if the gap closes, "
+                "check the draft sampling mode (greedy drafting at T > 0) and the verification rule",
+    "healthy": "nothing to fix in acceptance; check the cost side (eagle3lab.analysis.best_depth)",
+}
+
+
+def acceptance_by_context(steps: pd.DataFrame, context_col: str = "context_length",
+                          bins: int = 4) -> pd.DataFrame:
+    """Accept length per context-length bin (equal-count bins): DataFrame(bin, context, accept_length, n)."""
+    if context_col not in steps:
+        raise AnalysisError(f"per-step data has no {context_col!r} column")
+    data = steps[[context_col]].assign(accepted=accepted_counts(steps))
+    data["bin"] = pd.qcut(data[context_col], q=bins, labels=False, duplicates="drop")
+    grouped = data.groupby("bin")
+    return pd.DataFrame({"bin": grouped.size().index,
+                         "context": grouped[context_col].median().to_numpy(),
+                         "accept_length": grouped["accepted"].mean().to_numpy() + 1,
+                         "n": grouped.size().to_numpy()})
+
+
+def _as_rates(per_position_) -> np.ndarray | None:
+    if per_position_ is None:
+        return None
+    if isinstance(per_position_, pd.DataFrame):
+        return per_position_["rate"].to_numpy(float)
+    return np.asarray(per_position_, dtype=float)
+
+
+def as_accuracy(standalone) -> np.ndarray | None:
+    """Standalone acc@1..k from a scalar, a sequence or evaluate_draft's DataFrame(depth, accuracy)."""
+    if standalone is None:
+        return None
+    if isinstance(standalone, pd.DataFrame):
+        return standalone.sort_values("depth")["accuracy"].to_numpy(float)
+    return np.atleast_1d(np.asarray(standalone, dtype=float))
+
+
+def _fmt(values) -> str:
+    return "[" + ", ".join(f"{v:.2f}" for v in values) + "]"
+
+
+# Thresholds of the diagnosis rules, calibrated on the lab's measured fault signatures
+# (benchmarks/validate_diagnosis.py prints them per fault). Ratios are served / standalone.
+THRESHOLDS = {
+    "zero": 0.03,          # position-1 acceptance below this: ids do not even match (vocab map)
+    "dead": 0.35,          # position 1 keeps < 35 % of standalone acc@1: wrong inputs (wiring)
+    "dead_abs": 0.15,      # ... or position 1 below 15 % when no standalone accuracy is known
+    "collapse": 0.7,       # later positions average < 70 % of position 1: multi-step path
+    "first_ok": 0.75,      # position 1 keeps >= 75 % of acc@1 for a multi-step verdict
+    "healthy": 0.9,        # positions keep >= 90 % of standalone: healthy
+    "context_decay": 0.3,  # accept length loses > 30 % of its excess over 1 across context bins
+}
+
+
+def acceptance_signature(rates, standalone_acc=None) -> dict:
+    """The numbers the diagnosis rules read: position-1 rate, tail/first ratio, served/standalone.
+
+    keep1 = c_1 / acc@1; keep = mean over known positions of c_i / acc@i (standalone acc
+    beyond the evaluated depth is taken as flat, the way a single acc@1 is usually read);
+    tail_drop = mean(c_2..c_k) / c_1.
+    """
+    rates = np.nan_to_num(np.asarray(rates, dtype=float))
+    acc = as_accuracy(standalone_acc)
+    c1 = float(rates[0])
+    tail = float(np.mean(rates[1:])) if len(rates) > 1 else c1
+    sig = {"c1": c1, "tail": tail, "tail_drop": tail / c1 if c1 > 0 else 1.0,
+           "accept_len_model": expected_accept_length_from_rates(rates),
+           "keep1": None, "keep": None, "keep_spread": None}
+    if acc is not None and len(acc):
+        full = np.concatenate([acc, np.full(max(len(rates) - len(acc), 0), acc[-1])])[:len(rates)]
+        ratio = rates / np.maximum(full, 1e-9)
+        sig.update(keep1=float(ratio[0]), keep=float(np.mean(ratio)),
+                   keep_spread=float(np.std(ratio)), acc1=float(acc[0]),
+                   accept_len_standalone=expected_accept_length_from_rates(full))
+    return sig
+
+
+def diagnose(per_position=None, accept_len: float | None = None,
+             standalone_acc=None,
+             requested_draft_tokens: int | None = None,
+             effective_draft_tokens: int | None = None,
+             context_lengths=None, steps: pd.DataFrame | None = None,
+             standalone_acc_served=None, temperature: float | None = None,
+             depth: int | None = None) -> list[Finding]:
+    """Rank likely causes of a low accept length from observed statistics, most likely first.
+
+    per_position: served conditional per-position rates (sequence or per_position()'s frame).
+    standalone_acc: the draft's own acc@1..m as its training evaluation reports it (a scalar,
+    a sequence or evaluate_draft's DataFrame). standalone_acc_served: the same measured on the
+    served prompts with the full-precision target (separates a prompt shift from a serve-side
+    change such as a quantized target). context_lengths: per-step context lengths aligned with
+    ``steps`` (or a ``context_length`` column in steps). temperature: the sampling temperature.
+    """
+    if steps is not None:
+        per_position = per_position if per_position is not None else _per_position_table(steps, depth)
+        accept_len = accept_len if accept_len is not None else accept_length(steps)
+    rates = _as_rates(per_position)
+    findings: list[Finding] = []
+    if requested_draft_tokens and effective_draft_tokens and \
+            effective_draft_tokens < requested_draft_tokens:
+        findings.append(Finding("config_adjusted", 0.95, [
+            f"{effective_draft_tokens} draft tokens are verified per step although "
+            f"{requested_draft_tokens} were requested (SGLang sets num_draft_tokens = "
+            f"num_steps + 1 when topk = 1), so accept length cannot exceed {effective_draft_tokens}."],
+            NEXT_CHECKS["config_adjusted"]))
+    if rates is not None and len(rates):
+        depth = depth or len(rates)
+        if accept_len is None:
+            accept_len = expected_accept_length_from_rates(rates)
+        findings += _diagnose_rates(np.nan_to_num(rates), accept_len, standalone_acc,
+                                    standalone_acc_served, temperature, depth)
+    findings += _diagnose_context(steps, context_lengths)
+    findings = _merge(findings)
+    if not findings:
+        findings.append(Finding("healthy", 0.3, ["Not enough statistics to point at a cause."],
+                                NEXT_CHECKS["healthy"]))
+    return findings
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per cause (the most confident), most confident first."""
+    best: dict[str, Finding] = {}
+    for f in findings:
+        if f.cause not in best or f.confidence > best[f.cause].confidence:
+            best[f.cause] = f
+    return sorted(best.values(), key=lambda f: -f.confidence)
+
+
+def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, temperature,
+                    depth) -> list[Finding]:
+    T = THRESHOLDS
+    sig = acceptance_signature(rates, standalone_acc)
+    c1, keep1, keep = sig["c1"], sig["keep1"], sig["keep"]
+    head = (f"Served conditional acceptance by position is {_fmt(rates)} (accept length "
+            f"{accept_len:.2f} at depth {depth}).")
+    ref = (f" against a standalone acc@1 of {sig['acc1']:.1%}" if keep1 is not None else "")
+    out: list[Finding] = []
+    sampling = temperature is not None and temperature > 0
+
+    # All positions near zero: the draft reads the wrong inputs or emits ids in the wrong vocabulary.
+    dead = c1 < T["dead_abs"] if keep1 is None else keep1 < T["dead"]
+    if dead:
+        evidence = [head, f"Position 1 accepts only {c1:.1%} of drafts{ref}."]
+        near_zero = c1 < T["zero"]
+        out.append(Finding("vocab_mapping", 0.8 if near_zero else 0.35, evidence + [
+            "Acceptance this close to zero means draft ids almost never equal the target's "
+            "choice, as when draft-vocabulary ids are read as target ids (missing d2t)."],
+            NEXT_CHECKS["vocab_mapping"]))
+        out.append(Finding("wiring", 0.55 if near_zero else 0.85, evidence + [
+            "A draft fed hidden states from other boundaries (or normed instead of pre-norm) still "
+            "guesses frequent tokens: a small nonzero rate at every position."],
+            NEXT_CHECKS["wiring"]))
+        return out
+
+    # Position 1 holds, later positions collapse: drafting on its own hidden states fails.
+    first_ok = keep1 is None or keep1 >= T["first_ok"]
+    if len(rates) > 1 and sig["tail_drop"] < T["collapse"]:
+        conf = (0.85 if sig["tail_drop"] < 0.5 else 0.6) if first_ok else 0.4
+        out.append(Finding("multi_step", conf, [
+            head, f"Position 1 accepts {c1:.1%}{ref}, but positions 2..{len(rates)} average "
+            f"{sig['tail']:.1%}, {sig['tail_drop']:.0%} of position 1: the draft predicts well from "
+            "the target's hidden state and loses its footing on its own (no training-time test, "
+            "draft KV cache or position bugs)."], NEXT_CHECKS["multi_step"]))
+
+    if keep is None:
+        if not out:
+            iid = fit_iid_rate(min(max(accept_len, 1.0), len(rates) + 1), len(rates))
+            if c1 >= 0.6 and float(np.min(rates)) >= 0.4:
+                out.append(Finding("healthy", 0.5, [head, f"Every position accepts at least "
+                           f"{np.min(rates):.0%} (i.i.d. fit a = {iid:.2f}); no standalone accuracy "
+                           "was given to compare with."], NEXT_CHECKS["healthy"]))
+            else:
+                for cause, conf in (("distribution_shift", 0.35), ("quantization", 0.3)):
+                    out.append(Finding(cause, conf, [head, f"Acceptance is moderate and even across "
+                               f"positions (i.i.d. fit a = {iid:.2f}); without standalone accuracy a "
+                               "prompt shift and a serve-side change look alike."], NEXT_CHECKS[cause]))
+        return out
+
+    compare = (f"Served rates keep {keep:.0%} of standalone accuracy on average ({keep1:.0%} at "
+               f"position 1); standalone predicts accept length {sig['accept_len_standalone']:.2f}, "
+               f"served {sig['accept_len_model']:.2f}.")
+    if keep >= T["healthy"] and sig["tail_drop"] >= T["collapse"]:
+        out.append(Finding("healthy", min(0.95, 0.6 + 3 * (keep - T["healthy"])), [head, compare],
+                           NEXT_CHECKS["healthy"]))
+        return out
+    # A drop at position 1 already (not only later): serve-side change, prompts or sampling.
+    if keep1 < T["healthy"]:
+        base = 0.55 if sig["tail_drop"] >= T["collapse"] else 0.4
+        extra = {"quantization": 0.0, "distribution_shift": -0.05, "sampling": -1.0}
+        if standalone_acc_served is not None:
+            served_acc = as_accuracy(standalone_acc_served)
+            prompt_keep = float(served_acc[0] / max(sig["acc1"], 1e-9))
+            serve_keep = float(c1 / max(served_acc[0], 1e-9))
+            compare += (f" On the served prompts the draft's own acc@1 is {served_acc[0]:.1%} "
+                        f"({prompt_keep:.0%} of its evaluation data); serving keeps {serve_keep:.0%} "
+                        "of that.")
+            if prompt_keep < T["healthy"]:
+                extra["distribution_shift"] += 0.3
+            if serve_keep < T["healthy"]:
+                extra["quantization"] += 0.2
+        if sampling:
+            extra["sampling"] = 0.15
+            compare += (f" Decoding samples at temperature {temperature:g}, where acceptance also "
+                        "depends on how drafts are sampled and verified.")
+        reasons = {
+            "quantization": "The target's hidden states or logits differ from those the draft was "
+                            "trained on (a quantized or otherwise changed target) at every position.",
+            "distribution_shift": "Prompts unlike the draft's training data lower acceptance at "
+                                  "every position alike.",
+            "sampling": "At temperature > 0 a draft proposed by argmax (greedy drafting) is accepted "
+                        "only with the target's probability of that token.",
+        }
+        for cause, bonus in extra.items():
+            if base + bonus > 0:
+                out.append(Finding(cause, base + bonus, [head, compare, reasons[cause]],
+                                   NEXT_CHECKS[cause]))
+    return out
+
+
+def _diagnose_context(steps, context_lengths) -> list[Finding]:
+    if context_lengths is None and (steps is None or "context_length" not in steps):
+        return []
+    if steps is None:
+        raise AnalysisError("context_lengths needs the per-step data (steps=) it belongs to")
+    data = steps if context_lengths is None else steps.assign(context_length=np.asarray(context_lengths))
+    if data["context_length"].nunique() < 4 or len(data) < 40:
+        return []
+    table = acceptance_by_context(data, bins=4)
+    first, last = table["accept_length"].iloc[0], table["accept_length"].iloc[-1]
+    ranks_ctx = pd.Series(data["context_length"].to_numpy()).rank()
+    ranks_acc = pd.Series(accepted_counts(data)).rank()
+    rho = float(ranks_ctx.corr(ranks_acc))  # Spearman without scipy
+    decay = (first - last) / max(first - 1, 1e-9)
+    if decay > 0.3 and rho < -0.1:
+        conf = min(0.9, 0.5 + decay * 0.5)
+        return [Finding("context_length", conf, [
+            f"Accept length falls from {first:.2f} at context ~{table['context'].iloc[0]:.0f} tokens "
+            f"to {last:.2f} at ~{table['context'].iloc[-1]:.0f} (Spearman rho {rho:.2f}): the draft "
+            "degrades past the context lengths it was trained on."], NEXT_CHECKS["context_length"])]
+    return []

@@ -1,0 +1,551 @@
+"""Benchmarks and what-if sweeps against any server speaking SGLang's ``/generate``.
+
+``run`` sends prompts (text or token ids) at a given concurrency and returns a ``BenchResult``:
+one row per request with time to first token, latency, tokens/s and the accept length SGLang
+reports in ``meta_info``. Accept length per request is ``spec_accept_length`` when the server
+sends it, else ``completion_tokens / spec_verify_ct`` (sglang PR#3152: one verify per round,
+and each round emits accepted drafts + 1). ``BenchResult.accept_length`` is the *pooled* value
+(sum of tokens / sum of verifies, what the server log prints); ``accept_length_mean`` is the
+unweighted mean of per-request values (what SpecForge's benchmark prints) - both are kept
+because they differ (vllm#42508).
+
+Time to first token needs streaming: requests go out with ``"stream": true`` and TTFT is the
+time to the first chunk that carries a generated token. A server that answers a streamed
+request with one plain JSON body, or refuses streaming with HTTP 400 (the lab server does), is
+still measured without streaming; TTFT is then NaN (not invented) and ``meta["stream"]`` False.
+
+``sweep`` runs a grid of points (num_steps / topk / num_draft_tokens / faults / quantization /
+anything ``eagle3lab.server.launch`` takes as spec), each on a freshly launched lab/SGLang
+server or spread over servers that are already running (``urls=[...]``), appending each point
+to a JSON-lines file as it finishes so an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eagle3lab.errors import EagleLabError
+
+REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
+                   "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
+                   "started_s", "text"]
+
+
+class BenchError(EagleLabError):
+    """A benchmark or sweep was asked for something that cannot run."""
+
+
+@dataclass
+class BenchResult:
+    """One benchmark run: per-request rows plus the figures people quote."""
+
+    url: str
+    requests: "object"  # pandas DataFrame, one row per request (REQUEST_COLUMNS)
+    wall_s: float
+    concurrency: int
+    max_new_tokens: int
+    temperature: float
+    failed: bool = False
+    error: str | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def completed(self):
+        """The requests that finished."""
+        return self.requests[self.requests["ok"]]
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output throughput: generated tokens of finished requests / wall time."""
+        done = self.completed
+        return float(done["completion_tokens"].sum() / self.wall_s) if len(done) and self.wall_s > 0 else math.nan
+
+    @property
+    def ttft_s(self) -> float:
+        return float(self.completed["ttft_s"].mean()) if len(self.completed) else math.nan
+
+    @property
+    def latency_s(self) -> float:
+        return float(self.completed["latency_s"].mean()) if len(self.completed) else math.nan
+
+    @property
+    def accept_length(self) -> float:
+        """Pooled: all generated tokens / all verify rounds (NaN without speculation)."""
+        done = self.completed.dropna(subset=["spec_verify_ct"])
+        verify = done["spec_verify_ct"].sum() if len(done) else 0
+        return float(done["completion_tokens"].sum() / verify) if verify > 0 else math.nan
+
+    @property
+    def accept_length_mean(self) -> float:
+        """Unweighted mean of per-request accept lengths."""
+        return float(self.completed["accept_length"].mean()) if len(self.completed) else math.nan
+
+    def summary(self) -> dict:
+        done = self.completed
+        return {
+            "requests": len(self.requests), "completed": len(done), "failed": self.failed,
+            "concurrency": self.concurrency, "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature, "wall_s": self.wall_s,
+            "tokens_per_s": self.tokens_per_s, "ttft_s": self.ttft_s,
+            "latency_s": self.latency_s,
+            "latency_p90_s": float(done["latency_s"].quantile(0.9)) if len(done) else math.nan,
+            "accept_length": self.accept_length, "accept_length_mean": self.accept_length_mean,
+            "completion_tokens": int(done["completion_tokens"].sum()) if len(done) else 0,
+            "error": self.error,
+        }
+
+    def __repr__(self):
+        s = self.summary()
+        return (f"BenchResult({s['completed']}/{s['requests']} ok{', FAILED' if self.failed else ''}, "
+                f"{s['tokens_per_s']:.1f} tok/s, ttft {s['ttft_s']:.3f} s, latency {s['latency_s']:.3f} s, "
+                f"accept length {s['accept_length']:.2f})")
+
+
+def speedup(result: BenchResult, baseline: BenchResult) -> float:
+    """Throughput of a speculative run over a no-speculation run on the same prompts."""
+    return result.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else math.nan
+
+
+# --------------------------------------------------------------------------- one request
+
+def _payload(prompt, max_new_tokens: int, temperature: float, stream: bool) -> dict:
+    body = {"sampling_params": {"max_new_tokens": int(max_new_tokens), "temperature": float(temperature)},
+            "stream": stream}
+    if isinstance(prompt, str):
+        body["text"] = prompt
+    else:
+        body["input_ids"] = [int(t) for t in prompt]
+    return body
+
+
+def _chunks(response, state: dict):
+    """JSON objects of an SSE stream (``data: {...}``), or the one body of a plain reply;
+    ``state["done"]`` says whether the stream ended properly (``data: [DONE]``)."""
+    ctype = response.headers.get("content-type", "")
+    if "text/event-stream" not in ctype:
+        state["done"] = True
+        yield response.json()
+        return
+    for line in response.iter_lines(decode_unicode=True):
+        if not line or not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            state["done"] = True
+            return
+        yield json.loads(data)
+
+
+def _accept_length(meta: dict) -> float:
+    if meta.get("spec_accept_length") is not None:
+        return float(meta["spec_accept_length"])
+    verify = meta.get("spec_verify_ct")
+    if verify:
+        return meta.get("completion_tokens", 0) / verify
+    return math.nan
+
+
+def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, temperature: float,
+                 opts: dict, timeout: float, t0: float) -> dict:
+    """One /generate call. ``opts["stream"]`` is shared by the run: a server that refuses
+    streaming (HTTP 400 naming it, like the lab server) is asked again without, from then on."""
+    import requests
+
+    row = {"request": index, "ok": False, "started_s": time.perf_counter() - t0}
+    start = time.perf_counter()
+    ttft = math.nan
+    last: dict = {}
+    stream = opts["stream"]
+    try:
+        resp = session.post(f"{url}/generate", json=_payload(prompt, max_new_tokens, temperature, stream),
+                            stream=stream, timeout=timeout)
+        if stream and resp.status_code == 400 and "stream" in resp.text.lower():
+            resp.close()
+            opts["stream"] = stream = False
+            start = time.perf_counter()
+            resp = session.post(f"{url}/generate", json=_payload(prompt, max_new_tokens, temperature, False),
+                                timeout=timeout)
+        with resp:
+            if resp.status_code != 200:
+                row["error"] = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                return row
+            streamed = "event-stream" in resp.headers.get("content-type", "")
+            if stream and not streamed:
+                opts["stream"] = False  # asked for a stream, got one plain body
+            state = {"done": False}
+            for chunk in _chunks(resp, state):
+                if "error" in chunk and "meta_info" not in chunk:
+                    row["error"] = str(chunk["error"])[:200]
+                    return row
+                meta = chunk.get("meta_info", {})
+                if streamed and math.isnan(ttft) and (meta.get("completion_tokens", 0) > 0 or chunk.get("text")):
+                    ttft = time.perf_counter() - start
+                last = chunk
+    except requests.RequestException as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        row["connection_lost"] = True
+        return row
+    except ValueError as exc:  # a body that is not JSON
+        row["error"] = f"bad response: {exc}"[:300]
+        return row
+    latency = time.perf_counter() - start
+    meta = last.get("meta_info", {})
+    if not last or not (state["done"] or meta.get("finish_reason")):
+        row["error"] = "the stream was cut before the request finished"
+        row["connection_lost"] = True  # the server went away mid-answer
+        return row
+    completion = int(meta.get("completion_tokens", 0))
+    finish = meta.get("finish_reason")
+    row.update(ok=True, prompt_tokens=meta.get("prompt_tokens"), completion_tokens=completion,
+               ttft_s=ttft, latency_s=latency, tokens_per_s=completion / latency if latency > 0 else math.nan,
+               spec_verify_ct=meta.get("spec_verify_ct"), accept_length=_accept_length(meta),
+               finish_reason=finish.get("type") if isinstance(finish, dict) else finish,
+               text=last.get("text"))
+    return row
+
+
+# --------------------------------------------------------------------------- a benchmark
+
+def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, temperature: float = 0.0,
+        stream: bool = True, timeout: float = 600.0, progress: bool = True) -> BenchResult:
+    """Send every prompt (str or token-id list) to ``url``/generate, ``concurrency`` at a time.
+
+    When the server goes away mid-run (connection refused/reset), no further requests are
+    sent: the result holds what completed and ``failed`` is True.
+    """
+    import pandas as pd
+    import requests
+    from tqdm.auto import tqdm
+
+    if concurrency < 1:
+        raise BenchError(f"concurrency must be at least 1, got {concurrency}")
+    prompts = list(prompts)
+    if not prompts:
+        raise BenchError("no prompts to benchmark")
+    url = url.rstrip("/")
+    lost = threading.Event()
+    opts = {"stream": stream}
+    rows: list[dict] = []
+    lock = threading.Lock()
+    bar = tqdm(total=len(prompts), desc=f"bench {url}", disable=not progress, leave=False)
+    session = requests.Session()
+    session.mount("http://", requests.adapters.HTTPAdapter(pool_maxsize=max(concurrency, 10)))
+    t0 = time.perf_counter()
+
+    def work(index: int, prompt) -> None:
+        if lost.is_set():
+            return  # the server is gone: do not hammer it
+        row = _one_request(session, url, index, prompt, max_new_tokens, temperature, opts, timeout, t0)
+        if row.pop("connection_lost", False):
+            lost.set()
+        with lock:
+            rows.append(row)
+            bar.update(1)
+
+    try:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            for future in [pool.submit(work, i, p) for i, p in enumerate(prompts)]:
+                future.result()
+    finally:
+        bar.close()
+        session.close()
+    wall = time.perf_counter() - t0
+    frame = pd.DataFrame(rows, columns=REQUEST_COLUMNS).sort_values("request").reset_index(drop=True)
+    frame["ok"] = frame["ok"].astype(bool)
+    for col in ("prompt_tokens", "completion_tokens", "spec_verify_ct"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce")
+    for col in ("ttft_s", "latency_s", "tokens_per_s", "accept_length"):
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
+    failed = bool(lost.is_set() or len(frame) < len(prompts) or not frame["ok"].all())
+    errors = frame.loc[~frame["ok"], "error"].dropna()
+    error = None
+    if failed:
+        error = (f"{len(prompts) - int(frame['ok'].sum())} of {len(prompts)} requests did not complete"
+                 + (f"; first error: {errors.iloc[0]}" if len(errors) else ""))
+    return BenchResult(url, frame, wall, concurrency, max_new_tokens, temperature, failed, error,
+                       meta={"prompts": len(prompts), "stream": opts["stream"]})
+
+
+def compare(results: dict, baseline: str) -> "object":
+    """One row per named run, with speed-up over the named no-speculation baseline."""
+    import pandas as pd
+
+    base = results[baseline]
+    rows = [{"run": name, **r.summary(), "speedup": speedup(r, base)} for name, r in results.items()]
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- sweeps
+
+SERVER_KEYS = ("num_steps", "topk", "num_draft_tokens", "fault", "faults", "quantization", "draft",
+               "algorithm", "page_size", "attention_backend", "cuda_graph_max_bs",
+               "max_running_requests")
+REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
+_RESOLVE_KEYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "page_size",
+                 "attention_backend", "cuda_graph_max_bs", "max_running_requests")
+_SERVER_INFO_KEYS = {"num_steps": "speculative_num_steps", "topk": "speculative_eagle_topk",
+                     "num_draft_tokens": "speculative_num_draft_tokens",
+                     "algorithm": "speculative_algorithm"}
+
+
+def grid_points(grid) -> list[dict]:
+    """A dict of lists -> every combination; a list of dicts -> those points as given."""
+    if isinstance(grid, dict):
+        keys = list(grid)
+        values = [v if isinstance(v, (list, tuple)) else [v] for v in grid.values()]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+    return [dict(p) for p in grid]
+
+
+def point_key(point: dict) -> str:
+    """A stable identity for a point (what resuming matches on)."""
+    return json.dumps(point, sort_keys=True, default=str)
+
+
+def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaForCausalLM") -> dict:
+    """What the engine runs for this point (``eagle3lab.config``), next to what was asked."""
+    from eagle3lab.config import SpecConfig
+
+    if point.get("baseline"):
+        return {"effective_num_steps": None, "effective_topk": None, "effective_num_draft_tokens": None}
+    asked = {k: point[k] for k in _RESOLVE_KEYS if point.get(k) is not None}
+    try:
+        res = SpecConfig(**asked).resolve(engine="sglang", version=version, arch=arch)
+    except EagleLabError as exc:
+        return {"effective_error": str(exc)}
+    out = {"effective_num_steps": res.num_steps, "effective_topk": res.topk,
+           "effective_num_draft_tokens": res.num_draft_tokens,
+           "effective_changed": bool(res.changed), "effective_error": res.error,
+           "effective_warnings": list(res.warnings)}
+    return out
+
+
+def _server_reported(info: dict) -> dict:
+    """The speculative settings a running server reports (SGLang's /get_server_info)."""
+    nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
+    out = {}
+    for ours, theirs in _SERVER_INFO_KEYS.items():
+        value = info.get(theirs, nested.get(theirs))
+        if value is not None:
+            out[ours] = value
+    for key in ("fault", "faults"):
+        if info.get(key) is not None:
+            out["fault"] = info[key]
+    return out
+
+
+def _fault_set(value) -> set:
+    if value is None:
+        return set()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return {str(f).strip() for f in items if str(f).strip() and str(f).strip() != "none"}
+
+
+def _matches(point: dict, reported: dict) -> bool:
+    """Can a server reporting these settings run this point? (unknown settings never match)"""
+    spec = _point_spec(point)
+    if point.get("baseline"):
+        return reported.get("algorithm") in (None, "", "NONE", "none") and \
+            _fault_set(spec.get("fault")) == _fault_set(reported.get("fault"))
+    for key in ("num_steps", "topk", "num_draft_tokens"):
+        if spec.get(key) is not None and str(spec[key]) != str(reported.get(key)):
+            return False
+    return _fault_set(spec.get("fault")) == _fault_set(reported.get("fault")) or (
+        not spec.get("fault") and "fault" not in reported)
+
+
+def load_points(out) -> list[dict]:
+    """The records of a sweep file (one JSON object per line; a torn last line is ignored)."""
+    path = Path(out)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def _append(out, record: dict, lock: threading.Lock) -> None:
+    with lock, open(out, "a") as fh:
+        fh.write(json.dumps(record, default=str) + "\n")
+        fh.flush()
+
+
+def _point_spec(point: dict, backend: str = "lab") -> dict:
+    """The launch spec for a point: its server keys; for the lab, ``quantization`` becomes the
+    ``quant-<q>`` fault (the lab quantizes at serve time), for SGLang ``--quantization``."""
+    spec = {k: v for k, v in point.items() if k in SERVER_KEYS and k != "draft" and v is not None}
+    quant = spec.pop("quantization", None)
+    faults = sorted(_fault_set(spec.pop("fault", None)) | _fault_set(spec.pop("faults", None)))
+    if quant not in (None, "none", "", "bf16", "fp16", "fp32"):
+        if backend == "lab":
+            faults.append(f"quant-{quant}")
+        else:
+            spec["quantization"] = quant
+    if faults:
+        spec["fault"] = ",".join(faults)
+    if point.get("baseline"):  # no speculation: keep only what changes the target itself
+        spec = {k: v for k, v in spec.items() if k == "quantization"}
+        quant_faults = [f for f in faults if f.startswith("quant-")]
+        if quant_faults:
+            spec["fault"] = ",".join(quant_faults)
+    return spec
+
+
+def baseline_points(points: list[dict], backend: str = "lab") -> list[dict]:
+    """One no-speculation point per distinct target setting (quantization) and request
+    setting (concurrency, max_new_tokens, temperature) among the points."""
+    out = []
+    for p in points:
+        spec = _point_spec({**p, "baseline": True}, backend)
+        base = {"baseline": True, **({"quantization": spec["quantization"]} if "quantization" in spec else {}),
+                **({"fault": spec["fault"]} if "fault" in spec else {}),
+                **{k: p[k] for k in REQUEST_KEYS if k in p}}
+        if base not in out:
+            out.append(base)
+    return out
+
+
+def _target_key(row, backend: str) -> tuple:
+    """What a point's target looks like without speculation (its baseline's identity)."""
+    point = {k[len("asked_"):]: v for k, v in row.items() if k.startswith("asked_")
+             and not (isinstance(v, float) and math.isnan(v))}
+    spec = _point_spec({**point, "baseline": True}, backend)
+    return (spec.get("fault"), spec.get("quantization"), *(str(point.get(k)) for k in REQUEST_KEYS))
+
+
+def _add_speedup(frame, backend: str):
+    """speedup = tokens/s over the tokens/s of the baseline point with the same target."""
+    if "asked_baseline" not in frame or "tokens_per_s" not in frame:
+        return frame
+    is_base = frame["asked_baseline"].eq(True)
+    base_tps = {_target_key(row, backend): row["tokens_per_s"] for _, row in frame[is_base].iterrows()}
+    frame["speedup"] = [row["tokens_per_s"] / ref if (ref := base_tps.get(_target_key(row, backend))) else math.nan
+                        for _, row in frame.iterrows()]
+    return frame
+
+
+def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, temperature: float = 0.0,
+          out=None, backend: str = "lab", model_path=None, draft_path=None, urls=None,
+          extra_args=(), launch_timeout: float = 600.0, version: str = "0.5.23",
+          arch: str = "LlamaForCausalLM", progress: bool = True, launch_kwargs: dict | None = None,
+          baseline: bool = False):
+    """Benchmark every grid point; returns one row per point (asked, effective, measured).
+
+    Without ``urls`` each point launches its own server (``eagle3lab.server.launch`` with the
+    point's flags) and stops it afterwards. With ``urls`` the points are spread over those
+    already-running servers, one thread per url; a point that sets server-level keys only goes
+    to a server whose ``/get_server_info`` reports the same settings. Each finished point is
+    appended to ``out`` (JSON lines); a rerun skips points already recorded without failure.
+    ``baseline=True`` adds a no-speculation point per target setting and a ``speedup`` column.
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    points = grid_points(grid)
+    if baseline:
+        points = baseline_points(points, backend) + points
+    out = Path(out) if out else None
+    done = {r["point_key"]: r for r in load_points(out) if not r.get("failed")} if out else {}
+    todo = [p for p in points if point_key(p) not in done]
+    records = {point_key(p): done[point_key(p)] for p in points if point_key(p) in done}
+    lock = threading.Lock()
+    bar = tqdm(total=len(points), initial=len(points) - len(todo), desc="sweep", disable=not progress)
+
+    def finish(point: dict, record: dict) -> None:
+        record = {"point_key": point_key(point), **{f"asked_{k}": v for k, v in point.items()},
+                  **effective_config(point, version, arch), **record}
+        if out:
+            _append(out, record, lock)
+        with lock:
+            records[point_key(point)] = record
+            bar.update(1)
+
+    def measure(url: str, point: dict) -> dict:
+        result = run(url, prompts, max_new_tokens=point.get("max_new_tokens", max_new_tokens),
+                     concurrency=point.get("concurrency", concurrency),
+                     temperature=point.get("temperature", temperature), progress=False)
+        return {"url": url, **result.summary()}
+
+    try:
+        if urls:
+            _sweep_urls(list(urls), todo, measure, finish)
+        else:
+            for point in todo:
+                finish(point, _launched_point(point, measure, backend, model_path, draft_path,
+                                              extra_args, launch_timeout, launch_kwargs or {}))
+    finally:
+        bar.close()
+    frame = pd.DataFrame([records[point_key(p)] for p in points if point_key(p) in records])
+    return _add_speedup(frame, backend)
+
+
+def _lab_draft(draft, model_path):
+    """A lab draft given by name ("healthy", "seed", ...) -> its folder next to the target."""
+    if draft is None or Path(str(draft)).exists() or model_path is None:
+        return draft
+    candidate = Path(model_path).parent / "drafts" / str(draft)
+    return candidate if candidate.exists() else draft
+
+
+def _launched_point(point, measure, backend, model_path, draft_path, extra_args, timeout, launch_kwargs) -> dict:
+    from eagle3lab import server
+
+    draft = None if point.get("baseline") else _lab_draft(point.get("draft", draft_path), model_path)
+    started = time.perf_counter()
+    try:
+        with server.launch(backend, model_path, draft, spec=_point_spec(point, backend), extra_args=extra_args,
+                           timeout=timeout, **launch_kwargs) as srv:
+            launch_s = time.perf_counter() - started
+            reported = _server_reported(srv.server_info())
+            record = measure(srv.url, point)
+    except server.ServerError as exc:
+        return {"failed": True, "error": str(exc).splitlines()[0], "wall_s": time.perf_counter() - started}
+    record["launch_s"] = launch_s
+    record.update({f"server_{k}": v for k, v in reported.items()})
+    return record
+
+
+def _sweep_urls(urls: list[str], todo: list[dict], measure, finish) -> None:
+    from eagle3lab import server
+
+    reported = {url: _server_reported(server.connect(url, timeout=30).server_info()) for url in urls}
+    servers_for = {point_key(p): [u for u in urls if _matches(p, reported[u])] for p in todo}
+    orphans = [p for p in todo if not servers_for[point_key(p)]]
+    if orphans:
+        raise BenchError(f"no running server matches {len(orphans)} point(s), e.g. {orphans[0]}; "
+                         f"servers report: {reported}")
+    pending = list(todo)
+    lock = threading.Lock()
+
+    def next_point(url: str):
+        with lock:
+            for i, p in enumerate(pending):
+                if url in servers_for[point_key(p)]:
+                    return pending.pop(i)
+        return None
+
+    def worker(url: str) -> None:
+        while (point := next_point(url)) is not None:
+            try:
+                record = measure(url, point)
+            except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
+                record = {"url": url, "failed": True, "error": f"{type(exc).__name__}: {exc}"}
+            record.update({f"server_{k}": v for k, v in reported[url].items()})
+            finish(point, record)
+
+    threads = [threading.Thread(target=worker, args=(u,), daemon=True) for u in urls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

@@ -1,0 +1,47 @@
+"""`eagle3lab config`: which speculative configuration the engine will actually run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "predict the effective speculative config for launch_server flags (exit 1 if it differs)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", default="sglang==0.5.23",
+                        help="engine[==version]: sglang==0.5.23 (default), sglang==0.4.10, vllm")
+    parser.add_argument("--arch", default="LlamaForCausalLM",
+                        help="the target's config.json architectures[0] (default LlamaForCausalLM)")
+    parser.add_argument("--use-sglang", action="store_true",
+                        help="ask the installed SGLang's own ServerArgs resolver (a subprocess)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("flags", nargs=argparse.REMAINDER,
+                        help="launch_server flags, after a lone --: -- --speculative-num-steps 1 ... "
+                        "(none: what SGLang picks by itself for --arch)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from eagle3lab.config import SpecConfig
+
+    flags = list(args.flags)
+    if flags[:1] == ["--"]:
+        flags = flags[1:]
+    spec = SpecConfig.from_cli(flags)
+    res = spec.resolve(engine=args.engine, arch=args.arch, use_sglang=args.use_sglang)
+    if args.json:
+        print(json.dumps(_as_json(res), indent=2, default=str))
+    else:
+        print(res.summary())
+        print("verdict: " + ("the effective config DIFFERS from what was asked" if res.differs
+                             else "runs as asked"))
+    return 1 if res.differs else 0
+
+
+def _as_json(res) -> dict:
+    from dataclasses import asdict
+
+    out = asdict(res)
+    out["changed"] = {k: list(v) for k, v in res.changed.items()}
+    out["differs"] = res.differs
+    return out

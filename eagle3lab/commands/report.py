@@ -1,0 +1,43 @@
+"""`eagle3lab report`: execute the notebooks and render the HTML post-mortem."""
+
+from __future__ import annotations
+
+HELP = "execute the notebooks against a lab (or your server) and render the HTML post-mortem"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--lab", default="default", choices=["ci", "default"],
+                        help="lab preset the notebooks run against (default: default)")
+    parser.add_argument("--out", default="reports", help="output folder (default: reports/)")
+    parser.add_argument("--only", default=None, metavar="01,04",
+                        help="comma-separated notebook numbers or names to run (default: all)")
+    parser.add_argument("--timeout", type=int, default=1200, metavar="S",
+                        help="seconds one cell may run before the notebook fails (default: 1200)")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a parameters-cell value in every notebook that declares it, e.g. "
+                             "-p SERVER_URL=http://gpu-box:30000 (repeatable)")
+    parser.add_argument("--notebooks", default=None, metavar="DIR", help="notebook folder (default: notebooks/)")
+    parser.add_argument("--no-progress", action="store_true", help="no per-cell progress bars")
+
+
+def run(args) -> int:
+    import sys
+    from pathlib import Path
+
+    from eagle3lab import report
+    from eagle3lab.errors import EagleLabError
+
+    if args.timeout <= 0:
+        raise EagleLabError("--timeout must be a positive number of seconds")
+    only = args.only.split(",") if args.only else None
+    parameters = dict(report.parse_parameter(p) for p in args.param)
+    result = report.build_report(out=args.out, lab=args.lab, only=only, timeout=args.timeout,
+                                 parameters=parameters,
+                                 notebooks_dir=Path(args.notebooks) if args.notebooks else report.NOTEBOOKS_DIR,
+                                 progress=not args.no_progress)
+    total = sum(r.seconds for r in result.runs)
+    print(result.summary().to_string(index=False))
+    print(f"\npost-mortem: {result.index_path}  ({len(result.runs)} notebooks, {total:.0f} s)")
+    for err in result.errors:
+        print(f"eagle3lab: error: {err}", file=sys.stderr)
+    return 0 if result.ok else 1

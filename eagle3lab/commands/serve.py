@@ -1,0 +1,77 @@
+"""`eagle3lab serve`: the lab engine behind SGLang's HTTP API (flags as `sglang.launch_server`)."""
+
+from __future__ import annotations
+
+HELP = "serve a lab target (+ EAGLE-3 draft) over SGLang's HTTP API, with fault switches"
+
+
+def add_arguments(parser) -> None:
+    g = parser.add_argument_group("SGLang launch flags")
+    g.add_argument("--model-path", required=True,
+                   help="target dir, a lab dir, or 'lab' / 'lab:ci' (the built lab preset)")
+    g.add_argument("--speculative-algorithm", default=None, help="EAGLE3 (or EAGLE)")
+    g.add_argument("--speculative-draft-model-path", default=None)
+    g.add_argument("--speculative-num-steps", type=int, default=None)
+    g.add_argument("--speculative-eagle-topk", type=int, default=None)
+    g.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    g.add_argument("--host", default="127.0.0.1")
+    g.add_argument("--port", type=int, default=30000, help="0 picks a free port")
+    g.add_argument("--decode-log-interval", type=int, default=40)
+    g.add_argument("--log-level", default="info")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
+                        help="fault switch (repeatable, or comma separated); see `eagle3lab lab bench --help`")
+    parser.add_argument("--max-prompt-tokens", type=int, default=1024, help="longest prompt accepted")
+    parser.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens accepted")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1 is fastest for lab-sized models on a shared CPU)")
+
+
+def run(args) -> int:
+    import signal
+    import sys
+    import threading
+
+    import torch
+
+    from eagle3lab.engine import server as srv
+    from eagle3lab.errors import EagleLabError
+
+    for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+                 "max_prompt_tokens", "max_new_tokens", "decode_log_interval", "threads"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise EagleLabError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if not 0 <= args.port <= 65535:
+        raise EagleLabError(f"--port {args.port} is not a port number")
+    torch.set_num_threads(args.threads)
+    srv.setup_logging(sys.stdout)
+    state = srv.load_state(
+        args.model_path, args.speculative_draft_model_path, algorithm=args.speculative_algorithm,
+        num_steps=args.speculative_num_steps, topk=args.speculative_eagle_topk,
+        num_draft_tokens=args.speculative_num_draft_tokens, faults=args.fault,
+        max_prompt_tokens=args.max_prompt_tokens, max_new_tokens=args.max_new_tokens,
+        decode_log_interval=args.decode_log_interval)
+    info = state.server_info
+    srv.logger.info(f"speculative: algorithm={info['speculative_algorithm']}, "
+                    f"num_steps={info['speculative_num_steps']}, topk={info['speculative_eagle_topk']}, "
+                    f"num_draft_tokens={info['speculative_num_draft_tokens']}, "
+                    f"boundaries={info['aux_hidden_state_boundaries']}, faults={info['faults'] or 'none'}")
+    httpd = srv.make_server(state, args.host, args.port)
+    stop = threading.Event()
+
+    def _stop(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
+    thread.start()
+    srv.logger.info(f"Uvicorn running on {httpd.url} (Press CTRL+C to quit)")
+    srv.logger.info("The server is fired up and ready to roll!")
+    print(f"eagle3lab serve: ready on {httpd.url}", flush=True)
+    while not stop.wait(0.5):
+        pass
+    srv.logger.info("shutting down")
+    httpd.shutdown()
+    httpd.server_close()
+    return 0

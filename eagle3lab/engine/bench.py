@@ -1,0 +1,255 @@
+"""Benchmark speculative decoding against plain decoding of the same target, interleaved.
+
+`run_bench(lab, spec=(3, 1, 4), faults=["wiring-seed"])` decodes held-out prompts with and
+without speculation in the same process, alternating which goes first, and returns a
+`BenchResult` with per-step and per-token DataFrames, accept length, per-position acceptance,
+tokens/s of both, measured draft-step and verify costs, and whether greedy outputs matched.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from eagle3lab.engine.faults import FaultPlan, build_engine, domain_shift_texts, plan_faults
+from eagle3lab.engine.speculate import Generation, SamplingParams, SpecEngine, SpecParams
+
+
+@dataclass
+class BenchResult:
+    spec: SpecParams
+    plan: FaultPlan
+    boundaries: list[int]
+    temperature: float
+    steps: pd.DataFrame  # one row per verify step
+    tokens: pd.DataFrame  # one row per generated token (provenance)
+    requests: pd.DataFrame  # one row per request: tokens/s of both runs, accept length, match
+    lossless: bool | None
+    preset: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    # -- headline figures -------------------------------------------------------------------
+    @property
+    def accept_length(self) -> float:
+        """Mean tokens per verify step, bonus included (SGLang's `accept len`)."""
+        return float(self.steps["accept_len"].mean()) if len(self.steps) else float("nan")
+
+    @property
+    def accept_rate(self) -> float:
+        """SGLang 0.5.23's `accept rate`: accepted drafts / (verify steps x (draft tokens - 1))."""
+        drafted = len(self.steps) * (self.spec.num_draft_tokens - 1)
+        return float(self.steps["accepted"].sum() / drafted) if drafted else float("nan")
+
+    @property
+    def per_position(self) -> list[float]:
+        """Unconditional acceptance at draft position i: share of steps with >= i accepted."""
+        depth = int(self.steps["drafted"].max()) if len(self.steps) else 0
+        depth = min(depth, self.spec.num_steps)
+        acc = self.steps["accepted"].to_numpy()
+        return [float((acc >= i).mean()) for i in range(1, depth + 1)]
+
+    @property
+    def tokens_per_s(self) -> float:
+        r = self.requests
+        return float(r["spec_tokens"].sum() / r["spec_s"].sum())
+
+    @property
+    def baseline_tokens_per_s(self) -> float:
+        r = self.requests
+        return float(r["base_tokens"].sum() / r["base_s"].sum())
+
+    @property
+    def speedup(self) -> float:
+        return self.tokens_per_s / self.baseline_tokens_per_s
+
+    @property
+    def costs(self) -> dict:
+        """Measured costs (seconds): one draft forward, one verify pass, one plain step."""
+        s, r = self.steps, self.requests
+        c_draft = float(s["draft_s"].sum() / (len(s) * self.spec.num_steps)) if len(s) else float("nan")
+        c_verify = float(s["verify_s"].mean()) if len(s) else float("nan")
+        c_plain = float(r["base_decode_s"].sum() / max(1, (r["base_tokens"] - 1).sum()))
+        k = self.spec.num_steps
+        L = self.accept_length
+        return {
+            "c_draft_s": c_draft, "c_verify_s": c_verify, "c_plain_step_s": c_plain,
+            "draft_over_target": c_draft / c_plain,
+            "verify_over_plain": c_verify / c_plain,
+            # speed-up = L / (1 + k * c_draft / c_target), c_target = one plain target step
+            "predicted_speedup": L / (1 + k * c_draft / c_plain),
+            # the same with the measured verify cost in place of a plain step
+            "predicted_speedup_measured_verify": L * c_plain / (k * c_draft + c_verify),
+        }
+
+    def summary(self) -> dict:
+        out = {
+            "preset": self.preset,
+            "draft": self.plan.draft_name,
+            "faults": list(self.plan.faults),
+            "boundaries": list(self.boundaries),
+            "num_steps": self.spec.num_steps,
+            "topk": self.spec.topk,
+            "num_draft_tokens": self.spec.num_draft_tokens,
+            "temperature": self.temperature,
+            "prompts": int(len(self.requests)),
+            "new_tokens": int(self.requests["spec_tokens"].sum()),
+            "verify_steps": int(len(self.steps)),
+            "accept_length": self.accept_length,
+            "accept_rate": self.accept_rate,
+            "per_position": self.per_position,
+            "tokens_per_s": self.tokens_per_s,
+            "baseline_tokens_per_s": self.baseline_tokens_per_s,
+            "speedup": self.speedup,
+            "lossless": self.lossless,
+            **self.costs,
+            **self.extra,
+        }
+        return {k: (round(v, 4) if isinstance(v, float) and math.isfinite(v) else v) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------------------
+def bench_prompts(lab, n: int, prompt_tokens: int, kinds=(), *, long_tokens: int | None = None,
+                  max_len: int | None = None) -> list[list[int]]:
+    """Held-out prompts, or domain-shifted / long ones when those faults are on."""
+    tok = lab.tokenizer
+    if "domain-shift" in kinds:
+        texts = domain_shift_texts(n + 4)
+    elif "long-context" in kinds:
+        texts = list(lab.heldout_texts(max(4 * n, 16)))
+    else:
+        return [list(p) for p in lab.heldout_prompts(n, prompt_tokens)]
+    want = long_tokens if "long-context" in kinds else prompt_tokens
+    if max_len is not None:
+        want = min(want, max_len)
+    if "long-context" not in kinds:
+        return [tok.encode(t)[:want] for t in texts[:n]]
+    stream: list[int] = []
+    for t in texts:
+        stream += tok.encode(t)
+    if len(stream) < want:
+        stream = (stream * (want // max(1, len(stream)) + 1))
+    stride = max(1, (len(stream) - want) // max(1, n))
+    return [stream[i * stride: i * stride + want] for i in range(n)]
+
+
+def lab_train_seq_len(lab) -> int:
+    """Longest sequence the lab's drafts were trained on (from the manifest), else 256."""
+    m = getattr(lab, "manifest", {}) or {}
+    for path in (("config", "draft", "seq_len"), ("config", "draft_seq_len"), ("config", "seq_len"),
+                 ("draft", "seq_len"), ("seq_len",)):
+        node = m
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, int):
+            return node
+    return 256
+
+
+def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None) -> tuple[SpecEngine, FaultPlan]:
+    """The engine the lab serves under `faults` (draft chosen by the plan)."""
+    plan = plan_faults(faults, lab.num_layers)
+    max_pos = int(getattr(lab.target.config, "max_position_embeddings", 2048))
+    draft = lab.load_draft(plan.draft_name)
+    engine = build_engine(lab.target, draft, plan, max_seq_len=min(max_seq_len or max_pos, max_pos))
+    return engine, plan
+
+
+def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None = None,
+              n_prompts: int = 8, prompt_tokens: int = 64, max_new_tokens: int = 128,
+              temperature: float = 0.0, seed: int = 0, engine: SpecEngine | None = None,
+              progress: bool = True) -> BenchResult:
+    """Decode prompts plainly and speculatively (interleaved) and measure both."""
+    spec = SpecParams.of(spec)
+    if engine is None:
+        engine, plan = make_lab_engine(lab, faults)
+    else:
+        plan = plan_faults(faults, engine.target.num_layers)
+    if prompts is None:
+        room = engine.max_seq_len - max_new_tokens - spec.num_steps * spec.topk - 8
+        long_tokens = min(4 * lab_train_seq_len(lab), room)
+        prompts = bench_prompts(lab, n_prompts, prompt_tokens, plan.prompt_kinds,
+                                long_tokens=long_tokens, max_len=room)
+    sampling = SamplingParams(temperature=temperature)
+    _warm_up(engine, prompts[0], spec, sampling)
+    step_rows, token_rows, req_rows = [], [], []
+    iterator = range(len(prompts))
+    if progress:
+        from tqdm.auto import tqdm
+
+        iterator = tqdm(iterator, desc=f"bench {spec.num_steps}/{spec.topk}/{spec.num_draft_tokens}",
+                        leave=False)
+    matched = []
+    for r in iterator:
+        prompt = prompts[r]
+        sp = SamplingParams(temperature=temperature, seed=seed + r)
+        runs = {}
+        order = ("base", "spec") if r % 2 == 0 else ("spec", "base")
+        for which in order:
+            t0 = time.perf_counter()
+            if which == "base":
+                g = engine.generate_plain(prompt, max_new_tokens, sp)
+            else:
+                g = engine.generate(prompt, max_new_tokens, spec, sp)
+            runs[which] = (g, time.perf_counter() - t0)
+        (base, base_s), (sg, spec_s) = runs["base"], runs["spec"]
+        if sampling.greedy:
+            matched.append(base.output_ids == sg.output_ids)
+        req_rows.append({"request": r, "prompt_tokens": len(prompt),
+                         "base_tokens": len(base.output_ids), "base_s": base_s,
+                         "base_decode_s": base.decode_s,
+                         "spec_tokens": len(sg.output_ids), "spec_s": spec_s,
+                         "verify_steps": sg.num_verify, "accept_length": sg.accept_length,
+                         "match": base.output_ids == sg.output_ids})
+        step_rows += steps_frame_rows(sg, r)
+        token_rows += token_frame_rows(sg, r, lab.tokenizer if lab is not None else None)
+    lossless = all(matched) if sampling.greedy else _greedy_check(engine, prompts[:2], spec)
+    return BenchResult(spec=spec, plan=plan, boundaries=list(engine.boundaries),
+                       temperature=temperature, steps=pd.DataFrame(step_rows),
+                       tokens=pd.DataFrame(token_rows), requests=pd.DataFrame(req_rows),
+                       lossless=lossless, preset=getattr(lab, "preset", None))
+
+
+def steps_frame_rows(g: Generation, request: int = 0) -> list[dict]:
+    """One row per verify step of a generation."""
+    return [{"request": request, "step": s.step, "drafted": s.drafted, "accepted": s.accepted,
+             "accept_len": s.accept_len, "accepted_depths": s.accepted_depths,
+             "draft_s": s.draft_s, "verify_s": s.verify_s} for s in g.steps]
+
+
+def token_frame_rows(g: Generation, request: int = 0, tokenizer=None) -> list[dict]:
+    """Provenance of each generated token: prefill / accepted draft at depth i / bonus / replacement."""
+    rows = []
+    for i, (t, kind, depth) in enumerate(zip(g.output_ids, g.kinds, g.depths)):
+        rows.append({"request": request, "index": i, "token": t,
+                     "text": tokenizer.decode([t]) if tokenizer is not None else None,
+                     "kind": kind, "depth": depth})
+    # verify step of each token: a step ends at each bonus/replacement
+    step = 0
+    for row in rows:
+        row["step"] = step if row["kind"] != "prefill" else -1
+        if row["kind"] in ("bonus", "replacement"):
+            step += 1
+    return rows
+
+
+def steps_frame(g: Generation, request: int = 0) -> pd.DataFrame:
+    return pd.DataFrame(steps_frame_rows(g, request))
+
+
+def tokens_frame(g: Generation, request: int = 0, tokenizer=None) -> pd.DataFrame:
+    return pd.DataFrame(token_frame_rows(g, request, tokenizer))
+
+
+def _warm_up(engine: SpecEngine, prompt, spec, sampling) -> None:
+    engine.generate_plain(prompt[:16], 8, sampling)
+    engine.generate(prompt[:16], 8, spec, sampling)
+
+
+def _greedy_check(engine: SpecEngine, prompts, spec, n_tokens: int = 32) -> bool:
+    greedy = SamplingParams()
+    return all(engine.generate_plain(p, n_tokens, greedy).output_ids
+               == engine.generate(p, n_tokens, spec, greedy).output_ids for p in prompts)

@@ -1,0 +1,84 @@
+"""`eagle3lab lab bench`: speculative vs plain decoding of the lab target, interleaved."""
+
+from __future__ import annotations
+
+HELP = "benchmark speculative decoding on the lab (accept length, per-position, speed-up)"
+
+
+def add_arguments(parser) -> None:
+    from eagle3lab.engine.faults import FAULTS
+
+    parser.add_argument("--preset", default="default", help="lab preset: default or ci")
+    parser.add_argument("--steps", type=int, default=None, help="--speculative-num-steps (default 3)")
+    parser.add_argument("--topk", type=int, default=None, help="--speculative-eagle-topk (default 1)")
+    parser.add_argument("--draft-tokens", type=int, default=None,
+                        help="--speculative-num-draft-tokens (resolved as SGLang 0.5.23 would)")
+    parser.add_argument("--fault", action="append", default=[], metavar="NAME",
+                        help="repeatable: " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--prompts", type=int, default=8, help="held-out prompts to decode")
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="new tokens per prompt (>= 128)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1 is fastest for lab-sized models on a shared CPU)")
+    parser.add_argument("--json", action="store_true", help="last line: the result as JSON")
+
+
+def resolve_spec(steps, topk, draft_tokens):
+    """SGLang 0.5.23's effective (steps, topk, draft tokens) and its warnings."""
+    from eagle3lab.config import SpecConfig
+    from eagle3lab.engine.speculate import SpecParams
+    from eagle3lab.errors import EagleLabError
+
+    if steps is None and topk is None and draft_tokens is None:
+        steps, topk = 3, 1
+    res = SpecConfig(algorithm="EAGLE3", num_steps=steps, topk=topk,
+                     num_draft_tokens=draft_tokens).resolve(engine="sglang", version="0.5.23",
+                                                             arch="LlamaForCausalLM")
+    if res.error:
+        raise EagleLabError(f"SGLang 0.5.23 refuses this configuration: {res.error}")
+    return SpecParams(res.num_steps, res.topk, res.num_draft_tokens), list(res.warnings)
+
+
+def run(args) -> int:
+    import json
+    import sys
+
+    import torch
+
+    from eagle3lab.engine.bench import run_bench
+    from eagle3lab.engine.faults import normalize_faults
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.lab import load_lab
+
+    for name in ("prompts", "prompt_tokens", "max_new_tokens", "threads"):
+        if getattr(args, name) < 1:
+            raise EagleLabError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.temperature < 0:
+        raise EagleLabError("--temperature must be >= 0")
+    faults = normalize_faults(args.fault)
+    spec, warnings = resolve_spec(args.steps, args.topk, args.draft_tokens)
+    for line in warnings:
+        print(f"sglang 0.5.23: {line}", file=sys.stderr)
+    torch.set_num_threads(args.threads)
+    lab = load_lab(args.preset)
+    result = run_bench(lab, spec=spec, faults=faults, n_prompts=args.prompts,
+                       prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
+                       temperature=args.temperature, seed=args.seed)
+    s = result.summary()
+    print(f"lab {s['preset']}  draft {s['draft']}  faults {', '.join(s['faults']) or 'none'}  "
+          f"boundaries {s['boundaries']}")
+    print(f"spec num_steps={spec.num_steps} topk={spec.topk} num_draft_tokens={spec.num_draft_tokens}  "
+          f"temperature={args.temperature}  {s['prompts']} prompts x {args.max_new_tokens} new tokens")
+    print(f"accept length   {s['accept_length']:.2f}  (bonus included; accept rate {s['accept_rate']:.2f})")
+    print("per position    " + "  ".join(f"{p:.2f}" for p in s["per_position"]))
+    print(f"tokens/s        spec {s['tokens_per_s']:.1f}   plain {s['baseline_tokens_per_s']:.1f}   "
+          f"speed-up {s['speedup']:.2f}x")
+    print(f"costs           draft step {s['c_draft_s'] * 1e3:.2f} ms, verify {s['c_verify_s'] * 1e3:.2f} ms, "
+          f"plain step {s['c_plain_step_s'] * 1e3:.2f} ms; predicted L/(1+k*c_draft/c_target) = "
+          f"{s['predicted_speedup']:.2f}x")
+    print(f"lossless        {s['lossless']}")
+    if args.json:
+        print(json.dumps(s))
+    return 0

@@ -1,0 +1,299 @@
+"""Plots of acceptance and speed: each function takes the DataFrames eagle3lab returns and
+returns the matplotlib Figure (one style: eagle3lab.style)."""
+
+from __future__ import annotations
+
+import html as _html
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from eagle3lab import analysis
+from eagle3lab.errors import EagleLabError
+from eagle3lab.style import COLORS, apply_style
+
+
+class PlotError(EagleLabError):
+    """A DataFrame without the columns a plot needs."""
+
+
+def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in df]
+    if missing:
+        raise PlotError(f"{what} needs columns {missing}; got {list(df.columns)}")
+
+
+def _figure(nrows: int = 1, ncols: int = 1, **kwargs):
+    apply_style()
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(nrows, ncols, **kwargs)
+    return fig, axes
+
+
+def _close(fig):
+    """Detach from pyplot so figures do not pile up (notebooks still display the returned Figure)."""
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return fig
+
+
+# --------------------------------------------------------------------------- acceptance vs depth
+
+def accept_vs_depth(observed: pd.DataFrame | None = None, a: float | Sequence[float] = (0.6, 0.7, 0.8, 0.9),
+                    rates: Sequence[float] | None = None, max_depth: int = 8, title: str | None = None):
+    """Accept length against draft depth: i.i.d. model curves for each a, the curve of given
+    per-position rates, and observed points (DataFrame(depth, accept_length[, lo, hi, label]))."""
+    fig, ax = _figure()
+    depth = np.arange(0, max_depth + 1)
+    a_values = [a] if np.isscalar(a) else list(a)
+    shades = np.linspace(0.35, 1.0, max(len(a_values), 1))
+    for shade, value in zip(shades, a_values):
+        ax.plot(depth, analysis.expected_accept_length(value, depth), color=COLORS["model"],
+                alpha=float(shade), lw=1.5, label=f"i.i.d. a = {value:.2f}")
+    if rates is not None:
+        curve = np.concatenate([[1.0], analysis.accept_length_curve(rates)])
+        ax.plot(np.arange(len(curve)), curve, color=COLORS["model"], ls="--", marker="s", ms=4,
+                label="from per-position rates")
+    if observed is not None and len(observed):
+        _need(observed, ["depth", "accept_length"], "observed points")
+        groups = observed.groupby("label") if "label" in observed else [(None, observed)]
+        for label, group in groups:
+            yerr = None
+            if {"lo", "hi"} <= set(group.columns):
+                yerr = np.vstack([group["accept_length"] - group["lo"], group["hi"] - group["accept_length"]])
+            ax.errorbar(group["depth"], group["accept_length"], yerr=yerr, fmt="o", ms=7, capsize=3,
+                        color=COLORS["observed"] if label is None else None,
+                        label="observed" if label is None else str(label), zorder=5)
+    ax.plot(depth, depth + 1, color=COLORS["baseline"], ls=":", lw=1, label="ceiling k + 1")
+    ax.set(xlabel="draft depth k (draft tokens per step)", ylabel="accept length (incl. bonus)",
+           title=title or "Accept length vs draft depth", xlim=(0, max_depth), ylim=(0.9, None))
+    ax.legend(fontsize="small", ncol=2)
+    return _close(fig)
+
+
+# --------------------------------------------------------------------------- per position
+
+def per_position_bars(per_position: pd.DataFrame, standalone: Sequence[float] | None = None,
+                      title: str | None = None, conditional: bool = True):
+    """Per-position acceptance bars with CI whiskers; ``label`` column = one bar group per run;
+    standalone acc@i drawn as markers to show where serving loses acceptance."""
+    _need(per_position, ["position", "rate"], "per-position bars")
+    fig, ax = _figure()
+    groups = list(per_position.groupby("label", sort=False)) if "label" in per_position \
+        else [(None, per_position)]
+    width = 0.8 / len(groups)
+    palette = _palette(len(groups))
+    for i, (label, group) in enumerate(groups):
+        x = group["position"].to_numpy() + (i - (len(groups) - 1) / 2) * width
+        yerr = None
+        if {"lo", "hi"} <= set(group.columns):
+            yerr = np.vstack([(group["rate"] - group["lo"]).clip(lower=0),
+                              (group["hi"] - group["rate"]).clip(lower=0)])
+        ax.bar(x, group["rate"], width=width * 0.95, yerr=yerr, capsize=3,
+               color=COLORS["observed"] if label is None else palette[i],
+               label="served" if label is None else str(label))
+    if standalone is not None:
+        pos = np.arange(1, len(standalone) + 1)
+        ax.plot(pos, standalone, color=COLORS["model"], marker="D", ls="--", label="standalone acc@i")
+    ax.set(xlabel="draft position", ylim=(0, 1.05), title=title or "Acceptance by draft position",
+           ylabel="P(accept | earlier accepted)" if conditional else "P(at least i accepted)")
+    ax.set_xticks(sorted(per_position["position"].unique()))
+    ax.legend(fontsize="small")
+    return _close(fig)
+
+
+def gap_plot(gap: pd.DataFrame, title: str | None = None):
+    """Standalone vs served acceptance and the accept length each position loses (gap_table)."""
+    _need(gap, ["position", "standalone", "served", "lost"], "gap plot")
+    fig, (left, right) = _figure(1, 2, figsize=(11, 4))
+    left.plot(gap["position"], gap["standalone"], marker="D", color=COLORS["model"], label="standalone acc@i")
+    left.plot(gap["position"], gap["served"], marker="o", color=COLORS["observed"], label="served")
+    left.set(xlabel="draft position", ylabel="conditional acceptance", ylim=(0, 1.05),
+             title="Per position")
+    left.legend(fontsize="small")
+    right.bar(gap["position"], gap["lost"], color=COLORS["rejected"])
+    right.set(xlabel="draft position", ylabel="accept length lost",
+              title=f"Lost {gap['lost'].sum():.2f} tokens/step in total")
+    fig.suptitle(title or "Standalone accuracy vs served acceptance", fontweight="bold")
+    return _close(fig)
+
+
+def _palette(n: int):
+    import seaborn as sns
+
+    return sns.color_palette("colorblind", max(n, 1))
+
+
+# --------------------------------------------------------------------------- logs over time
+
+def log_timeline(log: pd.DataFrame, title: str | None = None):
+    """Accept length and generation throughput over time from read_log rows (decode lines)."""
+    _need(log, ["accept_len"], "log timeline")
+    rows = log[log["accept_len"].notna()] if "accept_len" in log else log
+    if rows.empty:
+        raise PlotError("no log line carries an accept length")
+    x = rows["time"] if "time" in rows and rows["time"].notna().all() else rows.get("line", pd.Series(range(len(rows))))
+    has_tp = "gen_throughput" in rows and rows["gen_throughput"].notna().any()
+    fig, axes = _figure(2 if has_tp else 1, 1, sharex=True, figsize=(8, 5.5 if has_tp else 3.5))
+    axes = np.atleast_1d(axes)
+    axes[0].plot(x, rows["accept_len"], color=COLORS["observed"], marker=".", lw=1)
+    axes[0].axhline(rows["accept_len"].mean(), color=COLORS["model"], ls="--", lw=1,
+                    label=f"mean {rows['accept_len'].mean():.2f}")
+    axes[0].set(ylabel="accept length")
+    axes[0].legend(fontsize="small")
+    if has_tp:
+        axes[1].plot(x, rows["gen_throughput"], color=COLORS["accepted"], marker=".", lw=1)
+        axes[1].set(ylabel="gen throughput (tok/s)")
+    axes[-1].set(xlabel="time" if "time" in rows and rows["time"].notna().all() else "log line")
+    axes[0].set_title(title or "Accept length and throughput over time")
+    fig.autofmt_xdate()
+    return _close(fig)
+
+
+# --------------------------------------------------------------------------- speed
+
+def throughput_vs_depth(table: pd.DataFrame, baseline_tokens_per_s: float | None = None,
+                        observed: pd.DataFrame | None = None, title: str | None = None):
+    """Tokens/s against depth (analysis.throughput_vs_depth or a sweep) with the no-spec baseline."""
+    _need(table, ["depth", "tokens_per_s"], "tokens/s vs depth")
+    if baseline_tokens_per_s is None and "baseline_tokens_per_s" in table:
+        baseline_tokens_per_s = float(table["baseline_tokens_per_s"].iloc[0])
+    fig, ax = _figure()
+    groups = table.groupby("label", sort=False) if "label" in table else [(None, table)]
+    for label, group in groups:
+        ax.plot(group["depth"], group["tokens_per_s"], marker="o",
+                color=COLORS["model"] if label is None else None,
+                label="predicted" if label is None else str(label))
+        best = group.loc[group["tokens_per_s"].idxmax()]
+        ax.annotate(f"best k={int(best['depth'])}", (best["depth"], best["tokens_per_s"]),
+                    textcoords="offset points", xytext=(0, 8), ha="center", fontsize="small")
+    if observed is not None and len(observed):
+        _need(observed, ["depth", "tokens_per_s"], "observed tokens/s")
+        ax.scatter(observed["depth"], observed["tokens_per_s"], color=COLORS["observed"], zorder=5,
+                   label="measured")
+    if baseline_tokens_per_s:
+        ax.axhline(baseline_tokens_per_s, color=COLORS["baseline"], ls="--", label="no speculation")
+    ax.set(xlabel="draft depth k", ylabel="tokens/s", title=title or "Tokens/s vs draft depth")
+    ax.set_ylim(0, max(table["tokens_per_s"].max(), baseline_tokens_per_s or 0) * 1.15)
+    ax.legend(fontsize="small", loc="lower right")
+    return _close(fig)
+
+
+def sweep_heatmap(sweep: pd.DataFrame, x: str = "num_steps", y: str = "topk",
+                  value: str = "accept_length", title: str | None = None, fmt: str = ".2f"):
+    """A heatmap of one sweep metric (accept length, speed-up, tokens/s) over two knobs."""
+    _need(sweep, [x, y, value], "sweep heatmap")
+    import seaborn as sns
+
+    grid = sweep.pivot_table(index=y, columns=x, values=value, aggfunc="mean").sort_index(ascending=False)
+    fig, ax = _figure()
+    center = 1.0 if value in ("speedup", "speed_up") else None
+    sns.heatmap(grid, annot=True, fmt=fmt, cmap="RdYlGn" if center else "viridis", center=center,
+                ax=ax, cbar_kws={"label": value})
+    ax.set(title=title or f"{value} by {y} and {x}")
+    return _close(fig)
+
+
+# --------------------------------------------------------------------------- token-level view
+
+TOKEN_KINDS = ("prompt", "target", "accepted", "bonus", "replaced")
+# eagle3lab.engine Generation.kinds and other spellings -> the view's kinds
+_KIND_ALIASES = {"draft": "accepted", "replacement": "replaced", "rejected": "replaced",
+                 "prefill": "target"}
+
+
+def _position_color(position: int, depth: int) -> str:
+    """Greens, light at position 1 and dark at the deepest: long accepted runs stand out."""
+    import matplotlib
+    from matplotlib import colors as mcolors
+
+    cmap = matplotlib.colormaps["Greens"]
+    return mcolors.to_hex(cmap(0.25 + 0.6 * (position - 1) / max(depth - 1, 1)))
+
+
+def token_html(tokens: pd.DataFrame, title: str | None = None) -> str:
+    """One generation as HTML: each token coloured by how it was produced.
+
+    tokens: DataFrame(text, kind[, position]) with kind in prompt | accepted (a draft the target
+    accepted, ``position`` 1..k in its chain) | bonus (the extra target token after a fully
+    accepted chain) | replaced (the target token that replaced a rejected draft; ``draft_text``
+    optional, shown on hover).
+    """
+    _need(tokens, ["text", "kind"], "token view")
+    bad = set(tokens["kind"]) - set(TOKEN_KINDS) - set(_KIND_ALIASES)
+    if bad:
+        raise PlotError(f"unknown token kinds {sorted(bad)} (expected {TOKEN_KINDS})")
+    depth = int(tokens["position"].max()) if "position" in tokens and tokens["position"].notna().any() else 1
+    spans = []
+    for row in tokens.itertuples(index=False):
+        kind = _KIND_ALIASES.get(row.kind, row.kind)
+        text = _html.escape(str(row.text)).replace("\n", "↵<br>")
+        position = getattr(row, "position", None)
+        if kind == "accepted":
+            pos = int(position) if position is not None and not pd.isna(position) else 1
+            style = f"background:{_position_color(pos, depth)};"
+            tip = f"accepted draft, position {pos}"
+        elif kind == "bonus":
+            style = f"background:{COLORS['bonus']};color:white;"
+            tip = "bonus token (whole chain accepted)"
+        elif kind == "replaced":
+            style = f"background:{COLORS['rejected']};color:white;"
+            draft = getattr(row, "draft_text", None)
+            tip = "target token replacing a rejected draft" + (
+                f" (draft said {draft!r})" if draft is not None and not pd.isna(draft) else "")
+        elif kind == "target":
+            style = "text-decoration:underline dotted;"
+            tip = "target token (prefill or plain decoding)"
+        else:
+            style = "color:#777;"
+            tip = "prompt"
+        spans.append(f'<span class="e3l-tok e3l-{kind}" title="{_html.escape(tip)}" '
+                     f'style="{style}border-radius:2px;padding:0 1px;">{text}</span>')
+    legend = (f'<div style="font-size:smaller;margin-bottom:4px;">'
+              f'<span style="background:{_position_color(1, depth)};padding:0 4px;">accepted pos 1</span> '
+              f'<span style="background:{_position_color(depth, depth)};padding:0 4px;">accepted pos {depth}</span> '
+              f'<span style="background:{COLORS["bonus"]};color:white;padding:0 4px;">bonus</span> '
+              f'<span style="background:{COLORS["rejected"]};color:white;padding:0 4px;">replaced a rejected draft</span>'
+              "</div>")
+    head = f"<div style='font-weight:bold'>{_html.escape(title)}</div>" if title else ""
+    body = "".join(spans)
+    return (f'<div class="e3l-tokens" style="font-family:monospace;white-space:pre-wrap;'
+            f'line-height:1.6;">{head}{legend}{body}</div>')
+
+
+def token_view(tokens: pd.DataFrame, title: str | None = None):
+    """token_html wrapped for notebook display (IPython.display.HTML)."""
+    from IPython.display import HTML
+
+    return HTML(token_html(tokens, title=title))
+
+
+def tokens_from_steps(step_tokens: Sequence[Sequence[str]], accepted: Sequence[int],
+                      depth: int, prompt: str | None = None) -> pd.DataFrame:
+    """Build the token view's DataFrame from per-step emitted token texts and accepted counts.
+
+    Step i emitted ``accepted[i] + 1`` tokens: the accepted drafts (positions 1..accepted), then
+    the bonus token when accepted == depth, else the replacement of the rejected draft.
+    """
+    rows = [] if prompt is None else [{"text": prompt, "kind": "prompt", "position": None}]
+    for texts, n in zip(step_tokens, accepted):
+        if len(texts) != n + 1:
+            raise PlotError(f"a step with {n} accepted drafts emits {n + 1} tokens, got {len(texts)}")
+        for pos, text in enumerate(texts[:-1], start=1):
+            rows.append({"text": text, "kind": "accepted", "position": pos})
+        rows.append({"text": texts[-1], "kind": "bonus" if n == depth else "replaced", "position": None})
+    return pd.DataFrame(rows)
+
+
+def tokens_from_generation(generation, tokenizer, with_prompt: bool = True) -> pd.DataFrame:
+    """The token view's DataFrame from an eagle3lab.engine Generation (kinds and depths per token)."""
+    rows = []
+    if with_prompt:
+        rows.append({"text": tokenizer.decode(generation.prompt_ids), "kind": "prompt", "position": None})
+    for tok, kind, depth in zip(generation.output_ids, generation.kinds, generation.depths):
+        rows.append({"text": tokenizer.decode([tok]), "kind": _KIND_ALIASES.get(kind, kind),
+                     "position": depth or None})
+    return pd.DataFrame(rows)

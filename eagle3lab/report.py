@@ -1,0 +1,412 @@
+"""Execute the notebooks and render the post-mortem: one HTML page per notebook plus index.html.
+
+The notebooks are the product; this module is the press that prints them. Each notebook has a
+cell tagged ``parameters`` (the papermill convention); `inject_parameters` rewrites the values
+of that cell's assignments, `execute_notebook` runs it top to bottom with nbclient, and
+`build_report` writes the executed notebooks, a page per notebook and one combined page whose
+plots are embedded as base64 PNGs, so the HTML can be mailed or attached to an issue as is.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from eagle3lab.errors import EagleLabError
+from eagle3lab.paths import REPO_DIR
+
+NOTEBOOKS_DIR = REPO_DIR / "notebooks"
+PARAMETERS_TAG = "parameters"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = ("<p><em>Interactive widget: open the notebook in JupyterLab to use it; "
+               "the static figures below show the same data.</em></p>")
+_NOTEBOOK_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
+# Scripts fetched from a CDN (require.js, MathJax, the widget manager): the rendered report is
+# self-contained and readable offline, so they are dropped.
+_REMOTE_SCRIPT = re.compile(r"<script[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.I)
+
+
+class NotebookError(EagleLabError):
+    """A notebook could not be found, parameterised or parsed."""
+
+
+@dataclass
+class CellError:
+    """The first failing cell of a notebook run, named so a reader can find it."""
+
+    notebook: str
+    cell_index: int          # 0-based index in the notebook's cell list
+    execution_count: int | None
+    ename: str
+    evalue: str
+    source: str = ""
+
+    def __str__(self) -> str:
+        first_line = next((ln for ln in self.source.splitlines() if ln.strip()), "")
+        where = f"cell {self.cell_index}" + (f" [{self.execution_count}]" if self.execution_count else "")
+        return f"{self.notebook}: {where} `{first_line[:60]}` raised {self.ename}: {self.evalue}".rstrip()
+
+
+@dataclass
+class NotebookRun:
+    """What one execution produced: the executed notebook, its duration and any error."""
+
+    name: str
+    path: Path
+    notebook: Any
+    seconds: float
+    error: CellError | None = None
+    parameters: dict = field(default_factory=dict)
+    ipynb_path: Path | None = None
+    html_path: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class Report:
+    """The result of `build_report`: the runs and where the pages were written."""
+
+    runs: list[NotebookRun]
+    out_dir: Path
+    index_path: Path
+
+    @property
+    def ok(self) -> bool:
+        return all(run.ok for run in self.runs)
+
+    @property
+    def errors(self) -> list[CellError]:
+        return [run.error for run in self.runs if run.error]
+
+    def summary(self):
+        """One row per notebook: status, seconds, the error if any (a DataFrame)."""
+        import pandas as pd
+
+        return pd.DataFrame([{"notebook": r.name, "status": "ok" if r.ok else "error",
+                              "seconds": round(r.seconds, 1), "error": str(r.error or ""),
+                              "html": r.html_path.name if r.html_path else ""} for r in self.runs])
+
+
+# --------------------------------------------------------------------------- notebooks on disk
+
+def list_notebooks(directory: Path | str = NOTEBOOKS_DIR, only: Iterable[str] | None = None) -> list[Path]:
+    """The ordered notebooks ``NN_name.ipynb``; `only` selects by number ("01") or name."""
+    directory = Path(directory)
+    paths = sorted(p for p in directory.glob("*.ipynb") if _NOTEBOOK_NAME.match(p.name))
+    if not paths:
+        raise NotebookError(f"no notebooks (NN_name.ipynb) in {directory}")
+    if not only:
+        return paths
+    wanted = [w.strip() for w in only if w.strip()]
+    chosen, unknown = [], []
+    for w in wanted:
+        hits = [p for p in paths if p.stem == w or p.name == w or p.stem.split("_", 1)[0] == w.zfill(2)]
+        if hits:
+            chosen += [h for h in hits if h not in chosen]
+        else:
+            unknown.append(w)
+    if unknown:
+        raise NotebookError(f"no notebook matches {', '.join(unknown)} "
+                            f"(have: {', '.join(p.stem for p in paths)})")
+    return sorted(chosen)
+
+
+def read_notebook(path: Path | str):
+    """Load a notebook with nbformat, as a user-facing error when it is not one."""
+    import nbformat
+
+    path = Path(path)
+    try:
+        return nbformat.read(path, as_version=4)
+    except FileNotFoundError:
+        raise NotebookError(f"notebook not found: {path}") from None
+    except Exception as exc:  # nbformat raises several unrelated types for a damaged file
+        raise NotebookError(f"cannot read notebook {path}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- parameters
+
+def parameters_cell_index(nb) -> int:
+    """Index of the cell tagged ``parameters``; a NotebookError when there is none."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and PARAMETERS_TAG in cell.get("metadata", {}).get("tags", []):
+            return i
+    raise NotebookError("the notebook has no cell tagged 'parameters'")
+
+
+def _assignments(source: str) -> dict[str, ast.expr]:
+    """Top-level ``NAME = literal`` assignments of a parameters cell, by name."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise NotebookError(f"the parameters cell is not valid Python: {exc}") from None
+    found = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and node.value is not None:
+                found[targets[0].id] = node.value
+    return found
+
+
+def read_parameters(nb) -> dict[str, Any]:
+    """The parameters cell's values (literals only; anything else as its source text)."""
+    source = nb.cells[parameters_cell_index(nb)].source
+    values = {}
+    for name, node in _assignments(source).items():
+        try:
+            values[name] = ast.literal_eval(node)
+        except ValueError:
+            values[name] = ast.get_source_segment(source, node)
+    return values
+
+
+def inject_parameters(nb, parameters: dict[str, Any] | None = None):
+    """A copy of `nb` whose parameters cell assigns the given values (comments kept).
+
+    Papermill adds a second cell; here the tagged cell itself is rewritten, so a reader of the
+    executed notebook sees the values it ran with in the one place they are documented.
+    """
+    nb = copy.deepcopy(nb)
+    if not parameters:
+        return nb
+    cell = nb.cells[parameters_cell_index(nb)]
+    nodes = _assignments(cell.source)
+    unknown = sorted(set(parameters) - set(nodes))
+    if unknown:
+        raise NotebookError(f"unknown parameter(s) {', '.join(unknown)}; "
+                            f"this notebook takes {', '.join(nodes) or 'none'}")
+    lines = cell.source.splitlines(keepends=True)
+    # Replace from the bottom up so earlier offsets stay valid.
+    for name in sorted(parameters, key=lambda n: (nodes[n].lineno, nodes[n].col_offset), reverse=True):
+        node, value = nodes[name], parameters[name]
+        text = repr(value)
+        try:
+            ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise NotebookError(f"parameter {name}={value!r} is not a Python literal") from None
+        start = _offset(lines, node.lineno, node.col_offset)
+        end = _offset(lines, node.end_lineno, node.end_col_offset)
+        source = "".join(lines)
+        lines = (source[:start] + text + source[end:]).splitlines(keepends=True)
+    cell.source = "".join(lines)
+    cell.metadata.setdefault("tags", [])
+    if "injected-parameters" not in cell.metadata["tags"]:
+        cell.metadata["tags"].append("injected-parameters")
+    return nb
+
+
+def _offset(lines: list[str], lineno: int, col: int) -> int:
+    """Character offset of (1-based line, utf-8 byte column) in the joined lines."""
+    line = lines[lineno - 1]
+    return sum(len(ln) for ln in lines[:lineno - 1]) + len(line.encode()[:col].decode(errors="ignore"))
+
+
+def parse_parameter(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` from the command line; VALUE as a Python literal, else as a string."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip().isidentifier():
+        raise NotebookError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        value = ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        value = raw
+    return name.strip(), value
+
+
+# --------------------------------------------------------------------------- execution
+
+def find_errors(nb, name: str = "notebook") -> list[CellError]:
+    """Every error output in an executed notebook (what CI fails on)."""
+    errors = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error":
+                errors.append(CellError(name, i, cell.get("execution_count"), out.get("ename", "Error"),
+                                        out.get("evalue", ""), cell.source))
+    return errors
+
+
+def execute_notebook(path: Path | str, parameters: dict[str, Any] | None = None, *,
+                     timeout: int = 1200, progress: bool = True, cwd: Path | str | None = None,
+                     kernel_name: str = "python3") -> NotebookRun:
+    """Run a notebook top to bottom in a fresh kernel; the run carries the first error, if any.
+
+    Execution stops at the first failing cell (nbclient's default), and the notebook returned
+    keeps every output up to and including that cell's traceback.
+    """
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    path = Path(path)
+    nb = inject_parameters(read_notebook(path), parameters)
+    name = path.stem
+    code_cells = sum(1 for c in nb.cells if c.cell_type == "code")
+    bar = _progress_bar(name, code_cells) if progress else None
+    current = {"index": 0}
+
+    def on_cell_start(cell, cell_index, **_):
+        current["index"] = cell_index
+
+    def on_cell_executed(cell, cell_index, **_):
+        if bar is not None:
+            bar.update(1)
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
+                            record_timing=True, resources={"metadata": {"path": str(cwd or path.parent)}},
+                            on_cell_start=on_cell_start, on_cell_executed=on_cell_executed)
+    error = None
+    start = time.perf_counter()
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        error = _cell_error(client.nb, name, current["index"], exc.ename, exc.evalue)
+    except CellTimeoutError as exc:
+        error = _cell_error(client.nb, name, current["index"], "CellTimeoutError",
+                            f"cell ran longer than {timeout} s ({exc})")
+    except DeadKernelError as exc:
+        error = _cell_error(client.nb, name, current["index"], "DeadKernelError", str(exc))
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - start
+    if error is None:
+        found = find_errors(client.nb, name)
+        error = found[0] if found else None
+    return NotebookRun(name, path, client.nb, seconds, error, dict(parameters or {}))
+
+
+def _cell_error(nb, name: str, index: int, ename: str, evalue: str) -> CellError:
+    cell = nb.cells[index] if index < len(nb.cells) else {"source": "", "execution_count": None}
+    return CellError(name, index, cell.get("execution_count"), ename, (evalue or "").strip(),
+                     cell.get("source", ""))
+
+
+def _progress_bar(name: str, total: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"{name:<28}", unit="cell", file=sys.stderr, leave=True,
+                dynamic_ncols=True)
+
+
+# --------------------------------------------------------------------------- rendering
+
+def _static_copy(nb):
+    """A copy fit for a static page: widget views replaced by a note, widget state dropped."""
+    import nbformat
+
+    nb = copy.deepcopy(nb)
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for out in cell.get("outputs", []):
+            if WIDGET_MIME in out.get("data", {}):
+                outputs.append(nbformat.v4.new_output("display_data", data={"text/html": WIDGET_NOTE}))
+            else:
+                outputs.append(out)
+        cell.outputs = outputs
+    return nb
+
+
+def render_html(nb, title: str | None = None, *, exclude_input: bool = False) -> str:
+    """One self-contained HTML page (plots inline as base64 PNG, no remote scripts)."""
+    from nbconvert import HTMLExporter
+
+    nb = _static_copy(nb)
+    if title:
+        nb.metadata["title"] = title
+    exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input=exclude_input,
+                            exclude_input_prompt=exclude_input, exclude_output_prompt=exclude_input)
+    html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or "notebook"}})
+    return _REMOTE_SCRIPT.sub("", html)
+
+
+def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem", intro: str = ""):
+    """All executed notebooks as one, after a summary table linking the per-notebook pages."""
+    import nbformat
+
+    rows = ["| notebook | status | time | page |", "|---|---|---|---|"]
+    for run in runs:
+        status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
+        page = f"[{run.html_path.name}]({run.html_path.name})" if run.html_path else ""
+        rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s | {page} |")
+    header = f"# {title}\n\n{intro}\n\n" + "\n".join(rows)
+    cells = [nbformat.v4.new_markdown_cell(header)]
+    for n, run in enumerate(runs):
+        cells.append(nbformat.v4.new_markdown_cell(f'<a id="{run.name}"></a>\n\n---'))
+        for i, cell in enumerate(run.notebook.cells):
+            cell = copy.deepcopy(cell)
+            cell["id"] = f"n{n}-{i}"  # ids must be unique across the merged notebooks
+            cells.append(cell)
+        if run.error:
+            cells.append(nbformat.v4.new_markdown_cell(
+                f"> **This notebook stopped with an error:** `{run.error}`"))
+    merged = nbformat.v4.new_notebook(cells=cells)
+    merged.metadata = copy.deepcopy(runs[0].notebook.metadata) if runs else merged.metadata
+    merged.metadata.pop("widgets", None)
+    return merged
+
+
+# --------------------------------------------------------------------------- the whole report
+
+def build_report(out: Path | str = "reports", lab: str = "default", only: Iterable[str] | None = None, *,
+                 timeout: int = 1200, parameters: dict[str, Any] | None = None,
+                 notebooks_dir: Path | str = NOTEBOOKS_DIR, progress: bool = True,
+                 log: Callable[[str], None] | None = None) -> Report:
+    """Execute the notebooks with ``LAB=lab`` (plus `parameters`) and write the post-mortem.
+
+    Writes ``<out>/<name>.ipynb`` (executed), ``<out>/<name>.html`` and ``<out>/index.html``
+    (every notebook on one page, code hidden) and ``<out>/summary.json``. Every notebook runs
+    even when an earlier one fails, so the report shows everything that could be computed.
+    """
+    import nbformat
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    paths = list_notebooks(notebooks_dir, only)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {"LAB": lab, **(parameters or {})}
+    declared = {p: read_parameters(read_notebook(p)) for p in paths}
+    for name in parameters or {}:
+        if not any(name in d for d in declared.values()):
+            raise NotebookError(f"no notebook takes the parameter {name}")
+    runs = []
+    for i, path in enumerate(paths, 1):
+        log(f"[{i}/{len(paths)}] {path.stem}")
+        accepted = _accepted_parameters(path, declared[path], params)
+        run = execute_notebook(path, accepted, timeout=timeout, progress=progress)
+        run.ipynb_path = out_dir / f"{run.name}.ipynb"
+        nbformat.write(run.notebook, run.ipynb_path)
+        run.html_path = out_dir / f"{run.name}.html"
+        run.html_path.write_text(render_html(run.notebook, title=run.name), encoding="utf-8")
+        log(f"      {'ok' if run.ok else 'ERROR'} in {run.seconds:.1f} s"
+            + (f" -- {run.error}" if run.error else ""))
+        runs.append(run)
+    intro = (f"Executed against the **{lab}** lab on {time.strftime('%Y-%m-%d %H:%M %Z')}; "
+             "every figure and number below was computed in this run.")
+    index = out_dir / "index.html"
+    index.write_text(render_html(combined_notebook(runs, intro=intro), title="EAGLE-3 post-mortem",
+                                 exclude_input=True), encoding="utf-8")
+    report = Report(runs, out_dir, index)
+    (out_dir / "summary.json").write_text(json.dumps(
+        {"lab": lab, "ok": report.ok, "notebooks": report.summary().to_dict("records")}, indent=1))
+    return report
+
+
+def _accepted_parameters(path: Path, declared: dict, params: dict[str, Any]) -> dict[str, Any]:
+    """The subset of `params` this notebook declares (LAB must be declared by all)."""
+    if "LAB" not in declared:
+        raise NotebookError(f"{path.name}: the parameters cell does not declare LAB")
+    return {k: v for k, v in params.items() if k in declared}

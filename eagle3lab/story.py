@@ -1,0 +1,425 @@
+"""Notebook-level glue for the seed's investigation: the flag sets, the measurements the
+notebooks repeat, and small display helpers. Logic the notebooks need but that belongs to no
+library module lives here, so it is tested like the rest.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from typing import Any, Iterable
+
+# The seed's three launch configurations, in the order the investigator tried them.
+SEED_FLAG_SETS: dict[str, list[str]] = {
+    "seed: steps 1, topk 1, 16 draft tokens": [
+        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16"],
+    "steps 15, topk 1, 16 draft tokens": [
+        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "15",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16"],
+    "steps 5, topk 1, 6 draft tokens": [
+        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5",
+        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6"],
+}
+
+# How much each lab preset decodes in the notebooks: enough to be meaningful on the default
+# lab, small enough that CI executes every notebook in a few minutes on the ci lab.
+BUDGETS = {
+    "ci": {"num_prompts": 2, "max_new_tokens": 32, "eval_texts": 4},
+    "default": {"num_prompts": 6, "max_new_tokens": 128, "eval_texts": 24},
+}
+
+
+def budget(lab: str, **overrides) -> dict[str, int]:
+    """Decode budget for a lab preset; a None override keeps the preset's value."""
+    base = dict(BUDGETS.get(lab, BUDGETS["default"]))
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return base
+
+
+def missing_modules(names: Iterable[str]) -> list[str]:
+    """The eagle3lab modules among `names` that cannot be imported in this checkout."""
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+                missing.append(name)
+            else:
+                raise
+    return missing
+
+
+def markdown(text: str):
+    """Display Markdown from a notebook (figures interpolated by the caller, never typed in)."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+
+
+def run_source(source: str, namespace: dict) -> Any:
+    """Execute cell source in `namespace`, returning the value of a final expression (as a cell)."""
+    tree = ast.parse(source)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<cell>", "exec"), namespace)
+    if last is not None:
+        return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
+    return None
+
+
+def needs(line: str, cell: str):
+    """Cell magic ``%%needs eagle3lab.engine eagle3lab.server``: run the cell when those modules
+    exist in this checkout, otherwise say which are still missing (the notebook keeps going)."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    missing = missing_modules(line.split())
+    if missing:
+        markdown(f"*This step needs {', '.join(f'`{m}`' for m in missing)}, "
+                 "which this checkout does not have yet.*")
+        return None
+    value = run_source(cell, get_ipython().user_ns)
+    if value is not None:
+        display(value)
+    return None
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext eagle3lab.story`` registers the %%needs magic."""
+    ipython.register_magic_function(needs, magic_kind="cell", magic_name="needs")
+
+
+# --------------------------------------------------------------------------- display helpers
+
+def short_path(path) -> str:
+    """A path relative to the repo or home, for prose."""
+    from pathlib import Path
+
+    from eagle3lab.paths import REPO_DIR
+
+    text = str(path)
+    for root, name in ((REPO_DIR, "."), (Path.home(), "~")):
+        if text.startswith(str(root) + "/"):
+            return name + text[len(str(root)):]
+    return text
+
+
+def show_diff(diff_text: str, max_lines: int = 400):
+    """Display a unified diff as a highlighted code block (or say there is nothing to change)."""
+    if not diff_text.strip():
+        return markdown("*No change: this SGLang already does what the patch would.*")
+    lines = diff_text.splitlines()
+    more = f"\n... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else ""
+    return markdown("```diff\n" + "\n".join(lines[:max_lines]) + more + "\n```")
+
+
+# --------------------------------------------------------------------------- SGLang sources
+
+def sglang_source_copy(sglang_dir=None, dest=None):
+    """Copy the files the embedding patch reads from an sglang package (default: the installed
+    one) into a fresh temporary tree, so notebooks can patch and diff without touching it."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from eagle3lab import patching
+
+    source = patching.find_sglang_dir(sglang_dir)
+    root = Path(dest or tempfile.mkdtemp(prefix="eagle3lab-sglang-")) / "sglang"
+    for name in patching.WHEEL_FILES:
+        rel = name.split("/", 1)[1]
+        if (source / rel).is_file():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / rel, root / rel)
+    return root
+
+
+def seed_fix_ids(num_layers: int) -> list[int]:
+    """The seed's fixed draft ids for a target of `num_layers`: embedding, low, mid
+    ([-1, 2, 30] for the seed's 61-layer target; [-1, 1, N//2-1] on the lab)."""
+    return [-1, 1, num_layers // 2 - 1]
+
+
+def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
+    """The boundaries SGLang's setter selects for the seed's fixed ids, before and after the
+    patch, for the lab's Llama target and the seed's DeepSeek-V3-style target.
+
+    A boundary of -1 in the result is an id that matches no layer: that tensor is never captured.
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+
+    from eagle3lab import patching
+
+    patched = Path(tempfile.mkdtemp(prefix="eagle3lab-sglang-patched-")) / "sglang"
+    shutil.copytree(sglang_dir, patched)
+    patching.apply(patched)
+    cases = [("llama", "lab target (Llama)", lab_layers, seed_fix_ids(lab_layers)),
+             ("deepseek_v2", "seed target (DeepSeek-V3 style)", seed_layers, [-1, 2, 30])]
+    rows = []
+    for model, target, layers, ids in cases:
+        row = {"model file": patching.TARGET_FILES[model], "target": target, "layers": layers,
+               "draft ids": ids}
+        for label, tree in (("before patch", sglang_dir), ("after patch", patched)):
+            try:
+                row[label] = patching.layers_to_capture(tree, model, ids, layers)
+            except patching.PatchError as exc:
+                row[label] = f"n/a ({exc})"
+        rows.append(row)
+    shutil.rmtree(patched.parent, ignore_errors=True)
+    return pd.DataFrame(rows)
+
+
+def cost_ratio(run=None, default: float = 0.1) -> float:
+    """Draft-step cost relative to a target step, measured by a run when it has one."""
+    value = getattr(run, "cost_ratio", None) if run is not None else None
+    return float(value) if value else default
+
+
+# --------------------------------------------------------------------------- configuration (01)
+
+def spec_flags(steps: int, topk: int, draft_tokens: int, algorithm: str = "EAGLE3") -> list[str]:
+    """SGLang launch flags for one speculative configuration."""
+    return ["--speculative-algorithm", algorithm, "--speculative-num-steps", str(steps),
+            "--speculative-eagle-topk", str(topk), "--speculative-num-draft-tokens", str(draft_tokens)]
+
+
+def target_arch(target_dir=None, lab: str | None = None) -> str:
+    """``architectures[0]`` of a target's config.json (the lab's when no directory is given)."""
+    import json
+    from pathlib import Path
+
+    if target_dir is None and lab is not None:
+        from eagle3lab.paths import lab_dir
+
+        target_dir = lab_dir(lab) / "target"
+    path = Path(target_dir) / "config.json" if target_dir is not None else None
+    if path is not None and path.is_file():
+        archs = json.loads(path.read_text()).get("architectures") or []
+        if archs:
+            return archs[0]
+    return "LlamaForCausalLM"
+
+
+def sglang_installed() -> bool:
+    """True when the `sglang` package can be imported here (its resolver runs on CPU)."""
+    import importlib.util
+
+    return importlib.util.find_spec("sglang") is not None
+
+
+def resolve_flag_sets(flag_sets: dict, version: str = "0.5.23", arch: str = "LlamaForCausalLM",
+                      use_sglang: bool = False):
+    """One row per flag set: what was asked, what SGLang runs, its warnings and our findings."""
+    import pandas as pd
+
+    from eagle3lab.config import SpecConfig
+
+    from eagle3lab import config
+
+    asked_all = [SpecConfig.from_cli(flags) for flags in flag_sets.values()]
+    if use_sglang:  # one subprocess for all flag sets: importing SGLang takes a while
+        resolved = config.resolve_with_sglang(asked_all, version=version, arch=arch)
+    else:
+        resolved = [a.resolve(engine="sglang", version=version, arch=arch) for a in asked_all]
+    rows = []
+    for label, asked, res in zip(flag_sets, asked_all, resolved):
+        rows.append({"flag set": label,
+                     "asked steps/topk/draft": (asked.num_steps, asked.topk, asked.num_draft_tokens),
+                     "num_steps": res.num_steps, "topk": res.topk,
+                     "num_draft_tokens": res.num_draft_tokens, "changed": res.differs,
+                     "warnings": list(res.warnings),
+                     "findings": [f.code for f in res.findings], "source": res.source})
+    return pd.DataFrame(rows).set_index("flag set")
+
+
+def compare_resolutions(ours, sglang):
+    """Side by side: eagle3lab's rules and SGLang's resolver, with an `agree` column."""
+    import pandas as pd
+
+    cols = ["num_steps", "topk", "num_draft_tokens"]
+    out = pd.DataFrame({"eagle3lab": [tuple(r) for r in ours[cols].itertuples(index=False)],
+                        "sglang": [tuple(r) for r in sglang[cols].itertuples(index=False)],
+                        "same warnings": [sorted(a) == sorted(b) for a, b in
+                                          zip(ours["warnings"], sglang["warnings"])]},
+                       index=ours.index)
+    out["agree"] = (out["eagle3lab"] == out["sglang"]) & out["same warnings"]
+    return out
+
+
+# --------------------------------------------------------------------------- measurements
+
+BASELINE = "no speculation"
+
+
+def bench_prompts(lab: str, n: int, backend: str = "lab", prompt_tokens: int = 48):
+    """Held-out prompts: token ids for the lab server, text for any other server."""
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(lab)
+    if backend == "lab":
+        return lab_obj.heldout_prompts(n, prompt_tokens)
+    return [text[:600] for text in lab_obj.heldout_texts(n)]
+
+
+def _tidy(frame, labels: list[str]):
+    """bench.sweep's rows as one row per label (baseline first)."""
+    import pandas as pd
+
+    rows = []
+    for (_, row), label in zip(frame.iterrows(), labels):
+        rows.append({
+            "run": label,
+            "asked steps/topk/draft": None if label == BASELINE else (
+                row.get("asked_num_steps"), row.get("asked_topk"), row.get("asked_num_draft_tokens")),
+            "draft tokens run": row.get("server_num_draft_tokens", row.get("effective_num_draft_tokens")),
+            "tokens_per_s": row.get("tokens_per_s"),
+            "accept_length": row.get("accept_length"),
+            "speedup": row.get("speedup"),
+            "completion_tokens": row.get("completion_tokens"),
+            "failed": bool(row.get("failed", False)),
+            "error": row.get("error"),
+        })
+    return pd.DataFrame(rows).set_index("run")
+
+
+def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str | None = None,
+                   target_dir=None, draft_dir=None, num_prompts: int = 4,
+                   max_new_tokens: int = 64, **_):
+    """Benchmark labelled points (dicts of bench.sweep keys) plus a no-speculation baseline,
+    each on its own freshly launched server; or just the server at `server_url` as it runs.
+
+    Returns one row per run: tokens/s, accept length, speed-up over the baseline.
+    """
+    import pandas as pd
+
+    from eagle3lab import bench, server
+    from eagle3lab.paths import lab_dir
+
+    if server_url:
+        prompts = bench_prompts(lab, num_prompts, backend="sglang")
+        info = server.connect(server_url).server_info()
+        result = bench.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
+        s = result.summary()
+        return pd.DataFrame([{"run": f"{server_url} as running",
+                              "draft tokens run": info.get("speculative_num_draft_tokens"),
+                              "tokens_per_s": s["tokens_per_s"], "accept_length": s["accept_length"],
+                              "speedup": float("nan"), "completion_tokens": s["completion_tokens"],
+                              "failed": s["failed"], "error": s["error"]}]).set_index("run")
+    model_path = target_dir or lab_dir(lab) / "target"
+    grid = []
+    for label, point in points.items():
+        point = dict(point)
+        if backend != "lab":
+            point.pop("fault", None)
+            point.pop("draft", None)
+        grid.append({"label": label, **point})
+    prompts = bench_prompts(lab, num_prompts, backend=backend)
+    frame = bench.sweep(grid, prompts, max_new_tokens=max_new_tokens, backend=backend,
+                        model_path=model_path, draft_path=draft_dir, baseline=True, progress=False)
+    labels = [BASELINE if row.get("asked_baseline") is True else row.get("asked_label")
+              for _, row in frame.iterrows()]
+    return _tidy(frame, labels)
+
+
+def measure_flag_sets(flag_sets: dict, lab: str, faults=(), draft: str = "seed", **kwargs):
+    """The seed's flag sets, measured (see `measure_points`)."""
+    from eagle3lab.config import SpecConfig
+
+    points = {}
+    for label, flags in flag_sets.items():
+        cfg = SpecConfig.from_cli(flags)
+        points[label] = {"algorithm": cfg.algorithm, "num_steps": cfg.num_steps, "topk": cfg.topk,
+                         "num_draft_tokens": cfg.num_draft_tokens, "fault": list(faults), "draft": draft}
+    return measure_points(points, lab, **kwargs)
+
+
+def measure_variants(variants: dict, flags: list[str], lab: str, draft: str = "seed", **kwargs):
+    """One configuration served with different fault sets (label -> faults), measured."""
+    from eagle3lab.config import SpecConfig
+
+    cfg = SpecConfig.from_cli(flags)
+    points = {label: {"algorithm": cfg.algorithm, "num_steps": cfg.num_steps, "topk": cfg.topk,
+                      "num_draft_tokens": cfg.num_draft_tokens, "fault": list(faults), "draft": draft}
+              for label, faults in variants.items()}
+    return measure_points(points, lab, **kwargs)
+
+
+def speed_plot(measured, title: str = "Tokens/s and accept length"):
+    """Tokens/s per run with the no-speculation baseline, and accept length per run."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from eagle3lab.style import COLORS, apply_style
+
+    apply_style()
+    runs = measured[measured.index != BASELINE]
+    base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    y = np.arange(len(runs))
+    left.barh(y, runs["tokens_per_s"], color=COLORS["observed"])
+    if base is not None:
+        left.axvline(base, color=COLORS["baseline"], ls="--", label=f"{BASELINE}: {base:.1f} tok/s")
+        left.legend(fontsize="small", loc="lower right")
+    for yi, (tps, sp) in enumerate(zip(runs["tokens_per_s"], runs["speedup"])):
+        left.annotate(f"{tps:.1f}" + (f" ({sp:.2f}×)" if sp == sp else ""), (tps, yi),
+                      xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
+    left.set_yticks(y, runs.index)
+    left.invert_yaxis()
+    left.set(xlabel="tokens/s", title="Throughput")
+    right.barh(y, runs["accept_length"], color=COLORS["accepted"])
+    if "draft tokens run" in runs:
+        right.scatter(runs["draft tokens run"], y, marker="|", s=300, color=COLORS["rejected"],
+                      label="draft tokens verified per step", zorder=5)
+        right.legend(fontsize="small", loc="lower right")
+    right.set_yticks(y, [""] * len(y))
+    right.invert_yaxis()
+    right.set(xlabel="accept length (tokens per verify step)", title="Accept length")
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def _ratio_words(ratio: float) -> str:
+    if ratio != ratio:
+        return "could not be compared with"
+    if ratio > 1.05:
+        return f"{ratio:.2f}× faster than"
+    if ratio < 0.95:
+        return f"{1 / ratio:.2f}× slower than"
+    return "about as fast as"
+
+
+def flag_set_sentence(measured) -> str:
+    """Prose for notebook 01, every figure taken from `measured`."""
+    if BASELINE not in measured.index:
+        row = measured.iloc[0]
+        return (f"The server ran at **{row['tokens_per_s']:.1f} tok/s** with accept length "
+                f"**{row['accept_length']:.2f}**.")
+    base = measured.loc[BASELINE, "tokens_per_s"]
+    lines = [f"Without speculation the lab server decodes **{base:.1f} tok/s**."]
+    for label, row in measured.drop(index=BASELINE).iterrows():
+        lines.append(f"- *{label}*: {row['draft tokens run']} draft tokens verified per step, accept "
+                     f"length **{row['accept_length']:.2f}**, **{row['tokens_per_s']:.1f} tok/s** — "
+                     f"{_ratio_words(row['speedup'])} no speculation.")
+    best = measured.drop(index=BASELINE)["speedup"].max()
+    lines.append("" if best != best else
+                 ("\nNo flag set beats plain decoding: fixing the flags alone cannot help while the "
+                  "draft accepts this little." if best < 1 else
+                  "\nAt least one flag set beats plain decoding on this draft."))
+    return "\n".join(lines)
+
+
+def fix_sentence(measured, before: str, after: str) -> str:
+    """Prose for notebook 03: how much the fix moved accept length and tokens/s."""
+    b, a = measured.loc[before], measured.loc[after]
+    base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else float("nan")
+    return (f"Accept length went from **{b['accept_length']:.2f}** to **{a['accept_length']:.2f}** and "
+            f"throughput from **{b['tokens_per_s']:.1f}** to **{a['tokens_per_s']:.1f} tok/s** "
+            f"(no speculation: {base:.1f} tok/s). With the fix the server is "
+            f"{_ratio_words(a['speedup'])} plain decoding.")

@@ -1,0 +1,97 @@
+# %% [markdown]
+# # 01 · The silent draft-token adjustment
+#
+# The seed's deployment launched SGLang with `--speculative-num-steps 1 --speculative-eagle-topk 1
+# --speculative-num-draft-tokens 16` and got fewer tokens per second than without speculation.
+# With `topk = 1` SGLang drafts a chain, and it quietly sets the number of draft tokens to
+# `num_steps + 1`, printing a single warning line. The investigator then tried 15 steps (slower
+# still) and later 5 steps with 6 draft tokens.
+#
+# This notebook asks the config resolver what each flag set really runs (and SGLang's own resolver
+# when the `sglang` package is installed), then **measures** each on the lab server against the
+# no-speculation baseline, with the seed's draft served the way SGLang serves it.
+
+# %% tags=["parameters"]
+# Parameters: change these to point the notebook at your own deployment.
+LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+SERVER_URL = None        # a running SGLang server, e.g. "http://gpu-box:30000": measure it as is
+BACKEND = "lab"          # "lab", or "sglang" on a GPU machine: launch one SGLang server per flag set
+TARGET_DIR = None        # target model for BACKEND="sglang"; None = the lab's target
+DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"; None = the lab's seed draft
+FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft as SGLang feeds it)
+NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
+MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
+SGLANG_VERSION = "0.5.23"  # the SGLang version whose rules the resolver applies
+
+# %%
+%load_ext eagle3lab.story
+%matplotlib inline
+import pandas as pd
+from IPython.display import display
+from eagle3lab import story
+from eagle3lab.style import apply_style
+
+apply_style()
+pd.set_option("display.precision", 3)
+budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+flag_sets = story.SEED_FLAG_SETS
+pd.DataFrame({"flags": [" ".join(f) for f in flag_sets.values()]}, index=list(flag_sets))
+
+# %% [markdown]
+# ## What will SGLang actually run?
+#
+# `eagle3lab.config` applies SGLang's rules for the version given (read in its
+# `srt/server_args.py`); `num_draft_tokens` is what the server verifies per step.
+
+# %%
+%%needs eagle3lab.config
+from eagle3lab import config
+
+arch = story.target_arch(TARGET_DIR, LAB)
+resolved = story.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch)
+resolved
+
+# %%
+%%needs eagle3lab.config
+for label, row in resolved.iterrows():
+    for warning in row["warnings"]:
+        story.markdown(f"**{label}** — SGLang warns: `{warning}`")
+
+# %% [markdown]
+# ### SGLang's own resolver
+#
+# When the `sglang` package is importable, the same flags go through SGLang's own
+# `ServerArgs` resolution, the ground truth for the table above.
+
+# %%
+%%needs eagle3lab.config
+ground_truth = story.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch, use_sglang=True) \
+    if story.sglang_installed() else None
+if ground_truth is None:
+    story.markdown("*SGLang is not installed here; skipping the cross-check.*")
+else:
+    agree = story.compare_resolutions(resolved, ground_truth)
+    display(agree)
+    story.markdown(f"SGLang's resolver agrees with eagle3lab's on **{int(agree['agree'].sum())} of "
+                   f"{len(agree)}** flag sets.")
+
+# %% [markdown]
+# ## Measured: tokens/s and accept length against no speculation
+#
+# Each flag set is served by the lab server (SGLang's HTTP API and log format) — or by your own
+# servers, see the parameters — and the same held-out prompts are decoded greedily.
+
+# %%
+%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+measured = story.measure_flag_sets(
+    flag_sets, lab=LAB, backend=BACKEND, server_url=SERVER_URL, target_dir=TARGET_DIR,
+    draft_dir=DRAFT_DIR, draft="seed", faults=FAULTS, **budget)
+measured
+
+# %%
+%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+story.speed_plot(measured, title="The seed's flag sets on the lab")
+
+# %%
+%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+story.markdown(story.flag_set_sentence(measured))

@@ -1,0 +1,113 @@
+# %% [markdown]
+# # 02 · What training fed the draft versus what the server feeds it
+#
+# The seed's second bug was silent: training fed the draft's `fc` layer the concatenation
+# `[embedding, layer 3, layer 31]`, while SGLang, reading the ids in the draft's config and adding
+# its `+1`, fed `[layer 3, layer 31, layer 59]`. The server ran, outputs stayed correct (speculative
+# decoding is lossless), and only acceptance showed that something was off.
+#
+# This notebook reproduces the check on the lab: **the wiring report** (slot by slot, the boundary
+# training used and the boundary the server will feed), **the cosine-similarity matrix** between
+# the two captures (which finds an offset numerically, without trusting any convention), and
+# **standalone accuracy** of the draft with the right wiring versus as served.
+#
+# *Boundary* b of a target with N layers: b = 0 is the embedding output, b = k the output of
+# layer k−1 (the input of layer k) before any final norm.
+
+# %% tags=["parameters"]
+# Parameters: change these to point the notebook at your own checkpoints.
+LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's seed draft
+TARGET_DIR = None        # your target model directory (config.json + weights); None = the lab's
+TRAIN = None             # how the draft was trained, e.g. ("specforge", "0.2.0"); None = the lab draft's record
+SERVE = ("sglang", "0.5.23")  # the engine and version that serves it
+EVAL_TEXTS = None        # held-out texts for standalone accuracy; None = the preset's budget
+
+# %%
+%load_ext eagle3lab.story
+%matplotlib inline
+import pandas as pd
+from IPython.display import display
+from eagle3lab import story
+from eagle3lab.style import apply_style
+
+apply_style()
+pd.set_option("display.precision", 3)
+budget = story.budget(LAB, eval_texts=EVAL_TEXTS)
+
+# %%
+%%needs eagle3lab.lab.lab
+from eagle3lab.lab import load_lab
+
+lab = load_lab(LAB)
+draft_dir = DRAFT_DIR or lab.draft_dir("seed")
+target_dir = TARGET_DIR or lab.target_dir
+story.markdown(f"Target: `{target_dir}` ({lab.num_layers} layers) · draft: `{draft_dir}`")
+
+# %% [markdown]
+# ## The wiring report
+#
+# Each slot of the draft's `fc` input: the boundary training used, the boundary the server will
+# feed, and a verdict with the fix.
+
+# %%
+%%needs eagle3lab.wiring eagle3lab.lab.lab
+from eagle3lab import wiring
+
+report = wiring.check(draft_dir, target=target_dir, train=TRAIN, serve=SERVE)
+wiring_table = report.to_frame()
+wiring_table
+
+# %%
+%%needs eagle3lab.wiring eagle3lab.lab.lab
+bad = wiring_table[wiring_table["verdict"] != "ok"]
+story.markdown(
+    f"**{len(bad)} of {len(wiring_table)} slots** are fed a different boundary than training used."
+    if len(bad) else "Every slot is fed the boundary training used.")
+
+# %% [markdown]
+# ## The numbers agree: cosine similarity between the two captures
+#
+# Capture the target's hidden states on the same held-out text at every boundary and compare the
+# tensors the draft was trained on with the tensors the server feeds. A bright cell off the
+# diagonal is an offset; a row with no bright cell is a tensor the server never feeds.
+
+# %%
+%%needs eagle3lab.capture eagle3lab.wiring eagle3lab.lab.lab
+from eagle3lab import capture, plots
+
+ids = lab.heldout_prompts(1, 64)[0]
+train_b = list(report.train_boundaries)
+serve_b = list(report.serve_boundaries)
+train_capture = capture.capture(lab.target, ids, train_b)
+serve_capture = capture.capture(lab.target, ids, serve_b)
+matrix = wiring.wiring_matrix(train_capture, serve_capture)
+story.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
+                  "Cosine similarity: training capture vs served capture")
+
+# %% [markdown]
+# ## Standalone accuracy: right wiring versus as served
+#
+# Teacher-forced top-1 accuracy of the draft at each unrolled depth on held-out text, once with
+# the boundaries it was trained on and once with the boundaries the server feeds.
+
+# %%
+%%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
+from eagle3lab.lab import evaluate_draft
+
+draft = lab.load_draft("seed") if DRAFT_DIR is None else __import__("eagle3lab.lab", fromlist=["Eagle3Draft"]).Eagle3Draft.from_pretrained(DRAFT_DIR)
+texts = lab.heldout_texts(budget["eval_texts"])
+accuracy = pd.concat([
+    evaluate_draft(lab.target, draft, texts, wiring=train_b).assign(wiring=f"as trained {train_b}"),
+    evaluate_draft(lab.target, draft, texts, wiring=serve_b).assign(wiring=f"as served {serve_b}"),
+])
+accuracy
+
+# %%
+%%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
+story.accuracy_plot(accuracy)
+
+# %%
+%%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
+right, served = (accuracy[accuracy["wiring"] == w] for w in accuracy["wiring"].unique())
+story.markdown(story.accuracy_sentence(right, served))

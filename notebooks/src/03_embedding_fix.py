@@ -1,0 +1,91 @@
+# %% [markdown]
+# # 03 · The embedding-capture fix, and why the benchmark barely moved
+#
+# Having found the wiring mismatch, the seed's investigator patched SGLang's model file so that an
+# id of `-1` in `eagle_aux_hidden_state_layer_ids` captures the embedding output (boundary 0),
+# rewrote the draft's ids from `[2, 30, 58]` to `[-1, 2, 30]`, restarted with 5 steps and 6 draft
+# tokens — and measured roughly the same tokens per second as before.
+#
+# Here: **the patch** (eagle3lab's reusable version of it, shown as a diff against a real SGLang
+# package), **what it changes** in the boundaries SGLang feeds, and **the lab served with embedding
+# capture**, measured against the unpatched seed and against no speculation.
+
+# %% tags=["parameters"]
+# Parameters: change these to point the notebook at your own deployment.
+LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+SERVER_URL = None        # a running (patched) SGLang server to measure as is; None = the lab server
+SGLANG_DIR = None        # an `sglang` package directory to diff against; None = the installed one
+STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6   # the seed's configuration after the fix
+NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
+MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
+
+# %%
+%load_ext eagle3lab.story
+%matplotlib inline
+import pandas as pd
+from IPython.display import display
+from eagle3lab import story
+from eagle3lab.style import apply_style
+
+apply_style()
+pd.set_option("display.precision", 3)
+budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+
+# %% [markdown]
+# ## The patch
+#
+# `eagle3lab.patching` works on a copy here (the installed package is never modified): it
+# checks which model files need the patch in this SGLang version and shows the diff.
+
+# %%
+%%needs eagle3lab.patching
+from eagle3lab import patching
+
+sglang_copy = story.sglang_source_copy(SGLANG_DIR)
+plan = patching.check(sglang_copy)
+story.markdown(f"SGLang **{plan.version}** at `{story.short_path(SGLANG_DIR or 'installed sglang')}`: "
+               f"{plan.summary()}")
+plan.to_frame()
+
+# %%
+%%needs eagle3lab.patching
+story.show_diff(patching.diff(sglang_copy))
+
+# %% [markdown]
+# ## What the patch changes
+#
+# SGLang's own `set_eagle3_layers_to_capture`, run from the copy before and after patching: the
+# boundaries that the seed's fixed ids select (on the lab's target), in the order they reach the
+# draft.
+
+# %%
+%%needs eagle3lab.patching eagle3lab.lab.lab
+from eagle3lab.lab import load_lab
+
+lab = load_lab(LAB)
+capture_table = story.capture_before_after(sglang_copy, lab.num_layers)
+capture_table
+
+# %% [markdown]
+# ## Served with embedding capture: measured
+#
+# The seed's draft served three ways at the seed's configuration: as SGLang fed it before the fix,
+# with the fix (embedding capture, the ids it was trained on), and no speculation.
+
+# %%
+%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+flags = story.spec_flags(STEPS, TOPK, DRAFT_TOKENS)
+fix = story.measure_variants(
+    {"before the fix (wiring-seed)": ["wiring-seed"],
+     "with the embedding patch (embed-patch)": ["embed-patch"]},
+    flags, lab=LAB, server_url=SERVER_URL, draft="seed", **budget)
+fix
+
+# %%
+%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+story.speed_plot(fix, title="The embedding fix on the lab")
+
+# %%
+%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+story.markdown(story.fix_sentence(fix, "before the fix (wiring-seed)",
+                                  "with the embedding patch (embed-patch)"))

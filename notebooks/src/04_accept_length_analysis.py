@@ -1,0 +1,130 @@
+# %% [markdown]
+# # 04 · Where acceptance is lost
+#
+# After the fix the seed's server logged accept lengths around 1.8 with 6 draft tokens, although
+# the draft scored well standalone. The logs say *how much* is accepted; to see *where* the chain
+# breaks we need acceptance per draft position, and to see what it costs, the arithmetic that links
+# per-token acceptance to accept length and tokens/s.
+#
+# This notebook reads the server log back, computes per-position acceptance, compares it with the
+# draft's standalone accuracy, lets you explore accept length versus depth interactively, and asks
+# the diagnosis which causes fit the numbers.
+
+# %% tags=["parameters"]
+# Parameters: change these to point the notebook at your own deployment.
+LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+LOG_FILE = None          # a server log (SGLang, vLLM, llama.cpp) to read; None = run the lab server
+SERVER_URL = None        # a running SGLang server to benchmark and read back; None = the lab server
+DRAFT = "seed"           # lab draft to serve
+FAULTS = ["embed-patch"] # lab faults: the seed's draft served after the embedding fix
+STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6
+NUM_PROMPTS = None       # prompts to decode; None = the preset's budget
+MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
+
+# %%
+%load_ext eagle3lab.story
+%matplotlib inline
+import pandas as pd
+from IPython.display import display
+from eagle3lab import story, analysis, plots
+from eagle3lab.style import apply_style
+
+apply_style()
+pd.set_option("display.precision", 3)
+budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+served_rates, observed, standalone = None, None, None
+
+# %% [markdown]
+# ## The log, read back
+#
+# `eagle3lab.logs.read_log` turns the server's `Decode batch` lines into a table; with no log
+# given, the lab server is started with the seed's fixed configuration and a benchmark is run
+# against it, exactly as one would against SGLang.
+
+# %%
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+from eagle3lab import logs
+
+run = story.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
+                          flags=story.spec_flags(STEPS, TOPK, DRAFT_TOKENS), **budget)
+log = run.log
+decode = log[log["kind"] == "decode"]
+decode[["line", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
+
+# %%
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+plots.log_timeline(log, title="Accept length and throughput, as logged")
+
+# %%
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
+story.markdown(story.log_sentence(log, DRAFT_TOKENS))
+
+# %% [markdown]
+# ## Per-position acceptance
+#
+# Each verify step accepts 0..k drafts. Position i's conditional rate is the share of steps that
+# accept draft i among those that accepted drafts 1..i−1; the draft's standalone acc@i (teacher
+# forced, on held-out text) is the reference.
+
+# %%
+%%needs eagle3lab.engine eagle3lab.lab.lab
+per_pos = run.per_position
+served_rates = per_pos["rate"].tolist()
+standalone = run.standalone_acc
+plots.per_position_bars(per_pos, standalone=standalone,
+                        title="Served acceptance by draft position vs standalone accuracy")
+
+# %%
+%%needs eagle3lab.engine eagle3lab.lab.lab
+gap = analysis.gap_table(standalone, per_pos)
+plots.gap_plot(gap)
+
+# %% [markdown]
+# ## Accept length versus depth — interactive
+#
+# Move the sliders: per-token acceptance `a` (i.i.d. model) or each position's rate, the depth,
+# and the cost of a draft step relative to a target step. The observed accept length is overlaid.
+
+# %%
+%%needs eagle3lab.widgets
+from eagle3lab import widgets
+
+observed = run.observed if "run" in globals() and hasattr(run, "observed") else None
+explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed,
+                                      cost_ratio=story.cost_ratio(globals().get("run")))
+explorer
+
+# %% [markdown]
+# The same curves, static (for the rendered report):
+
+# %%
+plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
+                      title="Accept length vs draft depth: i.i.d. model, served rates, observed")
+
+# %% [markdown]
+# ## Diagnosis
+#
+# `eagle3lab.analysis.diagnose` ranks causes from the statistics alone, with the evidence behind
+# each and the next check to run.
+
+# %%
+%%needs eagle3lab.engine eagle3lab.lab.lab
+findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
+                             standalone_acc=standalone,
+                             requested_draft_tokens=DRAFT_TOKENS,
+                             effective_draft_tokens=run.effective_draft_tokens)
+analysis.findings_frame(findings)
+
+# %%
+%%needs eagle3lab.engine eagle3lab.lab.lab
+story.markdown(story.diagnosis_sentence(findings))
+
+# %% [markdown]
+# ## One generation, token by token
+#
+# Green: accepted drafts (darker = deeper in the chain); purple: the bonus token after a fully
+# accepted chain; red: the target's token that replaced a rejected draft.
+
+# %%
+%%needs eagle3lab.engine eagle3lab.lab.lab
+run.token_view

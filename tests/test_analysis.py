@@ -1,0 +1,229 @@
+"""Acceptance analysis on synthetic chains with known rates."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eagle3lab import analysis as A
+from eagle3lab.errors import EagleLabError
+
+
+def simulate(rates, n=4000, seed=0, requests=None, context=None):
+    """Per-step accepted counts for a chain with conditional acceptance `rates`."""
+    rng = np.random.default_rng(seed)
+    accepted = np.zeros(n, int)
+    alive = np.ones(n, bool)
+    for c in rates:
+        alive &= rng.random(n) < c
+        accepted += alive
+    df = pd.DataFrame({"accepted": accepted, "k": len(rates)})
+    if requests:
+        df["request"] = np.arange(n) % requests
+    return df
+
+
+def test_accept_length_includes_bonus():
+    assert A.accept_length(pd.DataFrame({"accepted": [0, 1, 2, 3]})) == pytest.approx(2.5)
+    assert A.accept_length([0, 0, 0]) == 1.0
+    assert A.accept_length(pd.DataFrame({"accept_len": [1, 2, 4]})) == pytest.approx(7 / 3)
+
+
+def test_accept_length_from_meta_is_pooled():
+    metas = [{"completion_tokens": 100, "spec_verify_ct": 50},
+             {"completion_tokens": 10, "spec_verify_ct": 10}]
+    assert A.accept_length_from_meta(metas) == pytest.approx(110 / 60)
+    with pytest.raises(EagleLabError):
+        A.accept_length_from_meta([{"completion_tokens": 5}])
+
+
+def test_iid_formula_and_edges():
+    assert A.expected_accept_length(0.0, 5) == 1.0
+    assert A.expected_accept_length(1.0, 5) == 6.0
+    a, k = 0.8, 6
+    assert A.expected_accept_length(a, k) == pytest.approx(sum(a ** i for i in range(k + 1)))
+    np.testing.assert_allclose(A.expected_accept_length(0.5, np.arange(1, 4)), [1.5, 1.75, 1.875])
+    with pytest.raises(EagleLabError):
+        A.expected_accept_length(1.5, 3)
+
+
+def test_fit_iid_rate_inverts_the_model():
+    for a in (0.1, 0.5, 0.77, 0.95):
+        assert A.fit_iid_rate(A.expected_accept_length(a, 6), 6) == pytest.approx(a, abs=1e-7)
+    assert A.fit_iid_rate(1.0, 4) == pytest.approx(0.0, abs=1e-7)
+    with pytest.raises(EagleLabError):
+        A.fit_iid_rate(9.0, 6)
+
+
+def test_general_formula_matches_simulation():
+    rates = [0.9, 0.6, 0.5, 0.3]
+    df = simulate(rates, n=20000)
+    assert A.accept_length(df) == pytest.approx(A.expected_accept_length_from_rates(rates), abs=0.03)
+    uncond = A.unconditional_from_conditional(rates)
+    assert A.expected_accept_length_from_rates(uncond, conditional=False) == \
+        pytest.approx(A.expected_accept_length_from_rates(rates))
+    np.testing.assert_allclose(A.conditional_from_unconditional(uncond), rates)
+
+
+def test_per_position_recovers_rates_with_honest_intervals():
+    rates = [0.8, 0.5, 0.7]
+    table = A.per_position(simulate(rates, n=5000), n_boot=500)
+    assert list(table.columns) == ["position", "rate", "lo", "hi", "n"]
+    assert (table["lo"] <= table["rate"]).all() and (table["rate"] <= table["hi"]).all()
+    assert all(lo <= r <= hi for lo, r, hi in zip(table["lo"], rates, table["hi"]))
+    assert table["n"].iloc[0] == 5000 and table["n"].iloc[1] < 5000
+    uncond = A.per_position(simulate(rates, n=5000), conditional=False, n_boot=200)
+    np.testing.assert_allclose(uncond["rate"], np.cumprod(rates), atol=0.03)
+    assert (uncond["n"] == 5000).all()
+
+
+def test_per_position_bootstrap_by_request_is_wider_for_correlated_requests():
+    rng = np.random.default_rng(1)
+    # requests differ a lot (easy vs hard prompts): steps within a request are correlated
+    parts = [simulate([p] * 3, n=100, seed=i).assign(request=i)
+             for i, p in enumerate(rng.choice([0.2, 0.9], size=20))]
+    df = pd.concat(parts, ignore_index=True)
+    by_request = A.per_position(df, n_boot=400)
+    by_step = A.per_position(df.drop(columns="request"), n_boot=400)
+    width = lambda t: (t["hi"] - t["lo"]).iloc[0]
+    assert width(by_request) > 1.5 * width(by_step)
+
+
+def test_per_position_rejects_counts_beyond_depth():
+    with pytest.raises(EagleLabError):
+        A.per_position(pd.DataFrame({"accepted": [0, 5]}), k=3)
+    with pytest.raises(EagleLabError):
+        A.accepted_counts(pd.DataFrame({"x": [1]}))
+
+
+def test_per_position_from_vllm_log_rows():
+    rows = pd.DataFrame({"per_position": [(0.8, 0.4, 0.2), (0.6, 0.3, 0.1), None],
+                         "drafted": [300, 100, None]})
+    table = A.per_position_from_log(rows, conditional=False)
+    np.testing.assert_allclose(table["rate"], [0.75, 0.375, 0.175])
+    cond = A.per_position_from_log(rows)
+    np.testing.assert_allclose(cond["rate"], [0.75, 0.5, 0.175 / 0.375])
+
+
+def test_rate_conversions_match_documented_examples():
+    old = A.rate_conversions(2.17, num_steps=3)
+    assert old["sglang_old_accept_rate"] == pytest.approx(0.5425)
+    new = A.rate_conversions(3.05, num_steps=3, num_draft_tokens=4)
+    assert new["sglang_new_accept_rate"] == pytest.approx(0.6833, abs=1e-3)
+    assert new["vllm_draft_acceptance_rate"] == pytest.approx(0.6833, abs=1e-3)
+    for kind in ("sglang_old", "sglang_new", "vllm"):
+        key = {"sglang_old": "sglang_old_accept_rate", "sglang_new": "sglang_new_accept_rate",
+               "vllm": "vllm_draft_acceptance_rate"}[kind]
+        assert A.accept_length_from_rate(new[key], kind, 3, 4) == pytest.approx(3.05)
+
+
+def test_gap_table_terms_sum_to_the_accept_length_gap():
+    acc = [0.77] * 6
+    served = [0.7, 0.2, 0.2, 0.2, 0.2, 0.2]
+    gap = A.gap_table(acc, served)
+    total = A.expected_accept_length_from_rates(acc) - A.expected_accept_length_from_rates(served)
+    assert gap["lost"].sum() == pytest.approx(total)
+    assert gap["lost"].idxmax() == 1  # position 2 loses the most
+
+
+def test_cost_model_break_even_and_best_depth():
+    cost = A.CostModel(c_draft=0.002, c_verify=0.02)
+    assert cost.break_even_accept_length(3) == pytest.approx(1.3)
+    assert cost.speedup(1.3, 3) == pytest.approx(1.0)
+    assert A.best_depth(cost, a=0.0)["depth"] == 0  # nothing accepted: do not speculate
+    deep = A.best_depth(cost, a=0.95, max_depth=12)["depth"]
+    shallow = A.best_depth(cost, a=0.5, max_depth=12)["depth"]
+    assert deep > shallow >= 1
+    table = A.throughput_vs_depth(cost, rates=[0.9, 0.5], max_depth=4)
+    assert len(table) == 4 and table["accept_length"].is_monotonic_increasing
+
+
+def test_fit_cost_model_recovers_costs_per_batch_size():
+    rows = []
+    for bs, (cd, cv) in {1: (0.002, 0.020), 8: (0.004, 0.030)}.items():
+        for k in range(0, 6):
+            t = cv + k * cd if k else cv
+            rows.append({"batch_size": bs, "k": k, "step_time": t * (1 + 0.001 * (k % 2))})
+    fits = A.fit_cost_models(pd.DataFrame(rows))
+    assert fits.set_index("batch_size").loc[8, "c_draft"] == pytest.approx(0.004, rel=0.05)
+    assert fits.set_index("batch_size").loc[1, "c_verify"] == pytest.approx(0.020, rel=0.05)
+    with pytest.raises(EagleLabError):
+        A.fit_cost_model(pd.DataFrame({"k": [1, 1], "step_time": [1, 1]}))
+
+
+def causes(findings):
+    return [f.cause for f in findings]
+
+
+def test_diagnose_config_adjusted_comes_first():
+    found = A.diagnose(per_position=[0.75, 0.7], standalone_acc=[0.77, 0.75],
+                       requested_draft_tokens=16, effective_draft_tokens=2)
+    assert found[0].cause == "config_adjusted"
+    assert "16" in found[0].evidence[0] and found[0].next_check
+
+
+def test_diagnose_zero_acceptance_points_at_wiring_or_vocab():
+    assert causes(A.diagnose(per_position=[0.005, 0.0, 0.0], standalone_acc=[0.77] * 3))[:2] == \
+        ["vocab_mapping", "wiring"]
+    assert causes(A.diagnose(per_position=[0.09, 0.05, 0.05], standalone_acc=[0.77] * 3))[0] == "wiring"
+
+
+def test_diagnose_multi_step_collapse():
+    df = simulate([0.72, 0.2, 0.15, 0.15, 0.1], n=3000)
+    found = A.diagnose(steps=df, standalone_acc=[0.77, 0.7, 0.7, 0.7, 0.7])
+    assert found[0].cause == "multi_step"
+    assert any("72" in s or "71" in s or "73" in s for s in found[0].evidence)
+
+
+def test_diagnose_uniform_drop_and_healthy():
+    acc = [0.8, 0.75, 0.75, 0.7]
+    drop = A.diagnose(per_position=[0.55, 0.5, 0.5, 0.48], standalone_acc=acc)
+    assert set(causes(drop)[:2]) == {"quantization", "distribution_shift"}
+    shifted = A.diagnose(per_position=[0.55, 0.5, 0.5, 0.48], standalone_acc=acc,
+                         standalone_acc_served=[0.57, 0.52, 0.5, 0.5])
+    assert shifted[0].cause == "distribution_shift"
+    healthy = A.diagnose(per_position=[0.79, 0.74, 0.75, 0.69], standalone_acc=acc)
+    assert healthy[0].cause == "healthy"
+
+
+def test_diagnose_context_decay():
+    rng = np.random.default_rng(3)
+    ctx = rng.integers(50, 2000, size=2000)
+    p = np.where(ctx > 1000, 0.2, 0.8)
+    accepted = np.minimum(rng.geometric(1 - p) - 1, 4)
+    df = pd.DataFrame({"accepted": accepted, "k": 4})
+    found = A.diagnose(steps=df, context_lengths=ctx)
+    assert "context_length" in causes(found)
+    flat = A.diagnose(steps=df.assign(accepted=rng.permutation(accepted)), context_lengths=ctx)
+    assert "context_length" not in causes(flat)
+
+
+def test_findings_frame_and_validation():
+    frame = A.findings_frame(A.diagnose(per_position=[0.01, 0.0]))
+    assert list(frame.columns) == ["rank", "cause", "confidence", "evidence", "next_check"]
+    with pytest.raises(ValueError):
+        A.Finding("gremlins", 0.5)
+
+
+def test_steps_frame_from_engine_generations():
+    from types import SimpleNamespace as NS
+
+    step = lambda acc: NS(drafted=3, accepted=acc, draft_s=0.01, verify_s=0.02)
+    gens = [NS(prompt_ids=[1] * 10, steps=[step(3), step(0), step(1)]),
+            NS(prompt_ids=[1] * 4, steps=[step(2)])]
+    frame = A.steps_frame(gens)
+    assert list(frame["context_length"]) == [11, 15, 16, 5]
+    assert list(frame["request"]) == [0, 0, 0, 1]
+    assert A.accept_length(frame) == pytest.approx(1 + 6 / 4)
+    assert A.draft_depth(frame) == 3
+    with pytest.raises(EagleLabError):
+        A.steps_frame([NS(prompt_ids=[1], steps=[])])
+
+
+def test_cost_model_from_engine_timings():
+    frame = pd.DataFrame({"drafted": [4, 4], "accepted": [1, 3], "draft_s": [0.008, 0.012],
+                          "verify_s": [0.02, 0.03]})
+    cost = A.cost_model_from_steps(frame, baseline_tokens_per_s=50)
+    assert cost.c_draft == pytest.approx(0.0025) and cost.c_verify == pytest.approx(0.025)
+    assert cost.c_target == pytest.approx(0.02)
+    with pytest.raises(EagleLabError):
+        A.cost_model_from_steps(frame.drop(columns="verify_s"))

@@ -1,0 +1,231 @@
+"""The lab engine on small random-init models: forward pass, acceptance math, losslessness."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from eagle3lab.engine.faults import FaultError, normalize_faults, plan_faults
+from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
+from eagle3lab.engine.speculate import (DraftTree, SamplingParams, SpecEngine, SpecParams,
+                                        accept_path, target_probs)
+from eagle3lab.lab.draft import Eagle3Draft, KVCache
+
+# Our forward does the same float32 maths as transformers in a different op order.
+LOGIT_ATOL = 1e-4
+
+
+def tiny_pair(vocab=96, hidden=64, layers=6, seed=0, draft_scale=0.3, draft_vocab_step=2):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=512)
+    target = LlamaForCausalLM(cfg).eval()
+    ids = [0, layers // 2 - 1, layers - 2]  # distinct for any depth >= 4
+    draft = Eagle3Draft.for_target(cfg, aux_layer_ids=ids, train_boundaries=[i + 1 for i in ids],
+                                   draft_vocab_ids=torch.arange(0, vocab, draft_vocab_step),
+                                   embed_weight=target.model.embed_tokens.weight.detach()).eval()
+    with torch.no_grad():
+        for p in draft.parameters():
+            if p.dim() > 1 and p is not draft.embed_tokens.weight:
+                p.normal_(0, draft_scale)
+    return target, draft
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair()
+
+
+def test_target_logits_match_transformers(pair):
+    target, _ = pair
+    lean = TargetModel(target, 256)
+    ids = torch.randint(0, 96, (40,))
+    with torch.no_grad():
+        ref = target(ids[None], output_hidden_states=True)
+    logits, aux = lean.forward(ids, 0, capture=(0, 2, 3))
+    assert torch.allclose(logits, ref.logits[0], atol=LOGIT_ATOL)
+    # boundary b == hidden_states[b] for b < N (the shared convention)
+    H = target.config.hidden_size
+    for j, b in enumerate((0, 2, 3)):
+        assert torch.allclose(aux[:, j * H:(j + 1) * H], ref.hidden_states[b][0], atol=LOGIT_ATOL)
+    # incremental decoding through the KV cache gives the same logits
+    lean.forward(ids[:30], 0)
+    part, _ = lean.forward(ids[30:36], 30)
+    assert torch.allclose(part, ref.logits[0, 30:36], atol=LOGIT_ATOL)
+
+
+def test_tree_mask_equals_separate_branches(pair):
+    """Two branches verified in one pass see only their own ancestors."""
+    target, _ = pair
+    lean = TargetModel(target, 256)
+    prefix = torch.randint(0, 96, (12,))
+    a, b = [5, 6, 7], [8, 9]
+    # tree: root r, branch a (depths 1..3) and branch b (depths 1..2)
+    root = 3
+    tree = DraftTree([root] + a + b, [-1, 0, 1, 2, 0, 4], [0, 1, 2, 3, 1, 2], [None] * 6)
+    lean.forward(prefix, 0)
+    logits, _ = lean.forward(torch.tensor(tree.tokens), 12, position_ids=12 + torch.tensor(tree.depths),
+                             tree_mask=tree.attention_mask())
+    with torch.no_grad():
+        ref_a = target(torch.cat([prefix, torch.tensor([root] + a)])[None]).logits[0, 12:]
+        ref_b = target(torch.cat([prefix, torch.tensor([root] + b)])[None]).logits[0, 12:]
+    assert torch.allclose(logits[:4], ref_a, atol=LOGIT_ATOL)
+    assert torch.allclose(logits[[0, 4, 5]], ref_b, atol=LOGIT_ATOL)
+
+
+def test_lean_draft_matches_eagle3draft(pair):
+    target, draft = pair
+    lean = DraftModel(draft, 128)
+    ids, aux = torch.randint(0, 96, (9,)), torch.randn(9, 3 * 64)
+    with torch.no_grad():
+        cache = KVCache()
+        h1, l1 = draft(ids[None, :7], aux[None, :7], torch.arange(7), cache=cache)
+        h2, l2 = draft.step(ids[None, 7:9], h1[:, -2:], torch.arange(7, 9), cache=cache)
+    hh1, ll1 = lean.step(ids[:7], lean.project(aux[:7]), 0)
+    hh2, ll2 = lean.step(ids[7:9], hh1[-2:], 7)
+    assert torch.allclose(hh1, h1[0], atol=1e-5) and torch.allclose(ll1, l1[0], atol=1e-5)
+    assert torch.allclose(ll2, l2[0], atol=1e-5)
+    assert lean.target_ids.tolist() == draft.target_ids.tolist()
+
+
+@pytest.mark.parametrize("spec", [(3, 1, 4), (1, 1, 2), (5, 1, 6), (3, 2, 6), (4, 3, 10)])
+def test_greedy_speculative_equals_plain_random_models(pair, spec):
+    target, draft = pair
+    engine = SpecEngine(target, draft, max_seq_len=256)
+    for seed in range(4):
+        prompt = torch.randint(0, 96, (8 + seed,), generator=torch.Generator().manual_seed(seed)).tolist()
+        plain = engine.generate_plain(prompt, 30)
+        spec_out = engine.generate(prompt, 30, spec)
+        assert spec_out.output_ids == plain.output_ids
+        assert len(spec_out.output_ids) == 30
+        assert all(1 <= s.accept_len <= SpecParams.of(spec).drafts_per_round + 1 for s in spec_out.steps)
+
+
+def greedy_tree(tokens, parents):
+    depths = []
+    for p in parents:
+        depths.append(0 if p < 0 else depths[p] + 1)
+    return DraftTree(tokens, parents, depths, [None] * len(tokens))
+
+
+def one_hot_logits(rows, vocab=10):
+    out = torch.full((len(rows), vocab), -10.0)
+    for i, t in enumerate(rows):
+        out[i, t] = 10.0
+    return out
+
+
+def test_accept_path_greedy_walks_the_matching_branch():
+    # root(0) -> 1:[tok 4] -> 3:[tok 6];  root -> 2:[tok 5] -> 4:[tok 7]
+    tree = greedy_tree([9, 4, 5, 6, 7], [-1, 0, 0, 1, 2])
+    # target wants 5 after the root, 7 after 5, then 2
+    logits = one_hot_logits([5, 0, 7, 0, 2])
+    path, extra, kind = accept_path(tree, logits, SamplingParams(), None)
+    assert path == [0, 2, 4] and extra == 2 and kind == "bonus"
+    # the target wants 3 after the root: nothing accepted, 3 replaces
+    path, extra, kind = accept_path(tree, one_hot_logits([3, 0, 0, 0, 0]), SamplingParams(), None)
+    assert path == [0] and extra == 3 and kind == "replacement"
+
+
+def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
+    """Pearson chi-square goodness of fit (cells with expected < 5 pooled)."""
+    n = counts.sum()
+    expected = probs * n
+    big = expected >= 5
+    obs = torch.cat([counts[big].double(), counts[~big].sum().double()[None]])
+    exp = torch.cat([expected[big].double(), expected[~big].sum().double()[None]])
+    keep = exp > 0
+    stat = ((obs[keep] - exp[keep]) ** 2 / exp[keep]).sum()
+    dof = int(keep.sum()) - 1
+    return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), stat / 2))
+
+
+@pytest.mark.parametrize("spec,greedy_draft", [((3, 1, 4), False), ((3, 1, 4), True), ((2, 2, 5), False)])
+def test_sampling_is_lossless(spec, greedy_draft):
+    """The 2nd and 3rd generated tokens (drawn by verify) follow the target's marginals."""
+    vocab = 8
+    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=1)
+    sp = SamplingParams(temperature=1.0)
+    engine = SpecEngine(target, draft, max_seq_len=64, greedy_draft=greedy_draft)
+    prompt = [1, 2, 3]
+    # exact marginals of tokens 2 and 3 under the target
+    with torch.no_grad():
+        p1 = torch.softmax(target(torch.tensor([prompt])).logits[0, -1], -1)
+        p2_given = torch.softmax(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1], -1)
+        p2 = p1 @ p2_given
+        seqs = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
+        p3_given = torch.softmax(target(seqs).logits[:, -1], -1)  # [V*V, V]
+        p3 = (p1[:, None] * p2_given).reshape(-1) @ p3_given
+    draws = 2500
+    second, third = torch.zeros(vocab), torch.zeros(vocab)
+    accepted = 0
+    for i in range(draws):
+        sp.seed = 1000 + i
+        g = engine.generate(prompt, 3, spec, sp)
+        second[g.output_ids[1]] += 1
+        third[g.output_ids[2]] += 1
+        accepted += g.steps[0].accepted
+    assert accepted > draws * 0.2  # the test exercises acceptance, not just replacement
+    assert chi_square_pvalue(second, p2) > 1e-3
+    assert chi_square_pvalue(third, p3) > 1e-3
+
+
+def test_chi_square_detects_a_wrong_distribution():
+    probs = torch.tensor([0.5, 0.3, 0.2])
+    counts = torch.tensor([400.0, 400.0, 200.0])
+    assert chi_square_pvalue(counts, probs) < 1e-6
+
+
+def test_target_probs_top_k_top_p():
+    logits = torch.tensor([3.0, 2.0, 1.0, 0.0])
+    p = target_probs(logits, SamplingParams(temperature=1.0, top_k=2))
+    assert p[2] == 0 and p[3] == 0 and torch.isclose(p.sum(), torch.tensor(1.0))
+    p = target_probs(logits, SamplingParams(temperature=1.0, top_p=0.5))
+    assert p[0] == 1.0
+
+
+def test_quantization_is_groupwise_and_bounded(pair):
+    target, _ = pair
+    lean = TargetModel(target, 64)
+    before = {k: v.clone() for k, v in lean.linear_weights().items()}
+    fake_quantize_(lean, 4, group_size=32)
+    for name, w in lean.linear_weights().items():
+        w0 = before[name]
+        groups = w.reshape(w.shape[0], -1, 32)
+        assert all(len(torch.unique(g)) <= 16 for g in groups[:4, 0])  # 4-bit: <= 16 levels per group
+        step = w0.reshape(w0.shape[0], -1, 32).abs().amax(-1, keepdim=True) / 7
+        assert ((groups - w0.reshape(groups.shape)).abs() <= step / 2 + 1e-6).all()
+    fake_quantize_(TargetModel(target, 64), 8)
+
+
+def test_fault_names_and_plans():
+    assert normalize_faults("wiring-seed,quant-int4") == ("wiring-seed", "quant-int4")
+    with pytest.raises(FaultError):
+        normalize_faults(["no-such-fault"])
+    with pytest.raises(FaultError):
+        normalize_faults(["quant-int8", "quant-int4"])
+    plan = plan_faults(["embed-patch", "normed-last", "no-d2t", "domain-shift"], 8)
+    assert plan.draft_name == "seed" and plan.layer_ids == [-1, 1, 3]
+    assert plan.normed_last and not plan.use_d2t and plan.prompt_kinds == ["domain-shift"]
+    assert plan_faults(["wiring-seed"], 8).draft_name == "seed"
+    assert plan_faults(["no-ttt"], 8).draft_name == "no-ttt"
+    assert plan_faults([], 8).draft_name == "healthy"
+
+
+def test_engine_rejects_a_capture_the_fc_cannot_read(pair):
+    target, draft = pair
+    with pytest.raises(ValueError, match="fc reads"):
+        SpecEngine(target, draft, boundaries=[1, 2])
+
+
+def test_stop_token_ends_generation(pair):
+    target, draft = pair
+    engine = SpecEngine(target, draft, max_seq_len=256)
+    prompt = [1, 2, 3, 4]
+    plain = engine.generate_plain(prompt, 20)
+    stop = plain.output_ids[5]
+    first = plain.output_ids.index(stop)
+    out = engine.generate(prompt, 20, (3, 1, 4), stop_ids={stop})
+    assert out.output_ids == plain.output_ids[:first + 1] and out.finish_reason == "stop"

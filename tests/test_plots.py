@@ -1,0 +1,92 @@
+"""Plot functions return figures built from the data they are given."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from eagle3lab import analysis as A
+from eagle3lab import plots as P
+from eagle3lab.errors import EagleLabError
+
+
+def steps(rate=0.7, n=1000, k=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"accepted": np.minimum(rng.geometric(1 - rate, n) - 1, k), "k": k})
+
+
+def test_accept_vs_depth_draws_model_curves_and_observed_points():
+    observed = pd.DataFrame({"depth": [2, 4], "accept_length": [2.1, 2.6], "lo": [2.0, 2.5],
+                             "hi": [2.2, 2.7]})
+    fig = P.accept_vs_depth(observed, a=[0.5, 0.8], max_depth=6)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    curve = ax.lines[0].get_ydata()
+    np.testing.assert_allclose(curve, A.expected_accept_length(0.5, np.arange(7)))
+    labels = ax.get_legend_handles_labels()[1]
+    assert "observed" in labels and "i.i.d. a = 0.80" in labels
+
+
+def test_per_position_bars_heights_are_the_rates():
+    table = A.per_position(steps(), n_boot=200)
+    fig = P.per_position_bars(table, standalone=[0.8] * 5)
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    np.testing.assert_allclose(heights, table["rate"])
+    grouped = pd.concat([table.assign(label="healthy"), table.assign(label="no-ttt")])
+    assert len(P.per_position_bars(grouped).axes[0].patches) == 10
+
+
+def test_gap_plot_and_throughput_and_heatmap():
+    gap = A.gap_table([0.8] * 5, A.per_position(steps(0.5), n_boot=100))
+    fig = P.gap_plot(gap)
+    assert "Lost" in fig.axes[1].get_title()
+    table = A.throughput_vs_depth(A.CostModel(0.002, 0.02), a=0.8, max_depth=6)
+    fig = P.throughput_vs_depth(table)
+    assert any("no speculation" == t for t in fig.axes[0].get_legend_handles_labels()[1])
+    sweep = pd.DataFrame({"num_steps": [1, 3, 1, 3], "topk": [1, 1, 4, 4], "speedup": [1.2, 1.5, 0.9, 1.1]})
+    fig = P.sweep_heatmap(sweep, value="speedup")
+    texts = sorted(t.get_text() for t in fig.axes[0].texts)
+    assert texts == ["0.90", "1.10", "1.20", "1.50"]
+
+
+def test_log_timeline_from_read_log_rows():
+    log = pd.DataFrame({"time": pd.date_range("2026-01-01", periods=5, freq="10s"),
+                        "accept_len": [1.7, 1.8, None, 1.9, 1.75],
+                        "gen_throughput": [50, 52, None, 55, 51]})
+    fig = P.log_timeline(log)
+    assert len(fig.axes) == 2
+    assert len(fig.axes[0].lines[0].get_ydata()) == 4
+    with pytest.raises(EagleLabError):
+        P.log_timeline(pd.DataFrame({"message": ["x"]}))
+
+
+def test_token_html_marks_each_kind():
+    tokens = P.tokens_from_steps([["The", " cat"], ["<x>\n"], ["sat", " on", " mat"]], [1, 0, 2],
+                                 depth=2, prompt="Q:")
+    assert list(tokens["kind"]) == ["prompt", "accepted", "replaced", "replaced", "accepted",
+                                    "accepted", "bonus"]
+    html = P.token_html(tokens)
+    assert html.count("e3l-accepted") == 3 and html.count("e3l-bonus") == 1
+    assert "&lt;x&gt;" in html and "<x>" not in html  # escaped
+    assert "position 2" in html
+    assert P.token_view(tokens).data == html
+    with pytest.raises(EagleLabError):
+        P.tokens_from_steps([["a"]], [1], depth=2)
+    with pytest.raises(EagleLabError):
+        P.token_html(pd.DataFrame({"text": ["a"], "kind": ["weird"]}))
+
+
+def test_tokens_from_engine_generation():
+    from types import SimpleNamespace as NS
+
+    class Tok:
+        def decode(self, ids):
+            return "".join(chr(96 + i) for i in ids)
+
+    gen = NS(prompt_ids=[1, 2], output_ids=[3, 4, 5, 6],
+             kinds=["prefill", "draft", "replacement", "bonus"], depths=[0, 1, 0, 0])
+    tokens = P.tokens_from_generation(gen, Tok())
+    assert list(tokens["kind"]) == ["prompt", "target", "accepted", "replaced", "bonus"]
+    assert list(tokens["text"]) == ["ab", "c", "d", "e", "f"]
+    html = P.token_html(tokens)
+    assert html.count("e3l-replaced") == 1 and html.count("e3l-target") == 1
