@@ -126,7 +126,8 @@ SGLANG_RULES = [
     # topk==1 rule shrinks the draft tokens too); "Overlap scheduler is disabled ...".
     SglangRules("0.4.6", f"{_SA} 0.4.6 __post_init__ + auto_choose_speculative_params",
                 page_topk="reset_topk", overlap_warning=W_OVERLAP_0_4),
-    # 0.4.10: DeepSeek gets (3,1,4); the page_size rule is gone (PR#7643); MTP archs.
+    # 0.4.10: DeepSeek gets (3,1,4); the page_size rule is gone (sglang PR#7643 per
+    # ../shared/reference/failure-modes.md); MTP archs get their draft path filled in.
     SglangRules("0.4.10", f"{_SA} 0.4.10 __post_init__ + auto_choose_speculative_params",
                 auto_414=_DS, mtp_archs=_MTP_0_4_10, overlap_warning=W_OVERLAP_0_4),
     # 0.5.1: GptOss joins (3,1,4); trtllm_mha refuses topk > 1.
@@ -283,8 +284,10 @@ class SpecConfig:
             if use_sglang:
                 raise EagleLabError("use_sglang applies to engine='sglang' only")
             res = resolve_vllm(self, version, arch)
-        elif use_sglang:
+        elif use_sglang:  # already linted
             res = resolve_with_sglang([self], version=version, arch=arch)[0]
+            res.notes[:0] = arch_notes
+            return res
         else:
             res = resolve_sglang_rules(self, version, arch)
         res.notes[:0] = arch_notes
@@ -564,12 +567,19 @@ def resolve_with_sglang(specs: list[SpecConfig], version: str | None = None,
             num_draft_tokens=f.get("speculative_num_draft_tokens"),
             page_size=f.get("page_size"), attention_backend=f.get("attention_backend"),
             max_running_requests=f.get("max_running_requests"),
-            cuda_graph_max_bs=f.get("cuda_graph_max_bs_decode", f.get("cuda_graph_max_bs")),
+            cuda_graph_max_bs=_first(f.get("cuda_graph_max_bs_decode"),
+                                     f.get("cuda_graph_max_bs")),
             warnings=[m for lg, m in r["warnings"] if _is_speculative_warning(lg, m)],
             notes=list(notes), error=r["error"], source="sglang", rules_version=installed,
             asked=spec)
-        results.append(res if res.error else _finish(res, spec))
+        res = res if res.error else _finish(res, spec)
+        res.findings.extend(lint(spec, res))
+        results.append(res)
     return results
+
+
+def _first(*values):
+    return next((v for v in values if v is not None), None)
 
 
 def outcome(res: ResolvedSpec) -> tuple:
@@ -619,9 +629,10 @@ def _server_args(spec: SpecConfig) -> dict:
 
 # ----------------------------------------------------------------------------- vLLM
 
-VLLM_SOURCE = ("vllm/config/speculative.py (SpeculativeConfig.num_speculative_tokens, gt=0) and "
-               "vllm/v1/spec_decode/eagle.py (propose: first token, then "
-               "`for _ in range(self.num_speculative_tokens - 1)`: a chain, argmax)")
+VLLM_SOURCE = ("vllm/config/speculative.py (SpeculativeConfig.num_speculative_tokens, gt=0, "
+               "else taken from the draft config) and the EAGLE proposer "
+               "(vllm/v1/spec_decode/eagle.py, later llm_base_proposer.py): one draft token, "
+               "then `for _ in range(self.num_speculative_tokens - 1)`, a chain")
 
 
 def resolve_vllm(spec: SpecConfig, version: str = "main",

@@ -23,6 +23,7 @@ import codecs
 import gc
 import json
 import math
+import operator
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -47,8 +48,8 @@ COLUMNS = ["line", "engine", "kind", "time", "dp", "tp", "ep", "running_req", "q
 _TIME_PARTS = ("_dt", "_mdt", "_clock")  # full date-time / vLLM MM-DD time / time of day
 _OBJECT_COLUMNS = ("engine", "kind", "per_position", "message", "raw") + _TIME_PARTS
 
-_CHUNK_BYTES = 1 << 22  # read files 4 MiB at a time
-_FIRST_BLOCK = 1 << 18  # a small first block: line shapes are learnt line by line
+_CHUNK_BYTES = 1 << 17  # 128 KiB blocks: a block's strings are still in cache when converted
+_FIRST_BLOCK = 1 << 15  # a small first block: line shapes are learnt line by line
 _BATCH_LINES = 1 << 15  # lines per block for iterables
 _MAX_TEMPLATES = 32
 
@@ -632,11 +633,23 @@ def _parse_json_line(text: str) -> _Record | None:
 # --------------------------------------------------------------------------- templates
 
 
+class _Raw:
+    """A match on an ANSI-stripped line that remembers the raw line."""
+
+    __slots__ = ("groups", "string")
+
+    def __init__(self, match: re.Match, raw: str):
+        self.groups, self.string = match.groups, raw
+
+
+_groups = operator.methodcaller("groups")
+_string = operator.attrgetter("string")
+
+
 class _Template:
     """A compiled shape of line: fullmatch parses a line; groups map to columns."""
 
-    __slots__ = ("pattern", "fullmatch", "engine", "kind", "columns", "lines", "rows", "raws",
-                 "hits")
+    __slots__ = ("pattern", "fullmatch", "engine", "kind", "columns", "lines", "matches", "hits")
 
     def __init__(self, text: str, rec: _Record):
         spans = sorted(rec.spans, key=lambda s: s[0])
@@ -658,8 +671,7 @@ class _Template:
         self.hits = 0
         self.engine, self.kind, self.columns = rec.engine, rec.kind, columns
         self.lines: list[int] = []
-        self.rows: list[tuple] = []
-        self.raws: list[str] = []
+        self.matches: list[re.Match] = []  # .string is the raw line
 
     def check(self, text: str, rec: _Record) -> bool:
         """The template must read back exactly what the field parser read."""
@@ -708,6 +720,7 @@ class _Parser:
         self.malformed: list[int] = []
         self._open_spec = None  # last offline `mean acceptance length` record (line index)
         self._counts: dict = {}
+        self._block_start = 0  # parts before this index are merged, sorted blocks
 
     def feed(self, block: str) -> None:
         """Parse a block of lines: known shapes by their template, the rest field by field."""
@@ -715,22 +728,27 @@ class _Parser:
         other = _OTHER_RX.search
         templates = self.templates
         first = templates[0] if templates else None
-        match_first = first.fullmatch if first else None
-        for line in block.split("\n"):
-            n += 1
+        if first is not None:  # the hot path: the most common shape, locals only
+            match_first, add_line, add_match = (first.fullmatch, first.lines.append,
+                                                first.matches.append)
+        else:
+            match_first = add_line = add_match = None
+        one_line = self._one_line
+        for n, line in enumerate(block.split("\n"), n + 1):
             if "batch" not in line and other(line) is None:
                 continue
-            if match_first is not None:  # the hot path: the most common shape
+            if match_first is not None:
                 m = match_first(line)
                 if m is not None:
-                    first.lines.append(n)
-                    first.rows.append(m.groups())
-                    first.raws.append(line)
+                    add_line(n)
+                    add_match(m)
                     continue
-            self._one_line(n, line)
+            one_line(n, line)
             if first is None and templates:
                 first = templates[0]
-                match_first = first.fullmatch
+                match_first, add_line, add_match = (first.fullmatch, first.lines.append,
+                                                    first.matches.append)
+        n = self.n + block.count("\n") + 1
         self.n = n
         self._flush_templates()
 
@@ -740,8 +758,7 @@ class _Parser:
             m = t.fullmatch(text)
             if m is not None:
                 t.lines.append(n)
-                t.rows.append(m.groups())
-                t.raws.append(line)
+                t.matches.append(m if text is line else _Raw(m, line))
                 return
         self._slow(n, line, text)
 
@@ -820,25 +837,32 @@ class _Parser:
     def _flush_templates(self) -> None:
         # Most-used shapes first, so the common line matches on the first try.
         self.templates.sort(key=lambda t: -(len(t.lines) + t.hits))
+        start = self._block_start
         for t in self.templates:
             self._flush_one(t)
+        if len(self.parts) - start > 1:  # one part per block, in line order, while in cache
+            self.parts[start:] = [_merge_parts(self.parts[start:])]
+        self._block_start = len(self.parts)
 
     def _flush_one(self, t: _Template) -> None:
         if not t.lines:
             return
         import numpy as np
 
-        fields = list(zip(*t.rows)) if t.columns else []
-        self._add_part(t, np.array(t.lines, dtype=np.int64), _object_array(t.raws), fields)
-        t.lines, t.rows, t.raws = [], [], []
+        matches = t.matches
+        fields = list(zip(*map(_groups, matches))) if t.columns else []
+        raws = np.fromiter(map(_string, matches), dtype=object, count=len(matches))
+        self._add_part(t, np.array(t.lines, dtype=np.int64), raws, fields)
+        t.lines, t.matches = [], []
 
     def _add_part(self, t: _Template, lines, raws, fields) -> None:
         """Convert one template's rows column-wise (C-speed float parsing)."""
         import numpy as np
 
         count = len(lines)
-        part = {"line": lines.astype(np.int64), "raw": raws, "engine": t.engine,
-                "kind": t.kind, "_n": count}
+        part = {"line": lines.astype(np.int64), "raw": raws, "_n": count,
+                "engine": np.full(count, ENGINES.index(t.engine), dtype=np.int8),
+                "kind": np.full(count, KINDS.index(t.kind), dtype=np.int8)}
         bad = np.zeros(count, dtype=bool)
         for (column, conv), values in zip(t.columns, fields):
             if conv in _TIME_PARTS:
@@ -862,30 +886,32 @@ class _Parser:
         import numpy as np
         import pandas as pd
 
-        parts = list(self.parts)
-        if self.slow:
-            parts.append(_slow_part(self.slow))
+        blocks = self.parts  # sorted, consecutive line ranges
+        slow = _slow_part(self.slow) if self.slow else None
+        parts = blocks + ([slow] if slow else [])
         total = sum(p["_n"] for p in parts)
         present = set().union(*(p.keys() for p in parts)) if parts else set()
-        data = {"line": _concat(parts, "line", np.int64)}
-        for column, names in (("engine", ENGINES), ("kind", KINDS)):
-            data[column] = _concat([{"_n": p["_n"], column: _codes(p[column], names, p["_n"])}
-                                    for p in parts], column, np.int8)
-        for column in [*FLOAT_COLUMNS, *INT_COLUMNS, "graph", "per_position", "message", "raw"]:
-            if column in present:
-                data[column] = np.concatenate([_part_column(p, column) for p in parts])
-        for part in _TIME_PARTS:  # parse each distinct stamp once, before reordering
-            if part in present:
-                data[part] = _parse_unique(np.concatenate([_part_column(p, part) for p in parts]),
-                                           _TIME_FORMATS[part])
-        order = np.argsort(data["line"], kind="stable")
-        if total and not np.all(order[1:] > order[:-1]):  # parts interleave: restore line order
-            data = {k: v[order] for k, v in data.items()}
+        present.discard("_n")
+        data = {}
+        where = None
+        if slow is not None and blocks:  # slow-path records slot in between, by line number
+            where = np.searchsorted(_concat(blocks, "line", np.int64), slow["line"])
+        for column in present:
+            merged = np.concatenate([_part_column(p, column) for p in blocks]) if blocks else None
+            if slow is not None:
+                extra = _part_column(slow, column)
+                merged = extra if merged is None else np.insert(merged, where, extra)
+            data[column] = merged
+        data.setdefault("line", np.empty(0, dtype=np.int64))
+        for column in ("engine", "kind", "raw"):
+            data.setdefault(column, np.empty(0, dtype=object if column == "raw" else np.int8))
+        for part in _TIME_PARTS:  # parse each distinct stamp once
+            if part in data:
+                data[part] = _parse_unique(data[part], _TIME_FORMATS[part])
         for column in [*FLOAT_COLUMNS, *INT_COLUMNS, "graph"]:
             data.setdefault(column, np.full(total, np.nan))
         for column in ("per_position", "message"):
             data.setdefault(column, np.full(total, None, dtype=object))
-        data.setdefault("raw", np.empty(0, dtype=object))
         _derive(data)
         columns = {
             "line": data["line"],
@@ -903,13 +929,16 @@ class _Parser:
         return pd.DataFrame({c: columns[c] for c in COLUMNS}, copy=False)
 
 
-def _codes(value, names: tuple, n: int):
-    """Category codes for a part's engine or kind (a constant or an object array)."""
+def _merge_parts(parts: list) -> dict:
+    """Several parts of one block as one part in line order (small arrays: cheap to take)."""
     import numpy as np
 
-    if isinstance(value, str):
-        return np.full(n, names.index(value), dtype=np.int8)
-    return np.fromiter((names.index(v) for v in value), np.int8, n)
+    columns = set().union(*(p.keys() for p in parts)) - {"_n"}
+    merged = {c: np.concatenate([_part_column(p, c) for p in parts]) for c in columns}
+    order = np.argsort(merged["line"], kind="stable")
+    merged = {c: v[order] for c, v in merged.items()}
+    merged["_n"] = len(order)
+    return merged
 
 
 def _concat(parts: list, column: str, dtype):
@@ -982,8 +1011,8 @@ def _slow_part(slow: list) -> dict:
     count = len(slow)
     part: dict = {"_n": count, "line": np.array([n for n, _, _ in slow], dtype=np.int64),
                   "raw": _object_array([line for _, line, _ in slow]),
-                  "engine": _object_array([r.engine for _, _, r in slow]),
-                  "kind": _object_array([r.kind for _, _, r in slow])}
+                  "engine": np.array([ENGINES.index(r.engine) for _, _, r in slow], dtype=np.int8),
+                  "kind": np.array([KINDS.index(r.kind) for _, _, r in slow], dtype=np.int8)}
     columns = set()
     for _, _, rec in slow:
         columns.update(k for k in rec.values if not k.startswith("_") or k in _TIME_PARTS)

@@ -426,13 +426,28 @@ def _resolve_one(ServerArgs, request: dict, model_dir: str, capture: _Capture) -
     error = None
     server_args = None
     try:
-        server_args = ServerArgs(**args)
+        server_args = ServerArgs(**_adapt_to_version(ServerArgs, args))
         if hasattr(server_args, "resolve_once"):  # 0.5.2x; older versions resolve in __post_init__
             server_args.resolve_once()
     except BaseException as exc:  # SGLang signals refusal with assert/ValueError/TypeError
         error = f"{type(exc).__name__}: {exc}".strip()
     fields = _read_fields(server_args) if server_args is not None else {}
     return {"fields": fields, "warnings": list(capture.records), "error": error}
+
+
+def _adapt_to_version(ServerArgs, args: dict) -> dict:
+    """Field renames across versions: cuda_graph_max_bs (<= 0.5.22) -> cuda_graph_max_bs_decode."""
+    import inspect
+
+    try:
+        params = set(inspect.signature(ServerArgs).parameters)
+    except (TypeError, ValueError):
+        return args
+    args = dict(args)
+    for new, old in (("cuda_graph_max_bs_decode", "cuda_graph_max_bs"),):
+        if new in args and new not in params and old in params:
+            args[old] = args.pop(new)
+    return args
 
 
 def _old_sglang_shims() -> None:

@@ -84,6 +84,7 @@ def test_seed_bug_in_real_sglang(grid):
         if (spec.num_steps, spec.topk, spec.num_draft_tokens) == (1, 1, 16):
             assert r.num_draft_tokens == 2 and W_ADJUST in r.warnings
             assert r.changed == {"num_draft_tokens": (16, 2)}
+            assert "draft-tokens-adjusted" in {f.code for f in r.findings}
 
 
 
