@@ -31,22 +31,24 @@ from eagle3lab import analysis  # noqa: E402
 
 # The cause a fault should be diagnosed as (scoring only; diagnose never sees it).
 EXPECTED = {
-    "none": "healthy",
-    "config-adjusted": "config_adjusted",
-    "wiring-seed": "wiring",
-    "no-embed-patch": "wiring",
-    "normed-last": "wiring",
-    "embed-patch": "multi_step",  # the seed's fix: wiring right, draft trained without TTT
-    "no-ttt": "multi_step",
-    "quant-int8": "quantization",
-    "quant-int4": "quantization",
-    "no-d2t": "vocab_mapping",
-    "domain-shift": "distribution_shift",
-    "long-context": "context_length",
-    "greedy-draft": "sampling",
+    "none": ("healthy",),
+    "sampled": ("healthy",),  # no fault, temperature > 0 with sampled drafts
+    "config-adjusted": ("config_adjusted",),
+    # the seed's draft is also trained without TTT: wrong wiring on top of a multi-step weakness
+    "wiring-seed": ("wiring", "multi_step"),
+    "no-embed-patch": ("wiring", "multi_step"),
+    "normed-last": ("wiring",),
+    "embed-patch": ("multi_step",),  # the seed's fix: wiring right, draft still without TTT
+    "no-ttt": ("multi_step",),
+    "quant-int8": ("quantization",),
+    "quant-int4": ("quantization",),
+    "no-d2t": ("vocab_mapping",),
+    "domain-shift": ("distribution_shift",),
+    "long-context": ("context_length",),
+    "greedy-draft": ("sampling",),
 }
 
-SINGLES = ["none", "config-adjusted", "wiring-seed", "normed-last", "embed-patch", "no-ttt",
+SINGLES = ["none", "sampled", "config-adjusted", "wiring-seed", "normed-last", "embed-patch", "no-ttt",
            "quant-int8", "quant-int4", "no-d2t", "domain-shift", "long-context", "greedy-draft"]
 PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "quant-int8"),
          ("normed-last", "long-context"), ("embed-patch", "quant-int4"),
@@ -62,6 +64,9 @@ def parse_args(argv=None):
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--steps", type=int, default=5, help="chain depth (num_steps, topk 1)")
     p.add_argument("--temperature", type=float, default=0.8, help="for greedy-draft scenarios")
+    p.add_argument("--holdout", action="store_true",
+                   help="use prompts disjoint from the default set (the rules were calibrated on "
+                        "the default set; this is the blind check)")
     p.add_argument("--only", nargs="*", help="run only these scenarios (names joined by '+')")
     p.add_argument("--out", default=None, help="write the table as CSV here")
     p.add_argument("--observations", default=None,
@@ -104,6 +109,8 @@ class Runner:
     def __init__(self, lab, args):
         self.lab, self.args = lab, args
         self.drafts, self.standalone = {}, {}
+        for name in lab.draft_names:  # load everything up front
+            self.draft(name)
 
     def draft(self, name):
         if name not in self.drafts:
@@ -129,12 +136,16 @@ class Runner:
             train = self.train_seq_len()
             lengths = np.linspace(tokens, 4 * train, n).astype(int)
             starts = np.cumsum(np.concatenate([[0], lengths[:-1]]))
+            if self.args.holdout:
+                starts = starts + int(lengths.sum())
             return [stream[s:s + length] for s, length in zip(starts, lengths)]
         if "domain-shift" in plan.prompt_kinds:
             from eagle3lab.engine.faults import domain_shift_texts
 
             return [tok(t, add_special_tokens=False)["input_ids"][:tokens]
-                    for t in domain_shift_texts(n)]
+                    for t in domain_shift_texts(n, seed=1 if self.args.holdout else 0)]
+        if self.args.holdout:
+            return self.lab.heldout_prompts(2 * n, tokens)[n:]
         return self.lab.heldout_prompts(n, tokens)
 
     def train_seq_len(self) -> int:
@@ -152,7 +163,7 @@ class Runner:
         from eagle3lab.engine.faults import build_engine, plan_faults
         from eagle3lab.engine.speculate import SamplingParams, SpecParams
 
-        faults = [f for f in scenario if f not in ("none", "config-adjusted")]
+        faults = [f for f in scenario if f not in ("none", "sampled", "config-adjusted")]
         plan = plan_faults(faults, self.lab.num_layers)
         steps = self.args.steps
         requested = effective = steps + 1
@@ -161,7 +172,8 @@ class Runner:
             steps, requested = 1, 16
             effective = resolve_draft_tokens(steps, 1, requested)
         spec = SpecParams(steps, 1, effective)
-        temperature = self.args.temperature if "greedy-draft" in scenario else 0.0
+        hot = "greedy-draft" in scenario or "sampled" in scenario
+        temperature = self.args.temperature if hot else 0.0
         draft = self.draft(plan.draft_name)
         engine = build_engine(self.lab.target, draft, plan)
         sampling = SamplingParams(temperature=temperature, seed=0)
@@ -176,6 +188,7 @@ class Runner:
             "standalone_acc_served": self.standalone_on(plan.draft_name, gens),
             "requested_draft_tokens": requested, "effective_draft_tokens": effective,
             "temperature": temperature, "depth": steps,
+            "draft_max_context": self.train_seq_len(),
             "context_length": frame["context_length"].tolist(), "accepted": frame["accepted"].tolist(),
         }
 
@@ -203,15 +216,38 @@ def diagnose_observation(obs: dict, served_eval: bool = True) -> list:
         requested_draft_tokens=obs["requested_draft_tokens"],
         effective_draft_tokens=obs["effective_draft_tokens"],
         standalone_acc_served=obs["standalone_acc_served"] if served_eval else None,
-        steps=steps, temperature=obs["temperature"], depth=obs["depth"])
+        steps=steps, temperature=obs["temperature"], depth=obs["depth"],
+        draft_max_context=obs.get("draft_max_context"))
 
 
-def score(scenario, findings) -> tuple[bool, bool]:
-    expected = {EXPECTED[f] for f in scenario}
+def score(scenario, findings, silent=frozenset()) -> tuple[bool, bool]:
+    """top-1: the first finding is one of the expected causes; top-3: all the scenario's
+    faults are named (each by one of its causes) within the first three findings. Faults in
+    `silent` (no measurable effect on this lab) are dropped; none left -> expect healthy."""
     ranked = [f.cause for f in findings]
-    top1 = bool(ranked) and ranked[0] in expected
-    top3 = expected <= set(ranked[:max(3, len(expected))])
+    expected = [EXPECTED[f] for f in scenario if f not in silent] or [("healthy",)]
+    top1 = bool(ranked) and any(ranked[0] in causes for causes in expected)
+    top3 = all(set(causes) & set(ranked[:3]) for causes in expected)
     return top1, top3
+
+
+def silent_faults(observations: dict) -> set[str]:
+    """Faults whose solo run is statistically indistinguishable from the fault-free run at the
+    same temperature: accept length within 10 % of the speculative gain and every position
+    within 0.1. Such a fault cannot be diagnosed from acceptance statistics on this lab."""
+    silent = set()
+    for scenario, obs in observations.items():
+        if len(scenario) != 1 or scenario[0] in ("none", "sampled", "config-adjusted"):
+            continue
+        ref = observations.get(("sampled",) if obs["temperature"] > 0 else ("none",))
+        if ref is None:
+            continue
+        gain = max(ref["accept_len"] - 1, 1e-9)
+        diffs = [abs(a - b) for a, b in zip(obs["per_position"], ref["per_position"])
+                 if a is not None and b is not None]
+        if abs(obs["accept_len"] - ref["accept_len"]) <= 0.1 * gain and max(diffs, default=0) < 0.1:
+            silent.add(scenario[0])
+    return silent
 
 
 def main(argv=None) -> int:
@@ -222,50 +258,61 @@ def main(argv=None) -> int:
     scenarios = [(s,) for s in SINGLES] + PAIRS
     if args.only:
         scenarios = [tuple(s.split("+")) for s in args.only]
-    saved = {}
+    observations = {}
     preset = "saved"
+    t0 = time.time()
     if args.from_observations:
         for line in open(args.from_observations):
             rec = json.loads(line)
-            saved[tuple(rec.pop("scenario").split("+"))] = rec
-        scenarios = [s for s in scenarios if s in saved] if args.only else list(saved)
+            observations[tuple(rec.pop("scenario").split("+"))] = rec
+        if args.only:
+            observations = {s: observations[s] for s in scenarios if s in observations}
     else:
         torch.manual_seed(0)
         preset = pick_preset(args.preset)
         runner = Runner(open_lab(preset), args)
-    rows, records = [], []
-    t0 = time.time()
-    for scenario in tqdm(scenarios, desc="scenarios", unit="run", disable=bool(saved)):
-        obs = saved[scenario] if saved else runner.observe(scenario)
+        for scenario in tqdm(scenarios, desc="scenarios", unit="run"):
+            observations[scenario] = runner.observe(scenario)
+    silent = silent_faults(observations)
+    rows = []
+    for scenario, obs in observations.items():
         findings = diagnose_observation(obs)
+        basic = diagnose_observation(obs, served_eval=False)
         top1, top3 = score(scenario, findings)
-        basic1, basic3 = score(scenario, diagnose_observation(obs, served_eval=False))
-        records.append({"scenario": "+".join(scenario), **obs})
+        adj1, adj3 = score(scenario, findings, silent)
+        b1, b3 = score(scenario, basic, silent)
         rows.append({"scenario": "+".join(scenario),
-                     "expected": ",".join(EXPECTED[f] for f in scenario),
+                     "expected": ",".join("|".join(EXPECTED[f]) + ("(silent)" if f in silent else "")
+                                          for f in scenario),
                      "accept_len": obs["accept_len"],
                      "per_position": " ".join(f"{r:.2f}" if r is not None else "-" for r in obs["per_position"]),
                      "diagnosis": " > ".join(f"{f.cause}:{f.confidence:.2f}" for f in findings[:3]),
-                     "top1": top1, "top3": top3, "basic_top1": basic1, "basic_top3": basic3})
+                     "top1": top1, "top3": top3, "adj_top1": adj1, "adj_top3": adj3,
+                     "basic_top1": b1, "basic_top3": b3})
     table = pd.DataFrame(rows)
-    with pd.option_context("display.width", 200, "display.max_colwidth", 70):
-        print(table.to_string(index=False))
+    with pd.option_context("display.width", 250, "display.max_colwidth", 70):
+        print(table.drop(columns=["basic_top1", "basic_top3"]).to_string(index=False))
     singles = table[~table["scenario"].str.contains(r"\+")]
     pairs = table[table["scenario"].str.contains(r"\+")]
-    print(f"\nlab preset {preset}, {args.prompts} prompts x {args.new_tokens} new tokens, "
-          f"depth {args.steps}, {time.time() - t0:.0f} s")
+    if args.from_observations:
+        print(f"\nre-diagnosed {len(table)} saved observations from {args.from_observations}")
+    else:
+        print(f"\nlab preset {preset}, {args.prompts} {'hold-out ' if args.holdout else ''}prompts x "
+              f"{args.new_tokens} new tokens, depth {args.steps}, {time.time() - t0:.0f} s")
+    print(f"silent on this lab (no measurable effect alone): {', '.join(sorted(silent)) or 'none'}")
     for name, part in (("single faults", singles), ("fault pairs", pairs), ("all", table)):
         if len(part):
-            print(f"{name:14s} top-1 hit rate {part['top1'].mean():.0%} ({part['top1'].sum()}/{len(part)}), "
-                  f"top-3 {part['top3'].mean():.0%} ({part['top3'].sum()}/{len(part)}); "
-                  f"without the served-traffic evaluation: top-1 {part['basic_top1'].mean():.0%}, "
-                  f"top-3 {part['basic_top3'].mean():.0%}")
+            n = len(part)
+            rate = lambda col: f"{part[col].mean():.0%} ({part[col].sum()}/{n})"
+            print(f"{name:13s} strict: top-1 {rate('top1')}, top-3 {rate('top3')} | silent faults "
+                  f"excused: top-1 {rate('adj_top1')}, top-3 {rate('adj_top3')} | same without the "
+                  f"served-text evaluation: top-1 {rate('basic_top1')}, top-3 {rate('basic_top3')}")
     if args.out:
         table.to_csv(args.out, index=False)
     if args.observations:
         with open(args.observations, "w") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec) + "\n")
+            for scenario, obs in observations.items():
+                fh.write(json.dumps({"scenario": "+".join(scenario), **obs}) + "\n")
     return 0
 
 

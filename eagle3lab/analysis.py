@@ -524,20 +524,22 @@ def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
 
 
 NEXT_CHECKS = {
-    "config_adjusted": "eagle3lab.config.SpecConfig.from_cli(argv).resolve(...) (or `eagle3lab "
-                       "config -- <launch flags>`): compare num_draft_tokens asked and effective",
-    "wiring": "`eagle3lab wiring check` / eagle3lab.conventions.serve_boundaries(...) against the "
-              "draft's train boundaries (notebook 02-wiring)",
-    "vocab_mapping": "check the draft's d2t/t2d buffers (Eagle3Draft.draft_to_target) and that the "
-                     "engine applies them (`eagle3lab wiring check`)",
-    "multi_step": "compare standalone acc@1..k from a TTT-style rollout with served per-position "
-                  "rates (eagle3lab.analysis.gap_table); check draft KV cache / positions",
-    "quantization": "re-run the bench on the full-precision target (`eagle3lab lab bench` without "
-                    "quant faults) and compare per-position rates",
-    "distribution_shift": "measure standalone accuracy on the served prompts themselves "
-                          "(eagle3lab.analysis.gap_table); compare prompt domains with the training data",
+    "config_adjusted": "`eagle3lab config -- <launch_server flags>` (eagle3lab.config.SpecConfig"
+                       ".from_cli(argv).resolve()): compare num_draft_tokens asked and effective",
+    "wiring": "`eagle3lab wiring --draft DIR --target DIR` (eagle3lab.wiring.check): the "
+              "boundaries the engine feeds against those the draft was trained on",
+    "vocab_mapping": "`eagle3lab wiring --draft DIR --target DIR` (vocab checks): the draft's "
+                     "d2t/t2d buffers exist and the engine maps draft ids to target ids",
+    "multi_step": "eagle3lab.lab.evaluate_draft(..., depth=k) for acc@1..k of a TTT-style rollout "
+                  "against served per-position rates (eagle3lab.analysis.gap_table); was the draft "
+                  "trained with training-time test? check the draft KV cache and positions",
+    "quantization": "re-run on the full-precision target (`eagle3lab lab bench` without quant "
+                    "faults) and compare per-position rates",
+    "distribution_shift": "evaluate the draft on the served prompts themselves "
+                          "(eagle3lab.lab.evaluate_draft on a traffic sample) against its "
+                          "evaluation data; compare prompt domains with the training data",
     "context_length": "bin acceptance by context length (eagle3lab.analysis.acceptance_by_context) "
-                      "and compare with the draft's max_position_embeddings / training length",
+                      "and compare with the draft's training sequence length",
     "sampling": "re-run at temperature 0 (`eagle3lab lab bench --temperature 0`); if the gap closes, "
                 "check the draft sampling mode (greedy drafting at T > 0) and the verification rule",
     "healthy": "nothing to fix in acceptance; check the cost side (eagle3lab.analysis.best_depth)",
@@ -583,11 +585,12 @@ def _fmt(values) -> str:
 # (benchmarks/validate_diagnosis.py prints them per fault). Ratios are served / standalone.
 THRESHOLDS = {
     "zero": 0.03,          # position-1 acceptance below this: ids do not even match (vocab map)
-    "dead": 0.35,          # position 1 keeps < 35 % of standalone acc@1: wrong inputs (wiring)
+    "dead": 0.35,          # position 1 keeps < 35 % of the reference acc@1: wrong inputs
     "dead_abs": 0.15,      # ... or position 1 below 15 % when no standalone accuracy is known
-    "collapse": 0.7,       # later positions average < 70 % of position 1: multi-step path
-    "first_ok": 0.75,      # position 1 keeps >= 75 % of acc@1 for a multi-step verdict
-    "healthy": 0.9,        # positions keep >= 90 % of standalone: healthy
+    "collapse": 0.3,       # later positions pooled < 30 % of position 1: the multi-step path
+    "sag": 0.7,            # later positions pooled < 70 % of position 1: a weaker tail
+    "first_ok": 0.75,      # position 1 keeps >= 75 % of its reference for a multi-step verdict
+    "healthy": 0.9,        # served keeps >= 90 % of the reference: healthy
     "context_decay": 0.3,  # accept length loses > 30 % of its excess over 1 across context bins
 }
 
@@ -597,12 +600,15 @@ def acceptance_signature(rates, standalone_acc=None) -> dict:
 
     keep1 = c_1 / acc@1; keep = mean over known positions of c_i / acc@i (standalone acc
     beyond the evaluated depth is taken as flat, the way a single acc@1 is usually read);
-    tail_drop = mean(c_2..c_k) / c_1.
+    tail_drop = tail / c_1, tail = acceptance at positions 2..k pooled by how often each is
+    reached (sum r_i / sum r_{i-1}, i >= 2), so rarely reached positions do not swing it.
     """
     rates = np.nan_to_num(np.asarray(rates, dtype=float))
     acc = as_accuracy(standalone_acc)
     c1 = float(rates[0])
-    tail = float(np.mean(rates[1:])) if len(rates) > 1 else c1
+    # pooled acceptance beyond position 1: each position weighted by how often it is reached
+    reached = np.cumprod(np.concatenate([[1.0], rates]))  # r_0 = 1, r_1, ..., r_k
+    tail = float(reached[2:].sum() / reached[1:-1].sum()) if len(rates) > 1 and reached[1] > 0 else c1
     sig = {"c1": c1, "tail": tail, "tail_drop": tail / c1 if c1 > 0 else 1.0,
            "accept_len_model": expected_accept_length_from_rates(rates),
            "keep1": None, "keep": None, "keep_spread": None}
@@ -621,7 +627,7 @@ def diagnose(per_position=None, accept_len: float | None = None,
              effective_draft_tokens: int | None = None,
              context_lengths=None, steps: pd.DataFrame | None = None,
              standalone_acc_served=None, temperature: float | None = None,
-             depth: int | None = None) -> list[Finding]:
+             depth: int | None = None, draft_max_context: int | None = None) -> list[Finding]:
     """Rank likely causes of a low accept length from observed statistics, most likely first.
 
     per_position: served conditional per-position rates (sequence or per_position()'s frame).
@@ -630,12 +636,16 @@ def diagnose(per_position=None, accept_len: float | None = None,
     served prompts with the full-precision target (separates a prompt shift from a serve-side
     change such as a quantized target). context_lengths: per-step context lengths aligned with
     ``steps`` (or a ``context_length`` column in steps). temperature: the sampling temperature.
+    draft_max_context: the longest sequence the draft was trained on (its training seq_len).
+    The reference for "how much does serving keep" is standalone_acc_served when given (same
+    text as served), else standalone_acc.
     """
     if steps is not None:
         per_position = per_position if per_position is not None else _per_position_table(steps, depth)
         accept_len = accept_len if accept_len is not None else accept_length(steps)
     rates = _as_rates(per_position)
     findings: list[Finding] = []
+    beyond = _share_beyond(steps, context_lengths, draft_max_context)
     if requested_draft_tokens and effective_draft_tokens and \
             effective_draft_tokens < requested_draft_tokens:
         findings.append(Finding("config_adjusted", 0.95, [
@@ -648,7 +658,8 @@ def diagnose(per_position=None, accept_len: float | None = None,
         if accept_len is None:
             accept_len = expected_accept_length_from_rates(rates)
         findings += _diagnose_rates(np.nan_to_num(rates), accept_len, standalone_acc,
-                                    standalone_acc_served, temperature, depth)
+                                    standalone_acc_served, temperature, depth, beyond,
+                                    draft_max_context)
     findings += _diagnose_context(steps, context_lengths)
     findings = _merge(findings)
     if not findings:
@@ -666,94 +677,141 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return sorted(best.values(), key=lambda f: -f.confidence)
 
 
+def _share_beyond(steps, context_lengths, draft_max_context) -> float | None:
+    """Share of verify steps whose context exceeds the draft's training length."""
+    if not draft_max_context:
+        return None
+    if context_lengths is not None:
+        ctx = np.asarray(context_lengths, dtype=float)
+    elif steps is not None and "context_length" in steps:
+        ctx = steps["context_length"].to_numpy(float)
+    else:
+        return None
+    return float(np.mean(ctx > draft_max_context)) if len(ctx) else None
+
+
+REASONS = {
+    "quantization": "The target's hidden states or logits differ from those the draft was trained "
+                    "on (a quantized or otherwise changed target), so even position 1 suffers.",
+    "distribution_shift": "Prompts unlike the draft's training data lower acceptance; a draft "
+                          "trained with training-time test then also loses more at later positions.",
+    "sampling": "Decoding samples (temperature > 0): acceptance depends on how drafts are proposed "
+                "and verified; a draft proposed by argmax is accepted only with the target's "
+                "probability of that token.",
+    "context_length": "Serving runs at contexts longer than the draft was trained on, which a "
+                      "short-window evaluation does not see.",
+    "wiring": "Hidden states captured at a slightly different point (normed instead of pre-norm, a "
+              "neighbouring boundary) shift the draft's input a little.",
+}
+
+
 def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, temperature,
-                    depth) -> list[Finding]:
+                    depth, beyond=None, draft_max_context=None) -> list[Finding]:
     T = THRESHOLDS
-    sig = acceptance_signature(rates, standalone_acc)
+    acc_train = as_accuracy(standalone_acc)
+    acc_served = as_accuracy(standalone_acc_served)
+    reference = acc_served if acc_served is not None else acc_train
+    sig = acceptance_signature(rates, reference)
     c1, keep1, keep = sig["c1"], sig["keep1"], sig["keep"]
+    sampling = temperature is not None and temperature > 0
     head = (f"Served conditional acceptance by position is {_fmt(rates)} (accept length "
             f"{accept_len:.2f} at depth {depth}).")
-    ref = (f" against a standalone acc@1 of {sig['acc1']:.1%}" if keep1 is not None else "")
+    ref_name = "the draft's own acc@1 on the served text" if acc_served is not None else \
+        "its standalone acc@1"
+    ref = f" against {ref_name} of {sig['acc1']:.1%}" if keep1 is not None else ""
+    ctx_note = (f" {beyond:.0%} of verify steps run beyond the draft's training length of "
+                f"{draft_max_context} tokens." if beyond else "")
     out: list[Finding] = []
-    sampling = temperature is not None and temperature > 0
 
-    # All positions near zero: the draft reads the wrong inputs or emits ids in the wrong vocabulary.
+    def add(cause, conf, *sentences):
+        out.append(Finding(cause, conf, [head, *sentences], NEXT_CHECKS[cause]))
+
+    trained_deep = acc_train is not None and len(acc_train) > 1
+    shallow_note = ("The draft's training evaluation reports only acc@1, as for a draft trained "
+                    "without training-time test, so its behaviour at depth is unknown.")
+
+    def depth_risk(reason):
+        """Later positions cannot be judged here; a depth-1-only evaluation is itself a risk."""
+        if acc_train is not None and not trained_deep:
+            add("multi_step", 0.4, reason + " " + shallow_note)
+
+    # 1. Position 1 near zero: wrong inputs, wrong ids, or a sampling path that rejects drafts.
     dead = c1 < T["dead_abs"] if keep1 is None else keep1 < T["dead"]
     if dead:
-        evidence = [head, f"Position 1 accepts only {c1:.1%} of drafts{ref}."]
-        near_zero = c1 < T["zero"]
-        out.append(Finding("vocab_mapping", 0.8 if near_zero else 0.35, evidence + [
-            "Acceptance this close to zero means draft ids almost never equal the target's "
-            "choice, as when draft-vocabulary ids are read as target ids (missing d2t)."],
-            NEXT_CHECKS["vocab_mapping"]))
-        out.append(Finding("wiring", 0.55 if near_zero else 0.85, evidence + [
-            "A draft fed hidden states from other boundaries (or normed instead of pre-norm) still "
-            "guesses frequent tokens: a small nonzero rate at every position."],
-            NEXT_CHECKS["wiring"]))
+        why = f"Position 1 accepts only {c1:.1%} of drafts{ref}."
+        if c1 < T["zero"]:
+            add("vocab_mapping", 0.8, why, "Acceptance this close to zero means draft ids almost never "
+                "equal the target's choice, as when draft-vocabulary ids are read as target ids "
+                "(missing d2t).")
+        else:
+            add("vocab_mapping", 0.35, why, "A partly wrong vocabulary mapping would also do this.")
+        add("wiring", 0.55 if c1 < T["zero"] else 0.8, why, "A draft fed hidden states from other "
+            "boundaries still guesses some frequent tokens: a small nonzero rate.")
+        if sampling:
+            add("sampling", 0.9, why, f"Decoding samples at temperature {temperature:g}; "
+                + REASONS["sampling"] + " Rule it out first: it costs one greedy re-run.")
+        depth_risk("Almost no chain gets past position 1, so later positions cannot be judged.")
         return out
 
-    # Position 1 holds, later positions collapse: drafting on its own hidden states fails.
+    # 2. Position 1 holds, later positions collapse: drafting on its own hidden states fails.
     first_ok = keep1 is None or keep1 >= T["first_ok"]
+    tail = (f"Position 1 accepts {c1:.1%}{ref}, but positions 2..{len(rates)} pooled accept "
+            f"{sig['tail']:.1%}, {sig['tail_drop']:.0%} of position 1")
+    if len(rates) == 1:
+        depth_risk("Only one draft position is served, so the multi-step path is not exercised.")
     if len(rates) > 1 and sig["tail_drop"] < T["collapse"]:
-        conf = (0.85 if sig["tail_drop"] < 0.5 else 0.6) if first_ok else 0.4
-        out.append(Finding("multi_step", conf, [
-            head, f"Position 1 accepts {c1:.1%}{ref}, but positions 2..{len(rates)} average "
-            f"{sig['tail']:.1%}, {sig['tail_drop']:.0%} of position 1: the draft predicts well from "
-            "the target's hidden state and loses its footing on its own (no training-time test, "
-            "draft KV cache or position bugs)."], NEXT_CHECKS["multi_step"]))
+        add("multi_step", 0.85 if first_ok else 0.5, tail + ": the draft predicts well from the "
+            "target's hidden state and fails on its own (no training-time test, draft KV cache or "
+            "position bugs)." + (" Its training evaluation reports only acc@1, as for a draft "
+                                 "trained without TTT." if not trained_deep else ""))
+    elif len(rates) > 1 and sig["tail_drop"] < T["sag"]:
+        if trained_deep:
+            # the rollout held up at depth in training evaluation: the served text is different
+            add("distribution_shift", 0.6, tail + f", while the draft's own rollout on its "
+                f"evaluation data holds {_fmt(acc_train)}.", REASONS["distribution_shift"])
+            add("multi_step", 0.45, tail + ".")
+        else:
+            add("multi_step", 0.6, tail + ". " + shallow_note)
+            add("distribution_shift", 0.4, tail + ".", REASONS["distribution_shift"])
 
     if keep is None:
         if not out:
             iid = fit_iid_rate(min(max(accept_len, 1.0), len(rates) + 1), len(rates))
             if c1 >= 0.6 and float(np.min(rates)) >= 0.4:
-                out.append(Finding("healthy", 0.5, [head, f"Every position accepts at least "
-                           f"{np.min(rates):.0%} (i.i.d. fit a = {iid:.2f}); no standalone accuracy "
-                           "was given to compare with."], NEXT_CHECKS["healthy"]))
+                add("healthy", 0.5, f"Every position accepts at least {np.min(rates):.0%} (i.i.d. fit "
+                    f"a = {iid:.2f}); no standalone accuracy was given to compare with.")
             else:
                 for cause, conf in (("distribution_shift", 0.35), ("quantization", 0.3)):
-                    out.append(Finding(cause, conf, [head, f"Acceptance is moderate and even across "
-                               f"positions (i.i.d. fit a = {iid:.2f}); without standalone accuracy a "
-                               "prompt shift and a serve-side change look alike."], NEXT_CHECKS[cause]))
+                    add(cause, conf, f"Acceptance is moderate and even across positions (i.i.d. "
+                        f"fit a = {iid:.2f}); without standalone accuracy a prompt shift and a "
+                        "serve-side change look alike.")
         return out
 
-    compare = (f"Served rates keep {keep:.0%} of standalone accuracy on average ({keep1:.0%} at "
-               f"position 1); standalone predicts accept length {sig['accept_len_standalone']:.2f}, "
-               f"served {sig['accept_len_model']:.2f}.")
-    if keep >= T["healthy"] and sig["tail_drop"] >= T["collapse"]:
-        out.append(Finding("healthy", min(0.95, 0.6 + 3 * (keep - T["healthy"])), [head, compare],
-                           NEXT_CHECKS["healthy"]))
-        return out
-    # A drop at position 1 already (not only later): serve-side change, prompts or sampling.
+    compare = (f"Served rates keep {keep:.0%} of {'the served-text' if acc_served is not None else 'the standalone'} "
+               f"accuracy on average ({keep1:.0%} at position 1).")
+    # 3. Position 1 itself below its reference: something on the serving side (or the prompts).
     if keep1 < T["healthy"]:
-        base = 0.55 if sig["tail_drop"] >= T["collapse"] else 0.4
-        extra = {"quantization": 0.0, "distribution_shift": -0.05, "sampling": -1.0}
-        if standalone_acc_served is not None:
-            served_acc = as_accuracy(standalone_acc_served)
-            prompt_keep = float(served_acc[0] / max(sig["acc1"], 1e-9))
-            serve_keep = float(c1 / max(served_acc[0], 1e-9))
-            compare += (f" On the served prompts the draft's own acc@1 is {served_acc[0]:.1%} "
-                        f"({prompt_keep:.0%} of its evaluation data); serving keeps {serve_keep:.0%} "
-                        "of that.")
-            if prompt_keep < T["healthy"]:
-                extra["distribution_shift"] += 0.3
-            if serve_keep < T["healthy"]:
-                extra["quantization"] += 0.2
+        conf = 0.6 if keep1 < 0.8 else 0.45
+        candidates = {"quantization": conf, "wiring": conf - 0.15}
+        if beyond:
+            candidates["context_length"] = conf + 0.2 * beyond
         if sampling:
-            extra["sampling"] = 0.15
-            compare += (f" Decoding samples at temperature {temperature:g}, where acceptance also "
-                        "depends on how drafts are sampled and verified.")
-        reasons = {
-            "quantization": "The target's hidden states or logits differ from those the draft was "
-                            "trained on (a quantized or otherwise changed target) at every position.",
-            "distribution_shift": "Prompts unlike the draft's training data lower acceptance at "
-                                  "every position alike.",
-            "sampling": "At temperature > 0 a draft proposed by argmax (greedy drafting) is accepted "
-                        "only with the target's probability of that token.",
-        }
-        for cause, bonus in extra.items():
-            if base + bonus > 0:
-                out.append(Finding(cause, base + bonus, [head, compare, reasons[cause]],
-                                   NEXT_CHECKS[cause]))
+            candidates["sampling"] = conf + 0.1
+        if acc_served is None:
+            candidates["distribution_shift"] = conf - 0.05
+        elif acc_train is not None and acc_served[0] < T["healthy"] * acc_train[0]:
+            candidates["distribution_shift"] = conf + 0.1
+            compare += (f" On the served text the draft's own acc@1 is {acc_served[0]:.1%}, against "
+                        f"{acc_train[0]:.1%} on its evaluation data.")
+        for cause, c in candidates.items():
+            add(cause, c, compare + (ctx_note if cause == "context_length" else ""), REASONS[cause])
+    elif acc_served is not None and acc_train is not None and \
+            acc_served[0] < T["healthy"] * acc_train[0]:
+        add("distribution_shift", 0.7, compare + f" Serving loses nothing, but on the served text "
+            f"the draft's own acc@1 is {acc_served[0]:.1%}, against {acc_train[0]:.1%} on its "
+            "evaluation data.", REASONS["distribution_shift"])
+    elif not out:
+        add("healthy", min(0.95, 0.6 + 3 * (keep - T["healthy"])), compare)
     return out
 
 

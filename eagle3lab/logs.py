@@ -1,5 +1,9 @@
 """Turn speculative-decoding server logs into a tidy DataFrame.
 
+Public API: ``read_log(source, engine="auto")``, ``summarize(df)`` (records and accept
+length per engine and kind), ``plot_log(df, path=None)``, ``sglang_accept_rate_definition(df)``
+and ``LogReadError``. The CLI is ``eagle3lab logs`` (eagle3lab/commands/logs.py).
+
 ``read_log(source)`` reads SGLang scheduler lines (``Decode batch`` / ``Prefill batch``),
 vLLM spec-decode and engine metric lines (V0, V1, offline example summaries), llama.cpp
 ``draft acceptance = ...`` lines, TensorRT-LLM ``[AR]`` statistics and SGLang/vLLM
@@ -14,7 +18,8 @@ or reordered fields and new engine versions do not break it. Formats and their h
 Speed: most lines of a big log share a handful of shapes. The first line of each shape is
 parsed field by field; from its fields we compile a *template* regex (values become
 groups, everything else literal) that parses the following lines of the same shape in one
-C-level ``fullmatch``. Template rows are converted column-wise per chunk.
+C-level ``fullmatch``. Template rows are converted column-wise per block of lines while
+they are still in the CPU cache. ``benchmarks/bench_logs.py`` measures it.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ COLUMNS = ["line", "engine", "kind", "time", "dp", "tp", "ep", "running_req", "q
            "drafted", "num_spec_tokens", "emitted", "new_token", "cached_token", "pp",
            "message", "raw"]
 _TIME_PARTS = ("_dt", "_mdt", "_clock")  # full date-time / vLLM MM-DD time / time of day
-_OBJECT_COLUMNS = ("engine", "kind", "per_position", "message", "raw") + _TIME_PARTS
+_OBJECT_COLUMNS = ("per_position", "message", "raw") + _TIME_PARTS
 
 _CHUNK_BYTES = 1 << 17  # 128 KiB blocks: a block's strings are still in cache when converted
 _FIRST_BLOCK = 1 << 15  # a small first block: line shapes are learnt line by line
@@ -68,6 +73,13 @@ def read_log(source, engine: str = "auto"):
     iterable of lines. A str naming an existing file is a path; a str that names nothing and
     looks like a path raises ``LogReadError``, as do directories and unreadable files.
     ``engine``: "auto" or one of ENGINES to keep only that engine's records.
+
+    Columns: ``COLUMNS`` (see log-formats.md for each engine's fields). ``engine`` and
+    ``kind`` are categoricals (ENGINES, KINDS; kind "stats" is vLLM's engine throughput
+    line), counts and ranks are nullable Int64, ``graph`` nullable boolean, ``accept_len``
+    always includes the bonus token, ``accept_rate_raw`` is SGLang's printed rate (its
+    meaning changed between versions), ``draft_accept_rate`` is accepted / drafted.
+    A time without a date borrows the nearest record's date, else 1900-01-01.
 
     ``df.attrs``: ``skipped`` (lines that carry no record data), ``malformed`` (line numbers
     of cut or damaged records, which keep whatever fields they still carry), ``lines``
@@ -115,9 +127,10 @@ def _line_batches(source) -> tuple[Iterator[str], str]:
         try:
             if path.is_file():
                 return _file_batches(path), str(path)
-        except (OSError, ValueError):  # name too long, NUL byte: not a path
-            return _text_batches(source), "<text>"
-        if path.is_dir() or not _looks_like_log_text(source):
+            is_dir = path.is_dir()
+        except (OSError, ValueError):  # name too long, NUL byte, no permission
+            is_dir = False
+        if is_dir or not _looks_like_log_text(source):
             _check_path(path)
         return _text_batches(source), "<text>"
     if isinstance(source, os.PathLike):
@@ -135,6 +148,7 @@ def _looks_like_log_text(s: str) -> bool:
 
 
 def _check_path(path: Path) -> None:
+    """Raise a one-line LogReadError for a path that is not a readable regular file."""
     try:
         if path.is_dir():
             raise LogReadError(f"{path} is a directory, not a log file")
@@ -191,33 +205,25 @@ def _file_batches(path: Path) -> Iterator[str]:
         except OSError as exc:
             raise LogReadError(f"{path}: {exc.strerror or exc}") from None
         decoder = codecs.getincrementaldecoder(_sniff_encoding(block[:4096]))(errors="replace")
-        pending = ""
-        first = True
+        pending: list[str] = []  # pieces of a line longer than a block (no quadratic joins)
         while True:
-            if not first:
-                try:
-                    block = f.read(_CHUNK_BYTES)
-                except OSError as exc:
-                    raise LogReadError(f"{path}: {exc.strerror or exc}") from None
-            first = False
-            text = pending + decoder.decode(block, final=not block)
-            if block:
-                cut = text.rfind("\n")
-                if cut < 0:
-                    pending = text
-                    continue
-                body, pending = text[:cut], text[cut + 1:]
+            text = decoder.decode(block, final=not block)
+            cut = text.rfind("\n") if block else len(text)
+            if cut < 0:
+                pending.append(text)
             else:
-                body, pending = text, ""
-                if body.endswith("\n"):
-                    body = body[:-1]
-                elif body == "":
-                    return
-            if "\r" in body:
-                body = body.replace("\r\n", "\n")
-            yield body
+                body = "".join(pending) + text[:cut] if pending else text[:cut]
+                pending = [text[cut + 1:]] if block else []
+                if block or body:
+                    if "\r" in body:
+                        body = body.replace("\r\n", "\n")
+                    yield body
             if not block:
                 return
+            try:
+                block = f.read(_CHUNK_BYTES)
+            except OSError as exc:
+                raise LogReadError(f"{path}: {exc.strerror or exc}") from None
 
 
 def _iter_batches(lines) -> Iterator[str]:
@@ -272,7 +278,7 @@ _LEVEL_RX = re.compile(_LEAD + r"(?P<level>WARNING|WARN|INFO|DEBUG|ERROR|CRITICA
 _WARN_TAIL_RX = re.compile(r"(?:\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\s*)?(?:\d+\s+)?"
                            r"(?:\[[^\]]*\]\s*)?(?:[\w./-]+\.py:\d+\]?:?\s*)?")
 _SPEC_WARN_RX = re.compile(
-    r"speculative_\w+ (?:is|are|was|has been|will be) (?:adjusted|set|changed|overridden|"
+    r"speculative_\w+ (?:is|are|was|has been|will be) (?:adjusted|changed|overridden|"
     r"overwritten|disabled|ignored|reset|forced|clamped)"
     r"|spec(?:ulative)?(?: decoding)? (?:is|has been) (?:disabled|not supported)", re.I)
 _LLAMA_FIELDS = (
@@ -321,7 +327,7 @@ _IGNORED = {
     "#bootstrap-req", "#inflight-req", "#optimistic-req", "cache hit rate", "#cache_miss",
     "est. decode tflops/s (per gpu)", "est. read bw (gb/s per gpu)", "accepted throughput",
     "drafted throughput", "system efficiency", "prefix cache hit rate", "swapped",
-    "cpu kv cache usage", "gpu kv cache usage",
+    "cpu kv cache usage",
 }
 _ALL_KEYS = sorted(set(_KEYS) | _IGNORED, key=len, reverse=True)
 
@@ -413,29 +419,49 @@ def _leading_number(s: str) -> float:
 
 
 def _parse_prefix(text: str, end: int, rec: _Record) -> None:
-    """Time and ranks from the text before the record marker, with spans for the template."""
+    """Time and ranks from the text before the record marker, with spans for the template.
+
+    The first timestamp found (full date first) is the record's time; other timestamps and
+    any other digits (pids, source line numbers, a kubectl timestamp) become variable parts
+    of the template, so they do not make every line a new shape.
+    """
     prefix = text[:end]
-    rec.spans = []
+    rec.spans = spans = []
+    taken: list[tuple[int, int]] = []
+
+    def free(start: int, stop: int) -> bool:
+        return all(stop <= a or start >= b for a, b in taken)
+
     for rx, part in ((_DT_RX, "_dt"), (_MDT_RX, "_mdt"), (_CLOCK_RX, "_clock")):
-        m = rx.search(prefix)
-        if m:
-            rec.values[part] = m.group(1)
-            rec.spans.append((m.start(1), m.end(1), part, part))
-            if part != "_dt" and m.end() > m.end(1):  # fractional seconds vary per line
-                rec.spans.append((m.end(1), m.end(), None, "frac"))
-            break
+        for m in rx.finditer(prefix):
+            if not free(m.start(), m.end()):
+                continue
+            keep = not any(p in rec.values for p in _TIME_PARTS)
+            if keep:
+                rec.values[part] = m.group(1)
+            spans.append((m.start(1), m.end(1), part if keep else None, part))
+            if m.end() > m.end(1):  # fractional seconds outside the group vary per line
+                spans.append((m.end(1), m.end(), None, "frac"))
+            taken.append((m.start(), m.end()))
     for m in _RANK_RX.finditer(prefix):
-        col = m.group(1).lower()
-        rec.values[col] = float(m.group(2))
-        rec.spans.append((m.start(2), m.end(2), col, "rank"))
+        if free(m.start(2), m.end(2)):
+            col = m.group(1).lower()
+            rec.values[col] = float(m.group(2))
+            spans.append((m.start(2), m.end(2), col, "rank"))
+            taken.append((m.start(2), m.end(2)))
     m = _ENGINE_IDX_RX.search(prefix)
-    if m and "dp" not in rec.values:
+    if m and "dp" not in rec.values and free(m.start(1), m.end(1)):
         rec.values["dp"] = float(m.group(1))
-        rec.spans.append((m.start(1), m.end(1), "dp", "rank"))
+        spans.append((m.start(1), m.end(1), "dp", "rank"))
+        taken.append((m.start(1), m.end(1)))
+    for m in _DIGITS_RX.finditer(prefix):
+        if free(m.start(), m.end()):
+            spans.append((m.start(), m.end(), None, "rank"))
     if prefix.count("]") > prefix.count("[") and _CLIPPED_RX.match(prefix):
         rec.malformed = True  # first line clipped by a copy-paste
 
 
+_DIGITS_RX = re.compile(r"\d+")
 _PIECE_RX = re.compile(r"([^,]*)(,|$)")
 
 
@@ -452,7 +478,7 @@ def _parse_fields(text: str, pos: int, rec: _Record, end: int | None = None) -> 
             continue
         colon = piece.find(":")
         if colon < 0:
-            num = _NUM_RX.fullmatch(piece.rstrip(" .)"))
+            num = _NUM_RX.fullmatch(piece.rstrip(" .)]"))
             if last_list is not None and num:
                 col, lstart = last_list
                 values[col] = values[col] + (float(num.group(1)),)
@@ -486,13 +512,15 @@ def _parse_fields(text: str, pos: int, rec: _Record, end: int | None = None) -> 
             else:
                 rec.malformed = True
             continue
+        if conv == "list" and value[:1] in "[(" and value:  # "[0.89, 0.76]" in some docs
+            value, vstart = value[1:], vstart + 1
         num = _NUM_RX.match(value)
         if not num:
             rec.malformed = True
             continue
         number = float(num.group(1))
         after = value[num.end():]
-        if after and after[0] not in " %)":
+        if after and after[0] not in " %)]":
             rec.malformed = True  # "2.2.1", "12ab": a damaged number
         conv = "pct" if (after.startswith("%") and column in _RATE_COLUMNS) else conv
         if conv == "pct":
@@ -667,7 +695,7 @@ class _Template:
             pos = end
         pattern.append(re.escape(text[pos:]))
         self.pattern = "".join(pattern)
-        self.fullmatch = re.compile(self.pattern).fullmatch
+        self.fullmatch = re.compile(self.pattern, re.ASCII).fullmatch  # ASCII digits: faster
         self.hits = 0
         self.engine, self.kind, self.columns = rec.engine, rec.kind, columns
         self.lines: list[int] = []
@@ -715,7 +743,7 @@ class _Parser:
         self.n = 0  # lines seen
         self.used = 0  # lines that carry record data
         self.templates: list[_Template] = []
-        self.parts: list[dict] = []  # column -> array, per chunk and template
+        self.parts: list[dict] = []  # column -> array, one sorted part per block of lines
         self.slow: list[tuple[int, str, _Record]] = []
         self.malformed: list[int] = []
         self._open_spec = None  # last offline `mean acceptance length` record (line index)
@@ -735,8 +763,8 @@ class _Parser:
             match_first = add_line = add_match = None
         one_line = self._one_line
         for n, line in enumerate(block.split("\n"), n + 1):
-            if "batch" not in line and other(line) is None:
-                continue
+            if "batch" not in line and ("HTTP/" in line or other(line) is None):
+                continue  # HTTP access lines are the commonest noise: rejected cheaply
             if match_first is not None:
                 m = match_first(line)
                 if m is not None:
@@ -781,7 +809,7 @@ class _Parser:
         self.used += 1
         if rec.malformed:
             self.malformed.append(n)
-        elif rec.spans and text is not None and "\x1b" not in text:
+        elif rec.spans and "\x1b" not in text:
             self._add_template(text, rec)
         self._open_spec = len(self.slow) - 1 if offline_mean else None
         if offline_mean:  # counters printed just before by vLLM's offline spec_decode.py
@@ -820,6 +848,8 @@ class _Parser:
             self._open_spec = len(self.slow) - 1
             target, current = rec, ()
         target.values["per_position"] = current + (rate,)
+        if rec.malformed:
+            self.malformed.append(self.slow[self._open_spec][0])
         self.used += 1
 
     def _add_template(self, text: str, rec: _Record) -> None:
@@ -1098,3 +1128,129 @@ def _parse_unique(values, fmt):
         ok = codes >= 0
         result[ok] = parsed[codes[ok]]
     return result
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def sglang_accept_rate_definition(df) -> dict:
+    """Which of SGLang's two `accept rate` definitions a log's decode lines follow.
+
+    Older builds print accept_len / (num_steps + 1) (bonus included); newer ones print
+    accepted drafts / (forward passes x (num_draft_tokens - 1)) = (accept_len - 1) / k
+    (log-formats.md). Both are printed with 2 decimals, so a definition fits when one
+    integer k reproduces every printed rate within rounding. Returns {"definition": "old" |
+    "new" | "ambiguous" | "unknown", "k": the denominator (num_steps + 1 for old,
+    num_draft_tokens - 1 for new) or None, "rows": decode lines used}.
+    """
+    import numpy as np
+
+    rows = df[(df["engine"] == "sglang") & df["accept_len"].notna() & df["accept_rate_raw"].notna()
+              & (df["accept_rate_raw"] > 0)]
+    length = rows["accept_len"].to_numpy(float)
+    rate = rows["accept_rate_raw"].to_numpy(float)
+    fits = {}
+    for name, numerator in (("old", length), ("new", length - 1.0)):
+        if len(rows) == 0 or np.all(numerator <= 0):
+            continue
+        k = int(round(float(np.median(numerator / rate))))
+        if k < 1:
+            continue
+        tolerance = 0.005 + 0.005 / k + 1e-9  # rate and length each rounded to 2 decimals
+        if np.all(np.abs(numerator / k - rate) <= tolerance):
+            fits[name] = k
+    if len(fits) == 1:
+        (definition, k), = fits.items()
+    else:
+        definition, k = ("ambiguous" if fits else "unknown"), None
+    return {"definition": definition, "k": k, "rows": len(rows)}
+
+
+_MAX_PLOT_POINTS = 20_000
+
+
+def summarize(df):
+    """Records by engine and kind, with accept length and throughput statistics."""
+    import pandas as pd
+
+    if df.empty:
+        return pd.DataFrame(columns=["engine", "kind", "records", "accept_len_mean",
+                                     "accept_len_median", "accept_len_min", "accept_len_max",
+                                     "gen_throughput_mean", "input_throughput_mean",
+                                     "malformed"])
+    malformed = set(df.attrs.get("malformed", []))
+    grouped = df.assign(malformed=df["line"].isin(malformed)).groupby(
+        ["engine", "kind"], sort=True, observed=True)
+    out = grouped.agg(records=("line", "size"),
+                      accept_len_mean=("accept_len", "mean"),
+                      accept_len_median=("accept_len", "median"),
+                      accept_len_min=("accept_len", "min"),
+                      accept_len_max=("accept_len", "max"),
+                      gen_throughput_mean=("gen_throughput", "mean"),
+                      input_throughput_mean=("input_throughput", "mean"),
+                      malformed=("malformed", "sum"))
+    return out.reset_index()
+
+
+def plot_log(df, path=None):
+    """Accept length (top) and generation throughput (bottom) over time when every plotted
+    record has a timestamp (seconds since each file's first record when there are several
+    files), else over line number; one line per `file` (if that column exists). Saves to
+    `path` when given; returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    from eagle3lab.style import COLORS, apply_style
+
+    apply_style()
+    panels = [("accept_len", "accept length\n(tokens/step)", COLORS["observed"]),
+              ("gen_throughput", "gen throughput\n(token/s)", COLORS["model"])]
+    fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    if "file" not in df.columns:
+        df = df.assign(file=df.attrs.get("source", "log"))
+    files = list(dict.fromkeys(df["file"]))
+    rows = df[df["accept_len"].notna() | df["gen_throughput"].notna()]
+    use_time = len(rows) > 0 and rows["time"].notna().all()
+    elapsed = use_time and len(files) > 1
+    if elapsed:
+        start = rows.groupby("file", sort=False)["time"].transform("min")
+        rows = rows.assign(elapsed=(rows["time"] - start).dt.total_seconds())
+    x_col = "elapsed" if elapsed else "time" if use_time else "line"
+    for ax, (column, label, color) in zip(axes, panels):
+        for i, name in enumerate(files):
+            part = rows[(rows["file"] == name) & rows[column].notna()]
+            if part.empty:
+                continue
+            step = max(1, len(part) // _MAX_PLOT_POINTS)
+            part = part.iloc[::step]
+            kwargs = {"color": color} if len(files) == 1 else {"color": f"C{i}"}
+            ax.plot(part[x_col], part[column], marker=".", markersize=3, linewidth=0.8,
+                    label=Path(str(name)).name, **kwargs)
+        ax.set_ylabel(label)
+        if not ax.lines:
+            ax.text(0.5, 0.5, f"no {column} in these logs", ha="center", va="center",
+                    transform=ax.transAxes, color=COLORS["baseline"])
+    if len(files) > 1:  # one legend entry per file, whichever panel it appears in
+        handles = {line.get_label(): line for ax in axes for line in ax.lines}
+        axes[0].legend(handles.values(), handles.keys(), fontsize="x-small",
+                       loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes[-1].set_xlabel({"elapsed": "seconds since the file's first record", "time": "time",
+                         "line": "line number"}[x_col])
+    axes[0].set_title("Speculative decoding from server logs")
+    if x_col == "time":
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator()
+        axes[-1].xaxis.set_major_locator(locator)
+        axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    if path is not None:
+        try:
+            fig.savefig(path)
+        except (OSError, ValueError) as exc:
+            raise LogReadError(f"cannot write {path}: {exc}") from None
+        finally:
+            plt.close(fig)
+    return fig
+
+
+__all__ = ["read_log", "summarize", "plot_log", "sglang_accept_rate_definition", "LogReadError",
+           "COLUMNS", "ENGINES", "KINDS"]

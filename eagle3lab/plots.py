@@ -24,6 +24,16 @@ def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
         raise PlotError(f"{what} needs columns {missing}; got {list(df.columns)}")
 
 
+def _with_depth(df: pd.DataFrame) -> pd.DataFrame:
+    """A ``depth`` column from bench.sweep's effective_num_steps / num_steps when missing."""
+    if df is None or "depth" in df:
+        return df
+    for col in ("effective_num_steps", "num_steps", "k"):
+        if col in df and df[col].notna().any():
+            return df.assign(depth=df[col])
+    return df
+
+
 def _figure(nrows: int = 1, ncols: int = 1, **kwargs):
     apply_style()
     import matplotlib.pyplot as plt
@@ -57,6 +67,7 @@ def accept_vs_depth(observed: pd.DataFrame | None = None, a: float | Sequence[fl
         curve = np.concatenate([[1.0], analysis.accept_length_curve(rates)])
         ax.plot(np.arange(len(curve)), curve, color=COLORS["model"], ls="--", marker="s", ms=4,
                 label="from per-position rates")
+    observed = _with_depth(observed)
     if observed is not None and len(observed):
         _need(observed, ["depth", "accept_length"], "observed points")
         groups = observed.groupby("label") if "label" in observed else [(None, observed)]
@@ -130,26 +141,31 @@ def _palette(n: int):
 # --------------------------------------------------------------------------- logs over time
 
 def log_timeline(log: pd.DataFrame, title: str | None = None):
-    """Accept length and generation throughput over time from read_log rows (decode lines)."""
-    _need(log, ["accept_len"], "log timeline")
-    rows = log[log["accept_len"].notna()] if "accept_len" in log else log
-    if rows.empty:
-        raise PlotError("no log line carries an accept length")
-    x = rows["time"] if "time" in rows and rows["time"].notna().all() else rows.get("line", pd.Series(range(len(rows))))
-    has_tp = "gen_throughput" in rows and rows["gen_throughput"].notna().any()
-    fig, axes = _figure(2 if has_tp else 1, 1, sharex=True, figsize=(8, 5.5 if has_tp else 3.5))
+    """Accept length and generation throughput over time from read_log rows.
+
+    Each series is drawn from the lines that carry it (vLLM prints throughput and acceptance
+    on different lines); x is the log time when every row has one, else the line number.
+    """
+    series = [c for c in ("accept_len", "gen_throughput") if c in log and log[c].notna().any()]
+    if not series:
+        raise PlotError("no log line carries an accept length or a generation throughput")
+    use_time = "time" in log and log["time"].notna().all()
+    xcol = "time" if use_time else ("line" if "line" in log else None)
+    fig, axes = _figure(len(series), 1, sharex=True, figsize=(8, 2.2 + 2.4 * len(series)))
     axes = np.atleast_1d(axes)
-    axes[0].plot(x, rows["accept_len"], color=COLORS["observed"], marker=".", lw=1)
-    axes[0].axhline(rows["accept_len"].mean(), color=COLORS["model"], ls="--", lw=1,
-                    label=f"mean {rows['accept_len'].mean():.2f}")
-    axes[0].set(ylabel="accept length")
-    axes[0].legend(fontsize="small")
-    if has_tp:
-        axes[1].plot(x, rows["gen_throughput"], color=COLORS["accepted"], marker=".", lw=1)
-        axes[1].set(ylabel="gen throughput (tok/s)")
-    axes[-1].set(xlabel="time" if "time" in rows and rows["time"].notna().all() else "log line")
+    for ax, col in zip(axes, series):
+        rows = log[log[col].notna()]
+        x = rows[xcol] if xcol else np.arange(len(rows))
+        color = COLORS["observed"] if col == "accept_len" else COLORS["accepted"]
+        ax.plot(x, rows[col].astype(float), color=color, marker=".", lw=1)
+        mean = float(rows[col].astype(float).mean())
+        ax.axhline(mean, color=COLORS["model"], ls="--", lw=1, label=f"mean {mean:.2f}")
+        ax.set(ylabel="accept length" if col == "accept_len" else "gen throughput (tok/s)")
+        ax.legend(fontsize="small")
+    axes[-1].set(xlabel="time" if use_time else "log line")
     axes[0].set_title(title or "Accept length and throughput over time")
-    fig.autofmt_xdate()
+    if use_time:
+        fig.autofmt_xdate()
     return _close(fig)
 
 
@@ -158,6 +174,7 @@ def log_timeline(log: pd.DataFrame, title: str | None = None):
 def throughput_vs_depth(table: pd.DataFrame, baseline_tokens_per_s: float | None = None,
                         observed: pd.DataFrame | None = None, title: str | None = None):
     """Tokens/s against depth (analysis.throughput_vs_depth or a sweep) with the no-spec baseline."""
+    table, observed = _with_depth(table), _with_depth(observed)
     _need(table, ["depth", "tokens_per_s"], "tokens/s vs depth")
     if baseline_tokens_per_s is None and "baseline_tokens_per_s" in table:
         baseline_tokens_per_s = float(table["baseline_tokens_per_s"].iloc[0])

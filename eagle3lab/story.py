@@ -254,6 +254,8 @@ def compare_resolutions(ours, sglang):
 # --------------------------------------------------------------------------- measurements
 
 BASELINE = "no speculation"
+# The lab server's request caps, sized for the lab targets' 1024 positions.
+LAB_SERVER_ARGS = ("--max-prompt-tokens", "512", "--max-new-tokens", "384")
 
 
 def bench_prompts(lab: str, n: int, backend: str = "lab", prompt_tokens: int = 48):
@@ -320,7 +322,8 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
         grid.append({"label": label, **point})
     prompts = bench_prompts(lab, num_prompts, backend=backend)
     frame = bench.sweep(grid, prompts, max_new_tokens=max_new_tokens, backend=backend,
-                        model_path=model_path, draft_path=draft_dir, baseline=True, progress=False)
+                        model_path=model_path, draft_path=draft_dir, baseline=True, progress=False,
+                        extra_args=LAB_SERVER_ARGS if backend == "lab" else ())
     labels = [BASELINE if row.get("asked_baseline") is True else row.get("asked_label")
               for _, row in frame.iterrows()]
     return _tidy(frame, labels)

@@ -119,7 +119,10 @@ class AcceptanceExplorer:
             left.scatter(self.observed["depth"], self.observed["accept_length"], s=45, zorder=5,
                          color=COLORS["observed"], label="observed")
         left.axvline(s["depth"], color=COLORS["accepted"], lw=1)
-        left.set(xlabel="draft depth k", ylabel="accept length", ylim=(0.9, None),
+        top = curve["accept_length"].max()
+        if self.observed is not None and len(self.observed):
+            top = max(top, float(self.observed["accept_length"].max()))
+        left.set(xlabel="draft depth k", ylabel="accept length", ylim=(0.9, top * 1.25 + 0.2),
                  title=f"E[L] = {s['accept_length']:.2f} at k = {s['depth']}")
         left.legend(fontsize="small")
         right.plot(curve["depth"], curve["speedup"], color=COLORS["model"], marker="o", ms=3)

@@ -227,3 +227,40 @@ def test_cost_model_from_engine_timings():
     assert cost.c_target == pytest.approx(0.02)
     with pytest.raises(EagleLabError):
         A.cost_model_from_steps(frame.drop(columns="verify_s"))
+
+
+def test_diagnose_sampling_only_when_temperature_is_positive():
+    acc = [0.8, 0.75, 0.75, 0.7]
+    served = [0.5, 0.48, 0.47, 0.45]
+    hot = causes(A.diagnose(per_position=served, standalone_acc=acc, temperature=0.8))
+    assert "sampling" in hot[:3]
+    assert "sampling" not in causes(A.diagnose(per_position=served, standalone_acc=acc, temperature=0))
+
+
+def test_signature_tail_is_weighted_by_reach():
+    # position 4 reached almost never: its 1.0 must not hide the collapse at positions 2-3
+    sig = A.acceptance_signature([0.9, 0.05, 0.05, 1.0], standalone_acc=0.9)
+    assert sig["tail_drop"] < 0.2
+    assert sig["keep1"] == pytest.approx(1.0)
+    assert A.diagnose(per_position=[0.9, 0.05, 0.05, 1.0], standalone_acc=0.9)[0].cause == "multi_step"
+
+
+def test_diagnose_flags_depth_risk_when_training_evaluated_only_acc1():
+    # effective depth 1: later positions are never served; a draft evaluated only at depth 1
+    shallow = A.diagnose(per_position=[0.88], standalone_acc=[0.57],
+                         requested_draft_tokens=16, effective_draft_tokens=2)
+    assert causes(shallow)[0] == "config_adjusted" and "multi_step" in causes(shallow)[:3]
+    deep = A.diagnose(per_position=[0.88], standalone_acc=[0.57, 0.55, 0.5],
+                      requested_draft_tokens=16, effective_draft_tokens=2)
+    assert "multi_step" not in causes(deep)
+
+
+def test_diagnose_context_beyond_training_length_ranks_context_first():
+    steps = pd.DataFrame({"accepted": [0, 1] * 50, "context_length": np.linspace(100, 300, 100)})
+    found = A.diagnose(per_position=[0.48, 0.9, 0.95], standalone_acc_served=[0.66, 0.6, 0.56],
+                       standalone_acc=[0.53, 0.5, 0.5], steps=steps, draft_max_context=64)
+    assert found[0].cause == "context_length"
+    assert "64" in " ".join(found[0].evidence)
+    near = A.diagnose(per_position=[0.48, 0.9, 0.95], standalone_acc_served=[0.66, 0.6, 0.56],
+                      standalone_acc=[0.53, 0.5, 0.5], steps=steps, draft_max_context=1000)
+    assert near[0].cause != "context_length"

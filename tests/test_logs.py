@@ -227,8 +227,8 @@ def test_cloud_logging_json_wrappers(wrapped, time):
 def test_decode_batch_period_comma_and_iteration_tags():
     body = DECODE.split(", ", 1)[1]
     df = read_log([f"Decode batch. {body}", f"Decode batch, {body}", f"Decode batch [4711], {body}",
-                   f"Decode batch [first graph replay], #running-req: 3, #token: 100, "
-                   f"token usage: 0.01, cuda graph: True, #queue-req: 0"])
+                   "Decode batch [first graph replay], #running-req: 3, #token: 100, "
+                   "token usage: 0.01, cuda graph: True, #queue-req: 0"])
     assert len(df) == 4 and df.attrs["malformed"] == []
     assert floats(df.accept_len[:3]) == [2.5, 2.5, 2.5]
     assert df.running_req.tolist() == [5, 5, 5, 3]
@@ -392,6 +392,9 @@ def test_vllm_2025_09_throughput_fields_and_engine_prefix():
     dp2 = df.iloc[2]
     assert dp2.dp == 2 and dp2.draft_accept_rate == 0.25
     assert dp2.accept_len == pytest.approx(1.5)  # 1 + sum of unconditional per-position rates
+    bracketed = one("SpecDecoding metrics: Mean acceptance length: 2.73, Per-position acceptance "
+                    "rate: [0.89, 0.76, 0.61]")
+    assert bracketed.per_position == (0.89, 0.76, 0.61) and bracketed.accept_len == 2.73
 
 
 def test_vllm_offline_summary():
@@ -542,10 +545,13 @@ def test_big_file_is_read_in_blocks(tmp_path, monkeypatch):
     monkeypatch.setattr(logs, "_FIRST_BLOCK", 300)
     lines = [f"[2025-10-20 03:02:22 TP0] Decode batch, #running-req: {i}, accept len: 2.00"
              for i in range(500)]
+    lines[200] = "x" * 5000  # a line spanning several blocks
+    lines[300] = "ü" * 700 + "\r"  # multi-byte characters and a CR split across blocks
     path = tmp_path / "big.log"
     path.write_text("\n".join(lines))  # no final newline
     df = read_log(path)
-    assert df.running_req.tolist() == list(range(500))
+    assert df.running_req.tolist() == [i for i in range(500) if i not in (200, 300)]
+    assert df.attrs["lines"] == 500 and df.attrs["skipped"] == 2
 
 
 # --------------------------------------------------------------------------- CLI
@@ -590,3 +596,116 @@ def test_cli_subprocess_binary_and_missing(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def _sample_lines() -> list[str]:
+    lines = []
+    for path in sorted(SAMPLES.iterdir()):
+        lines += path.read_text().splitlines()
+    return lines
+
+
+def test_fast_path_agrees_with_field_by_field_parsing():
+    """Repeated shapes go through compiled templates; each must read what the slow path reads."""
+    lines = [line for line in _sample_lines() for _ in range(3)]
+    together = read_log(lines)
+    alone = pd.concat([read_log([line]) for line in lines], ignore_index=True)
+    keep = [c for c in COLUMNS if c not in ("line", "time")]  # time borrows from neighbours
+    pd.testing.assert_frame_equal(together[keep], alone[keep], check_dtype=False,
+                                  check_categorical=False)
+
+
+def test_random_damage_never_raises():
+    import random
+
+    rng = random.Random(0)
+    lines = _sample_lines() + ["[2025-10-20 03:02:22 TP0] " + DECODE]
+    junk = "0123456789.,:[] -#%()={}\"\x1bnaTrueFalse"
+    for _ in range(300):
+        out = []
+        for _ in range(rng.randint(1, 12)):
+            line = rng.choice(lines)
+            for _ in range(rng.randint(0, 3)):
+                i = rng.randint(0, len(line))
+                choice = rng.random()
+                if choice < 0.3:
+                    line = line[:i]
+                elif choice < 0.6:
+                    line = line[:i] + line[rng.randint(i, len(line)):]
+                elif choice < 0.9:
+                    line = line[:i] + rng.choice(junk) * rng.randint(1, 3) + line[i:]
+                else:
+                    line += rng.choice(lines)
+            out.append(line)
+        df = read_log(out)
+        assert df.attrs["lines"] == len(out)
+        assert df.attrs["skipped"] + len(df) <= len(out)
+        assert df["line"].is_monotonic_increasing
+
+
+def test_summarize_and_plot_for_notebooks():
+    import matplotlib.pyplot as plt
+
+    from eagle3lab.logs import plot_log, summarize
+
+    df = sample("sglang_kernel_npu_pr608_tp_ep_npu_graph.log")
+    table = summarize(df)
+    dec = table[table.kind == "decode"].iloc[0]
+    assert dec.records == 3 and dec.accept_len_max == 3.05 and dec.accept_len_min == 2.63
+    assert dec.accept_len_median == 2.83
+    assert table[table.kind == "prefill"].iloc[0].input_throughput_mean == 2793.64
+    fig = plot_log(df)
+    assert [ax.get_ylabel().split("\n")[0] for ax in fig.axes] == ["accept length",
+                                                                    "gen throughput"]
+    assert len(fig.axes[0].lines[0].get_xdata()) == 3
+    plt.close(fig)
+
+
+def test_sglang_accept_rate_definition_from_printed_values():
+    from eagle3lab.logs import sglang_accept_rate_definition as definition
+
+    # log-formats.md: 2.17 -> 0.54 with 3 steps (old, /(steps+1)); 3.05 -> 0.68 with 4 draft
+    # tokens (new, (len-1)/(draft_tokens-1)).
+    assert definition(sample("sglang_issue11948_eagle3_accept_rate_trailing_comma.log")) == {
+        "definition": "old", "k": 4, "rows": 5}
+    assert definition(sample("sglang_kernel_npu_pr608_tp_ep_npu_graph.log")) == {
+        "definition": "new", "k": 3, "rows": 3}
+    assert definition(sample("sglang_pr6081_mtp_dp_attention.log"))["definition"] == "unknown"
+    made_up = read_log([f"Decode batch, accept len: {a:.2f}, accept rate: {r:.2f}"
+                        for a, r in ((2.0, 0.9), (3.0, 0.1))])
+    assert definition(made_up)["definition"] == "unknown"
+
+
+def test_varying_prefix_numbers_share_one_template():
+    """kubectl timestamps, pids, source line numbers vary per line: still one line shape."""
+    from eagle3lab.logs import _Parser
+
+    lines = [f"2025-10-20T03:{i // 60:02d}:{i % 60:02d}.{i:09d}Z worker-{i % 3} | "
+             f"[2025-10-20 03:{i // 60:02d}:{i % 60:02d} TP{i % 2}] INFO {1000 + i} "
+             f"[sched.py:{i}] Decode batch, #running-req: {i}, accept len: 2.50"
+             for i in range(300)]
+    parser = _Parser()
+    parser.feed("\n".join(lines))
+    assert len(parser.templates) == 1
+    df = read_log(lines)
+    assert df.running_req.tolist() == list(range(300)) and df.attrs["malformed"] == []
+    assert df.tp.tolist() == [i % 2 for i in range(300)]
+    assert df.time.iloc[61] == pd.Timestamp("2025-10-20 03:01:01.000000061")
+
+
+def test_cli_stdin_and_plot_with_no_records(tmp_path, capsys, monkeypatch):
+    import io
+
+    text = (SAMPLES / "sglang_pr6081_mtp_dp_attention.log").read_text()
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+    assert cli_main(["logs", "-"]) == 0
+    assert "5 records" in capsys.readouterr().out
+    junk, png = tmp_path / "junk.bin", tmp_path / "empty.png"
+    junk.write_bytes(bytes(range(256)) * 10)
+    assert cli_main(["logs", str(junk), "--plot", str(png)]) == 0
+    assert "0 records" in capsys.readouterr().out and png.read_bytes()[:4] == b"\x89PNG"
+    assert cli_main(["logs", str(junk), "--csv", str(tmp_path / "no" / "dir.csv")]) == 2
+    assert capsys.readouterr().err.startswith("eagle3lab: error: cannot write")

@@ -58,6 +58,22 @@ def test_log_timeline_from_read_log_rows():
     assert len(fig.axes[0].lines[0].get_ydata()) == 4
     with pytest.raises(EagleLabError):
         P.log_timeline(pd.DataFrame({"message": ["x"]}))
+    # vLLM: throughput and acceptance on different lines; old SGLang: no accept length at all
+    split = pd.DataFrame({"line": [1, 2, 3, 4], "accept_len": [None, 2.1, None, 2.4],
+                          "gen_throughput": [260.0, None, 820.0, None]})
+    fig = P.log_timeline(split)
+    assert [len(ax.lines[0].get_ydata()) for ax in fig.axes] == [2, 2]
+    assert len(P.log_timeline(split.drop(columns="accept_len")).axes) == 1
+
+
+def test_log_timeline_on_real_sample_logs():
+    from pathlib import Path
+
+    from eagle3lab.logs import read_log
+
+    logs = Path(__file__).resolve().parents[1] / "data" / "samples" / "logs"
+    fig = P.log_timeline(read_log(logs / "sglang_issue11948_eagle3_accept_rate_trailing_comma.log"))
+    assert len(fig.axes[0].lines[0].get_ydata()) == 5
 
 
 def test_token_html_marks_each_kind():
@@ -90,3 +106,12 @@ def test_tokens_from_engine_generation():
     assert list(tokens["text"]) == ["ab", "c", "d", "e", "f"]
     html = P.token_html(tokens)
     assert html.count("e3l-replaced") == 1 and html.count("e3l-target") == 1
+
+
+def test_plots_read_bench_sweep_columns():
+    sweep = pd.DataFrame({"num_steps": [1, 3, 5], "accept_length": [1.8, 2.5, 2.9],
+                          "tokens_per_s": [80.0, 95.0, 90.0]})
+    fig = P.accept_vs_depth(sweep, a=0.7, max_depth=6)
+    assert "observed" in fig.axes[0].get_legend_handles_labels()[1]
+    fig = P.throughput_vs_depth(sweep, baseline_tokens_per_s=60.0)
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [80.0, 95.0, 90.0])

@@ -210,7 +210,7 @@ def test_lab_server_launch_and_stop_20_times_leaves_nothing(ci_lab, tmp_path):
 
 @pytest.mark.slow
 def test_killing_the_lab_server_mid_benchmark_returns_partial_failed_result(ci_lab, tmp_path):
-    prompts = ci_lab.heldout_texts(12)
+    prompts = ci_lab.heldout_prompts(12, 32)
     with launch_lab(ci_lab, tmp_path) as handle:
         first = bench.run(handle.url, prompts[:1], max_new_tokens=8, progress=False)
         assert not first.failed and first.accept_length >= 1.0  # the lab speculates

@@ -14,8 +14,10 @@ def add_server_arguments(parser) -> None:
     parser.add_argument("--model-path", help="target model (default for lab: the lab's target)")
     parser.add_argument("--draft", help="draft folder, or a lab draft name (healthy, seed, no-ttt)")
     parser.add_argument("--lab", default="ci", help="lab preset for defaults and prompts (default ci)")
-    parser.add_argument("--prompts", help="text file, one prompt per line (default: lab held-out texts)")
+    parser.add_argument("--prompts", help="text file, one prompt per line "
+                        "(default: the lab's held-out passages, cut to --prompt-tokens tokens)")
     parser.add_argument("--num-prompts", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=64, help="lab prompt length in tokens")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--temperature", type=float, default=0.0)
@@ -35,7 +37,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
 
 
-def load_prompts(args) -> list[str]:
+def load_prompts(args) -> list:
     from pathlib import Path
 
     from eagle3lab.errors import EagleLabError
@@ -48,7 +50,7 @@ def load_prompts(args) -> list[str]:
     else:
         from eagle3lab.lab import load_lab
 
-        prompts = load_lab(args.lab, build=False).heldout_texts(args.num_prompts)
+        prompts = load_lab(args.lab, build=False).heldout_prompts(args.num_prompts, args.prompt_tokens)
     if not prompts:
         raise EagleLabError("no prompts")
     return prompts[: args.num_prompts] if args.num_prompts else prompts

@@ -28,6 +28,9 @@ def add_arguments(parser) -> None:
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--corpus", nargs="+", default=None, metavar="FILE",
                        help="train on these text files instead of the Python stdlib")
+    build.add_argument("--threads", type=int, default=None,
+                       help="torch threads for the build (default 1: these models are too "
+                            "small to gain from more, and lose a lot on a shared machine)")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(_lab_run=_run_build)
     show = sub.add_parser("show", help="print a built lab's manifest figures")
@@ -53,8 +56,10 @@ def run(args) -> int:
 def _run_build(args) -> int:
     from eagle3lab.lab.build import build_lab
 
-    root = build_lab(args.preset, args.out, force=args.force,
-                     progress=not args.no_progress, corpus_files=args.corpus)
+    from eagle3lab.lab.build import DEFAULT_THREADS
+
+    root = build_lab(args.preset, args.out, force=args.force, progress=not args.no_progress,
+                     corpus_files=args.corpus, threads=args.threads or DEFAULT_THREADS)
     _print_summary(root)
     return 0
 
@@ -84,13 +89,20 @@ def _print_summary(root) -> None:
 
     m = json.loads((Path(root) / "manifest.json").read_text())
     t = m["target"]
-    print(f"lab {m['preset']} in {root}: built {m['built_at']} in {m['timings_s']['total']:.0f} s, "
-          f"{m['size_bytes'] / 1e6:.1f} MB")
+    print(f"lab {m['preset']} in {root}: built {m['built_at']} in {m['timings_s']['total']:.0f} s "
+          f"({m.get('cpu_s', {}).get('total', 0):.0f} CPU s, "
+          f"{m['environment'].get('threads')} thread(s)), {m['size_bytes'] / 1e6:.1f} MB")
     print(f"  target: {t['num_layers']} layers, hidden {t['hidden_size']}, "
           f"{t['parameters'] / 1e6:.2f} M params, held-out loss {t['heldout_loss']:.3f} nats/token")
     for name, d in m["drafts"].items():
         acc = " ".join(f"{a:.2f}" for a in d["acc"])
         print(f"  {name:8s} trained on {d['train_boundaries']}, k={d['ttt_steps']}: acc@1.. {acc}")
+        if "accept_length" in d:
+            print(f"  {'':8s} greedy chain accept length at depth 1..: "
+                  + " ".join(f"{a:.2f}" for a in d["accept_length"]))
         if "as_served" in d:
             acc = " ".join(f"{a:.2f}" for a in d["as_served"]["acc"])
             print(f"  {name:8s} as served {d['as_served']['wiring']}: acc@1.. {acc}")
+            if "accept_length" in d["as_served"]:
+                print(f"  {'':8s} greedy chain accept length at depth 1..: "
+                      + " ".join(f"{a:.2f}" for a in d["as_served"]["accept_length"]))

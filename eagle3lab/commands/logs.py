@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 HELP = "summarise SGLang/vLLM/llama.cpp/TRT-LLM logs: accept length and throughput per file"
-
-_MAX_PLOT_POINTS = 20_000
 
 
 def add_arguments(parser) -> None:
@@ -23,7 +20,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import pandas as pd
 
-    from eagle3lab.logs import LogReadError, read_log
+    from eagle3lab.logs import LogReadError, plot_log, read_log
 
     frames, failed = [], 0
     for name in args.files:
@@ -47,30 +44,10 @@ def run(args) -> int:
     return 2 if failed else 0
 
 
-def summarize(df):
-    """Records by engine and kind, with accept length and throughput statistics."""
-    import pandas as pd
-
-    if df.empty:
-        return pd.DataFrame(columns=["engine", "kind", "records", "accept_len_mean",
-                                     "accept_len_median", "accept_len_min", "accept_len_max",
-                                     "gen_throughput_mean", "input_throughput_mean",
-                                     "malformed"])
-    malformed = set(df.attrs.get("malformed", []))
-    grouped = df.assign(malformed=df["line"].isin(malformed)).groupby(
-        ["engine", "kind"], sort=True)
-    out = grouped.agg(records=("line", "size"),
-                      accept_len_mean=("accept_len", "mean"),
-                      accept_len_median=("accept_len", "median"),
-                      accept_len_min=("accept_len", "min"),
-                      accept_len_max=("accept_len", "max"),
-                      gen_throughput_mean=("gen_throughput", "mean"),
-                      input_throughput_mean=("input_throughput", "mean"),
-                      malformed=("malformed", "sum"))
-    return out.reset_index()
-
-
 def format_summary(name: str, df) -> str:
+    """A header line (lines, records, skipped, malformed) and the per engine/kind table."""
+    from eagle3lab.logs import summarize
+
     attrs = df.attrs
     head = (f"== {name}: {attrs.get('lines', 0):,} lines, {len(df):,} records, "
             f"{attrs.get('skipped', 0):,} skipped, {len(attrs.get('malformed', [])):,} malformed")
@@ -82,6 +59,7 @@ def format_summary(name: str, df) -> str:
 
 
 def write_csv(df, path: str) -> None:
+    """Every record as CSV; per-position rates as one space-separated cell."""
     out = df.copy()
     out["per_position"] = [" ".join(f"{v:g}" for v in pp) if isinstance(pp, tuple) else ""
                            for pp in out["per_position"]]
@@ -91,54 +69,3 @@ def write_csv(df, path: str) -> None:
         from eagle3lab.errors import EagleLabError
 
         raise EagleLabError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def plot_log(df, path: str) -> None:
-    """Accept length (top) and generation throughput (bottom) per file, over time when every
-    plotted record has a timestamp, else over line number."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from eagle3lab.errors import EagleLabError
-    from eagle3lab.style import COLORS, apply_style
-
-    apply_style()
-    panels = [("accept_len", "accept length\n(tokens/step)", COLORS["observed"]),
-              ("gen_throughput", "gen throughput\n(token/s)", COLORS["model"])]
-    fig, axes = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    files = list(dict.fromkeys(df["file"]))
-    rows = df[df["accept_len"].notna() | df["gen_throughput"].notna()]
-    use_time = len(rows) > 0 and rows["time"].notna().all()
-    x_col = "time" if use_time else "line"
-    for ax, (column, label, color) in zip(axes, panels):
-        for i, name in enumerate(files):
-            part = rows[(rows["file"] == name) & rows[column].notna()]
-            if part.empty:
-                continue
-            step = max(1, len(part) // _MAX_PLOT_POINTS)
-            part = part.iloc[::step]
-            kwargs = {"color": color} if len(files) == 1 else {"color": f"C{i}"}
-            ax.plot(part[x_col], part[column], marker=".", markersize=3, linewidth=0.8,
-                    label=Path(name).name, **kwargs)
-        ax.set_ylabel(label)
-        if not ax.lines:
-            ax.text(0.5, 0.5, f"no {column} in these logs", ha="center", va="center",
-                    transform=ax.transAxes, color=COLORS["baseline"])
-    if len(files) > 1 and axes[0].lines:
-        axes[0].legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    axes[-1].set_xlabel("time" if use_time else "line number")
-    axes[0].set_title("Speculative decoding from server logs")
-    if use_time:
-        import matplotlib.dates as mdates
-
-        locator = mdates.AutoDateLocator()
-        axes[-1].xaxis.set_major_locator(locator)
-        axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-    try:
-        fig.savefig(path)
-    except (OSError, ValueError) as exc:
-        raise EagleLabError(f"cannot write {path}: {exc}") from None
-    finally:
-        plt.close(fig)

@@ -20,8 +20,9 @@ def add_arguments(parser) -> None:
     g.add_argument("--log-level", default="info")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME",
                         help="fault switch (repeatable, or comma separated); see `eagle3lab lab bench --help`")
-    parser.add_argument("--max-prompt-tokens", type=int, default=1024, help="longest prompt accepted")
-    parser.add_argument("--max-new-tokens", type=int, default=512, help="largest max_new_tokens accepted")
+    parser.add_argument("--max-prompt-tokens", type=int, default=None,
+                        help="longest prompt accepted (default: what the context leaves, at most 1024)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="largest max_new_tokens accepted")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1 is fastest for lab-sized models on a shared CPU)")
 

@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 
 import pandas as pd
-import torch
 
 from eagle3lab.engine.faults import FaultPlan, build_engine, domain_shift_texts, plan_faults
 from eagle3lab.engine.speculate import Generation, SamplingParams, SpecEngine, SpecParams

@@ -31,9 +31,9 @@ class LayerWeights:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """Llama RMSNorm (computed in float32 like transformers)."""
-    x32 = x.float()
-    x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * x32.to(x.dtype)
+    if x.dtype != torch.float32:
+        return weight * rms_norm(x.float(), torch.ones((), dtype=torch.float32), eps).to(x.dtype)
+    return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -93,6 +93,7 @@ class TargetModel:
         self.scale = self.head_dim ** -0.5
         self.k_cache = torch.zeros(self.num_layers, 1, self.num_kv_heads, max_seq_len, self.head_dim, dtype=dtype)
         self.v_cache = torch.zeros_like(self.k_cache)
+        self.causal = torch.ones(max_seq_len, max_seq_len, dtype=torch.bool).tril_()
 
     # -- weights ---------------------------------------------------------------------------
     def linear_weights(self) -> dict[str, torch.Tensor]:
@@ -141,9 +142,10 @@ class TargetModel:
         cos, sin = cos[None, None], sin[None, None]  # [1, 1, T, D]
         attn_mask = None
         is_causal = False
-        if tree_mask is not None or (T > 1 and start > 0):
-            local = tree_mask if tree_mask is not None else torch.ones(T, T, dtype=torch.bool).tril_()
-            attn_mask = torch.cat([torch.ones(T, start, dtype=torch.bool), local], dim=1)[None, None]
+        if tree_mask is not None:
+            attn_mask = torch.cat([torch.ones(T, start, dtype=torch.bool), tree_mask], dim=1)[None, None]
+        elif T > 1 and start > 0:
+            attn_mask = self.causal[start:end, :end][None, None]
         elif T > 1:
             is_causal = True
         wanted = sorted(set(capture))
@@ -154,12 +156,10 @@ class TargetModel:
         nh, nkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
         for i, lw in enumerate(self.layers):
             x = rms_norm(h, lw.input_norm, self.eps)
-            qkv = x @ lw.qkv.T
-            q = qkv[..., : self.q_size].view(1, T, nh, hd).transpose(1, 2)
-            k = qkv[..., self.q_size: self.q_size + self.kv_size].view(1, T, nkv, hd).transpose(1, 2)
-            v = qkv[..., self.q_size + self.kv_size:].view(1, T, nkv, hd).transpose(1, 2)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+            qkv = (x @ lw.qkv.T).view(1, T, nh + 2 * nkv, hd).transpose(1, 2)
+            qk = qkv[:, : nh + nkv]
+            qk = qk * cos + rotate_half(qk) * sin  # RoPE on q and k heads at once
+            q, k, v = qk[:, :nh], qk[:, nh:], qkv[:, nh + nkv:]
             self.k_cache[i, :, :, start:end] = k
             self.v_cache[i, :, :, start:end] = v
             attn = F.scaled_dot_product_attention(
@@ -254,6 +254,7 @@ class DraftModel:
         self.scale = self.head_dim ** -0.5
         self.k_cache = torch.zeros(1, self.num_kv_heads, max_seq_len, self.head_dim, dtype=dtype)
         self.v_cache = torch.zeros_like(self.k_cache)
+        self.causal = torch.ones(max_seq_len, max_seq_len, dtype=torch.bool).tril_()
 
     @torch.inference_mode()
     def project(self, aux: torch.Tensor) -> torch.Tensor:
@@ -278,18 +279,15 @@ class DraftModel:
         else:
             cos, sin = self.cos[position_ids], self.sin[position_ids]
         if attn_mask is None and T > 1:
-            attn_mask = torch.cat([torch.ones(T, start, dtype=torch.bool),
-                                   torch.ones(T, T, dtype=torch.bool).tril_()], dim=1)
+            attn_mask = self.causal[start:end, :end]
         nh, nkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
         h = hidden[None]
         x = torch.cat([rms_norm(self.embed[input_ids][None], self.input_norm, self.eps),
                        rms_norm(h, self.hidden_norm, self.eps)], dim=-1)
-        qkv = x @ self.qkv.T
-        q = qkv[..., : self.q_size].view(1, T, nh, hd).transpose(1, 2)
-        k = qkv[..., self.q_size: self.q_size + self.kv_size].view(1, T, nkv, hd).transpose(1, 2)
-        v = qkv[..., self.q_size + self.kv_size:].view(1, T, nkv, hd).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
+        qkv = (x @ self.qkv.T).view(1, T, nh + 2 * nkv, hd).transpose(1, 2)
+        qk = qkv[:, : nh + nkv]
+        qk = qk * cos + rotate_half(qk) * sin
+        q, k, v = qk[:, :nh], qk[:, nh:], qkv[:, nh + nkv:]
         self.k_cache[:, :, start:end] = k
         self.v_cache[:, :, start:end] = v
         attn = F.scaled_dot_product_attention(

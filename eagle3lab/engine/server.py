@@ -61,8 +61,6 @@ class ServerState:
     # -- generation ---------------------------------------------------------------------------
     def generate(self, prompt_ids: list[int], sp, max_new: int, stop_ids) -> dict:
         """Run one request under the lock; log Prefill/Decode lines; return results."""
-        from eagle3lab.engine.speculate import SamplingParams  # noqa: F401  (type of sp)
-
         with self._queued():
             cache_cap = self.engine.max_seq_len
             t0 = time.perf_counter()
@@ -441,8 +439,8 @@ def resolve_model_path(model_path: str):
 
 def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str | None = None,
                num_steps: int | None = None, topk: int | None = None,
-               num_draft_tokens: int | None = None, faults=(), max_prompt_tokens: int = 1024,
-               max_new_tokens: int = 512, decode_log_interval: int = DECODE_LOG_INTERVAL,
+               num_draft_tokens: int | None = None, faults=(), max_prompt_tokens: int | None = None,
+               max_new_tokens: int = 256, decode_log_interval: int = DECODE_LOG_INTERVAL,
                sglang_version: str = SGLANG_VERSION) -> ServerState:
     """Load target, draft and tokenizer; resolve the speculative flags like SGLang."""
     import warnings
@@ -481,6 +479,8 @@ def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str
     elif draft_path or any(f for f in plan.faults if f not in ("domain-shift", "long-context", "quant-int8", "quant-int4")):
         logger.warning("no --speculative-algorithm: serving plain decoding (draft and draft faults ignored)")
     max_pos = int(getattr(target.config, "max_position_embeddings", 2048))
+    if max_prompt_tokens is None:  # what the context leaves after the largest answer
+        max_prompt_tokens = max(1, min(1024, max_pos - max_new_tokens - 64))
     max_seq = min(max_pos, max_prompt_tokens + max_new_tokens + 128)
     if max_prompt_tokens + max_new_tokens + 64 > max_pos:
         raise EagleLabError(f"--max-prompt-tokens + --max-new-tokens must stay below the model's "

@@ -13,21 +13,20 @@ import pandas as pd
 import torch
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.lab.target import capture
+from eagle3lab.lab.target import capture, interleaved_windows
 from eagle3lab.lab.training import concat_aux, ttt_unroll
 
 
-def _token_windows(texts, tokenizer, seq_len: int) -> list[list[int]]:
-    windows = []
+def _token_windows(texts, tokenizer, seq_len: int, limit: int) -> list[list[int]]:
+    docs = []
     for text in texts:
         if isinstance(text, str):
             if tokenizer is None:
                 raise EagleLabError("evaluate_draft needs a tokenizer for text input")
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            docs.append(tokenizer(text, add_special_tokens=False)["input_ids"])
         else:
-            ids = list(text)
-        windows += [ids[i:i + seq_len] for i in range(0, len(ids), seq_len)]
-    return [w for w in windows if len(w) >= 3]
+            docs.append(list(text))
+    return interleaved_windows(docs, seq_len, limit, min_len=3)
 
 
 @torch.no_grad()
@@ -47,7 +46,7 @@ def evaluate_draft(target, draft, texts, wiring: list[int] | None = None,
     if len(wiring) * target.config.hidden_size != draft.fc.in_features:
         raise EagleLabError(f"wiring {wiring} gives {len(wiring)} states; the draft's fc "
                             f"reads {draft.fc.in_features // target.config.hidden_size}")
-    windows = _token_windows(texts, tokenizer, seq_len)[:max_windows]
+    windows = _token_windows(texts, tokenizer, seq_len, max_windows)
     if not windows:
         raise EagleLabError("no evaluation text (need at least 3 tokens)")
     totals = {j: {"hits": 0, "count": 0, "loss": 0.0} for j in range(1, depth + 1)}
@@ -62,3 +61,65 @@ def evaluate_draft(target, draft, texts, wiring: list[int] | None = None,
     return pd.DataFrame([{"depth": j, "accuracy": r["hits"] / max(r["count"], 1),
                           "loss": r["loss"] / max(r["count"], 1), "positions": r["count"],
                           "wiring": str(wiring)} for j, r in totals.items()])
+
+
+def chain_accept_lengths(hit_mask: torch.Tensor, first_root: int, depth: int) -> list[int]:
+    """Accept length (accepted drafts + the bonus token) of each verify round of greedy
+    chain decoding with `depth` draft steps, read off a teacher-forced hit matrix.
+
+    hit_mask[t, j]: the draft, rooted at t (hidden of token t, input token t+1), got
+    token t+2+j right at depth j+1. On the target's own greedy text teacher forcing *is*
+    what decoding sees while drafts are being accepted, so this replays decoding: a
+    round rooted at t accepts the leading hits, then the next round is rooted at
+    t + accepted + 1 (the bonus token's predecessor).
+    """
+    n = hit_mask.shape[0]
+    lengths, t = [], first_root
+    while t + depth < n:
+        accepted = 0
+        while accepted < depth and bool(hit_mask[t, accepted]):
+            accepted += 1
+        lengths.append(accepted + 1)
+        t += accepted + 1
+    return lengths
+
+
+@torch.no_grad()
+def evaluate_acceptance(target, draft, prompts: list[list[int]], new_tokens: int = 128,
+                        depth: int | None = None, wiring: list[int] | None = None,
+                        continuations: list[torch.Tensor] | None = None) -> pd.DataFrame:
+    """Greedy chain accept length at every chain depth 1..depth, replayed offline on the
+    target's own greedy continuations of `prompts` (no engine needed).
+
+    Columns: depth, accept_length, rounds, wiring. Pass `continuations` (from
+    `greedy_continuations`) to reuse them across drafts.
+    """
+    if hasattr(target, "target") and hasattr(target, "tokenizer"):
+        target = target.target
+    wiring = list(wiring) if wiring is not None else draft.train_boundaries
+    depth = depth or max(draft.ttt_steps, 1)
+    seqs = continuations or greedy_continuations(target, prompts, new_tokens)
+    per_depth = {d: [] for d in range(1, depth + 1)}
+    for x, prompt in zip(seqs, prompts):
+        x = x[None]
+        logits, states = capture(target, x, wiring)
+        out = ttt_unroll(draft, concat_aux(states, wiring), x, logits, depth)
+        hit = torch.stack([o["hit_mask"][0] for o in out], dim=1)  # [n, depth]
+        for d in per_depth:
+            per_depth[d] += chain_accept_lengths(hit[:, :d], len(prompt) - 1, d)
+    return pd.DataFrame([{"depth": d, "accept_length": sum(v) / max(len(v), 1),
+                          "rounds": len(v), "wiring": str(wiring)}
+                         for d, v in per_depth.items()])
+
+
+@torch.no_grad()
+def greedy_continuations(target, prompts: list[list[int]], new_tokens: int) -> list[torch.Tensor]:
+    """prompt + the target's greedy continuation, one tensor per prompt."""
+    from eagle3lab.lab.target import greedy_continue
+
+    if len({len(p) for p in prompts}) == 1:
+        out = []
+        for i in range(0, len(prompts), 16):
+            out += list(greedy_continue(target, torch.tensor(prompts[i:i + 16]), new_tokens))
+        return out
+    return [greedy_continue(target, torch.tensor([p]), new_tokens)[0] for p in prompts]

@@ -72,13 +72,27 @@ def train_target(model, stream: torch.Tensor, *, steps: int, batch: int, seq_len
     return history
 
 
+def interleaved_windows(docs: list[list[int]], length: int, limit: int,
+                       min_len: int = 2) -> list[list[int]]:
+    """Consecutive windows of each doc, taken round-robin across docs (so a limit
+    still samples every document, not just the first)."""
+    per_doc = [[doc[i:i + length] for i in range(0, max(1, len(doc) - 1), length - 1)]
+               for doc in docs]
+    out = []
+    for rank in range(max(map(len, per_doc), default=0)):
+        for windows in per_doc:
+            if rank < len(windows) and len(windows[rank]) >= min_len:
+                out.append(windows[rank])
+                if len(out) == limit:
+                    return out
+    return out
+
+
 @torch.no_grad()
 def heldout_loss(model, docs: list[list[int]], seq_len: int, max_windows: int = 64) -> float:
     """Mean next-token cross-entropy (nats) over consecutive windows of held-out docs."""
     total, count = 0.0, 0
-    windows = [doc[i:i + seq_len + 1] for doc in docs
-               for i in range(0, max(1, len(doc) - 1), seq_len)]
-    windows = [w for w in windows if len(w) > 1][:max_windows]
+    windows = interleaved_windows(docs, seq_len + 1, max_windows, min_len=2)
     for w in windows:
         x = torch.tensor([w])
         logits = model(input_ids=x[:, :-1]).logits

@@ -45,7 +45,7 @@ def shift_left(x: torch.Tensor, j: int, n: int) -> torch.Tensor:
 
 def ttt_unroll(draft: Eagle3Draft, aux: torch.Tensor, input_ids: torch.Tensor,
                target_logits: torch.Tensor, depth: int) -> list[dict]:
-    """Unroll the draft `depth` steps over a batch; per depth: loss, hits, count.
+    """Unroll the draft `depth` steps over a batch; per depth: loss, hits, count, logits.
 
     aux [B,T,3H] target features, input_ids [B,T], target_logits [B,T,V] (row t
     predicts token t+1). Root t's step j reads token t+1+j and is scored against the
@@ -71,7 +71,8 @@ def ttt_unroll(draft: Eagle3Draft, aux: torch.Tensor, input_ids: torch.Tensor,
         hits = (vocab_ids[logits.argmax(-1)] == teacher.argmax(-1)) & valid
         count = valid.sum()
         out.append({"depth": j + 1, "loss": (loss_tok * valid).sum() / count.clamp(min=1),
-                    "hits": hits.sum(), "count": count})
+                    "hits": hits.sum(), "count": count, "logits": logits, "valid": valid,
+                    "hit_mask": hits})
     return out
 
 

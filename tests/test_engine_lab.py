@@ -1,0 +1,168 @@
+"""The lab engine on the ci lab's trained target and drafts: losslessness, faults, bench."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from eagle3lab.engine import FAULTS, SpecEngine, make_lab_engine, run_bench
+from eagle3lab.engine.bench import bench_prompts, lab_train_seq_len
+from eagle3lab.engine.speculate import SamplingParams
+
+
+def ci_lab():
+    """The built ci lab (built now if missing; a stale build is fine for engine tests)."""
+    from eagle3lab.lab import load_lab
+    from eagle3lab.lab.lab import Lab
+    from eagle3lab.paths import lab_dir
+
+    path = lab_dir("ci")
+    if (path / "manifest.json").is_file():
+        return Lab(path)
+    return load_lab("ci")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return ci_lab()
+
+
+@pytest.fixture(scope="module")
+def healthy(lab):
+    engine, _ = make_lab_engine(lab, [], max_seq_len=512)
+    return engine
+
+
+@pytest.fixture(scope="module")
+def prompts(lab):
+    return lab.heldout_prompts(20, 32)
+
+
+@pytest.fixture(scope="module")
+def plain_outputs(healthy, prompts):
+    return [healthy.generate_plain(p, 40).output_ids for p in prompts]
+
+
+# chain depths 1, 3, 6 and trees of SGLang shapes; (5, 1, 6) is what SGLang runs for --steps 5.
+CONFIGS = [(1, 1, 2), (3, 1, 4), (6, 1, 7), (3, 2, 6), (4, 4, 12), (2, 8, 16)]
+
+
+@pytest.mark.parametrize("spec", CONFIGS)
+def test_greedy_speculative_output_is_token_identical(healthy, prompts, plain_outputs, spec):
+    accepted = 0
+    for prompt, plain in zip(prompts, plain_outputs):
+        out = healthy.generate(prompt, 40, spec)
+        assert out.output_ids == plain
+        accepted += sum(s.accepted for s in out.steps)
+    assert accepted > 0  # drafts were accepted (the KV rollback/compaction paths ran)
+
+
+def test_trained_draft_beats_wrong_wiring(lab, prompts):
+    healthy = run_bench(lab, (3, 1, 4), [], prompts=prompts[:6], max_new_tokens=48, progress=False)
+    seed = run_bench(lab, (3, 1, 4), ["wiring-seed"], prompts=prompts[:6], max_new_tokens=48, progress=False)
+    no_d2t = run_bench(lab, (3, 1, 4), ["no-d2t"], prompts=prompts[:6], max_new_tokens=48, progress=False)
+    assert healthy.lossless and seed.lossless and no_d2t.lossless
+    assert seed.plan.draft_name == "seed" and seed.boundaries == [2, lab.num_layers // 2, lab.num_layers - 3]
+    assert healthy.accept_length > seed.accept_length
+    assert healthy.accept_length > no_d2t.accept_length
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_every_fault_runs_and_stays_lossless(lab, fault):
+    result = run_bench(lab, (3, 1, 4), [fault], n_prompts=1, prompt_tokens=24, max_new_tokens=24,
+                       progress=False)
+    assert result.lossless is True
+    assert list(result.plan.faults) == [fault]
+    assert 1.0 <= result.accept_length <= 4.0
+
+
+def test_fault_effects_are_wired(lab):
+    n = lab.num_layers
+    engine, plan = make_lab_engine(lab, ["embed-patch"], max_seq_len=256)
+    assert plan.draft_name == "seed" and list(engine.boundaries) == [0, 2, n // 2]
+    engine, _ = make_lab_engine(lab, ["normed-last"], max_seq_len=256)
+    assert engine.normed_last
+    engine, _ = make_lab_engine(lab, ["no-d2t"], max_seq_len=256)
+    assert engine.draft.target_ids.tolist() == list(range(engine.draft.draft_vocab_size))
+    q8, _ = make_lab_engine(lab, ["quant-int8"], max_seq_len=256)
+    full, _ = make_lab_engine(lab, [], max_seq_len=256)
+    w8, w = q8.target.layers[0].qkv, full.target.layers[0].qkv
+    assert not torch.equal(w8, w) and (w8 - w).abs().max() < w.abs().max() / 100
+
+
+def test_prompt_faults_change_the_prompts(lab):
+    long = bench_prompts(lab, 2, 32, ["long-context"], long_tokens=4 * lab_train_seq_len(lab))
+    assert all(len(p) == 4 * lab_train_seq_len(lab) for p in long)
+    shifted = bench_prompts(lab, 3, 32, ["domain-shift"])
+    text = lab.tokenizer.decode(shifted[0])
+    assert "def " not in text and " the " in text
+
+
+def test_sampling_at_temperature_runs_with_and_without_greedy_draft(healthy, prompts):
+    sp = SamplingParams(temperature=0.8, seed=3)
+    a = healthy.generate(prompts[0], 32, (3, 1, 4), sp)
+    b = healthy.generate(prompts[0], 32, (3, 1, 4), SamplingParams(temperature=0.8, seed=3))
+    assert a.output_ids == b.output_ids  # seeded
+    tree = healthy.generate(prompts[0], 32, (3, 2, 6), sp)
+    assert len(tree.output_ids) == 32
+
+
+def test_bench_result_frames_and_summary(lab, prompts):
+    r = run_bench(lab, (3, 1, 4), [], prompts=prompts[:2], max_new_tokens=32, progress=False)
+    s = r.summary()
+    json.dumps(s)
+    for key in ("accept_length", "per_position", "tokens_per_s", "baseline_tokens_per_s", "speedup",
+                "lossless", "c_draft_s", "c_verify_s", "predicted_speedup"):
+        assert key in s
+    steps = r.steps
+    assert set(steps.columns) >= {"request", "step", "accepted", "accept_len", "drafted"}
+    assert abs(r.accept_length - (1 + steps["accepted"].mean())) < 1e-9
+    pp = r.per_position
+    assert len(pp) == 3 and all(a >= b for a, b in zip(pp, pp[1:]))
+    tokens = r.tokens
+    assert set(tokens["kind"]) <= {"prefill", "draft", "bonus", "replacement"}
+    per_request = tokens.groupby("request").size()
+    assert (per_request == 32).all()
+    # every verify step ends in exactly one bonus or replacement token
+    ends = tokens[tokens["kind"].isin(["bonus", "replacement"])].groupby("request").size()
+    assert (ends == r.steps.groupby("request").size()).all()
+    drafts = tokens[tokens["kind"] == "draft"]
+    assert drafts["depth"].between(1, 3).all()
+
+
+def test_cli_bench_prints_json_last(lab, monkeypatch, capsys):
+    import eagle3lab.lab.lab as lab_module
+    from eagle3lab.cli import main
+
+    monkeypatch.setattr(lab_module, "load_lab", lambda preset, **kw: lab)
+    rc = main(["lab", "bench", "--preset", "ci", "--steps", "2", "--topk", "1", "--draft-tokens", "8",
+               "--prompts", "2", "--max-new-tokens", "16", "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["num_draft_tokens"] == 3  # SGLang's topk=1 adjustment: steps + 1
+    assert "adjusted" in err
+    assert result["lossless"] is True and len(result["per_position"]) == 2
+
+
+def test_cli_bench_rejects_unknown_fault(capsys):
+    from eagle3lab.cli import main
+
+    assert main(["lab", "bench", "--preset", "ci", "--fault", "bogus"]) == 2
+    assert "unknown fault" in capsys.readouterr().err
+
+
+def test_engine_rejects_too_long_requests(healthy):
+    with pytest.raises(ValueError, match="exceeds"):
+        healthy.generate(list(range(10)), 10_000, (3, 1, 4))
+    assert isinstance(healthy, SpecEngine)
