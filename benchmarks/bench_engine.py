@@ -44,8 +44,8 @@ def main(argv=None) -> int:
         print(f"{spec[0]}/{spec[1]}/{spec[2]:<3} {','.join(faults) or 'healthy':<22} "
               f"L={s['accept_length']:.2f}  speed-up {s['speedup']:.2f}x  "
               f"({s['tokens_per_s']:.0f} vs {s['baseline_tokens_per_s']:.0f} tok/s)  "
-              f"c_draft {s['c_draft_s'] * 1e3:.2f} ms  c_verify {s['c_verify_s'] * 1e3:.2f} ms  "
-              f"c_plain {s['c_plain_step_s'] * 1e3:.2f} ms  predicted {s['predicted_speedup']:.2f}x  "
+              f"c_draft {s['c_draft_ms']:.2f} ms  c_verify {s['c_verify_ms']:.2f} ms  "
+              f"c_plain {s['c_plain_step_ms']:.2f} ms  predicted {s['predicted_speedup']:.2f}x  "
               f"lossless {s['lossless']}", flush=True)
         return s
 

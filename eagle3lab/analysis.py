@@ -14,6 +14,10 @@ token, or the target's replacement for the first rejected draft), so
 The cost model turns accept length into tokens/s: a verify step at depth k costs
 k * c_draft + c_verify(k), and emits L(k) tokens; plain decoding costs c_target per token.
 ``diagnose`` names the likely causes of a low accept length from these statistics.
+
+Inputs: steps_frame(generations) (lab engine), run_bench(...).steps, any DataFrame with an
+``accepted`` column, accept_length_from_meta(meta_infos) (SGLang /generate), and
+per_position_from_log(read_log(...)) (vLLM / llama.cpp per-position lines).
 """
 
 from __future__ import annotations
@@ -645,7 +649,7 @@ def diagnose(per_position=None, accept_len: float | None = None,
         accept_len = accept_len if accept_len is not None else accept_length(steps)
     rates = _as_rates(per_position)
     findings: list[Finding] = []
-    beyond = _share_beyond(steps, context_lengths, draft_max_context)
+    beyond = _context_effect(steps, context_lengths, draft_max_context)
     if requested_draft_tokens and effective_draft_tokens and \
             effective_draft_tokens < requested_draft_tokens:
         findings.append(Finding("config_adjusted", 0.95, [
@@ -677,8 +681,8 @@ def _merge(findings: list[Finding]) -> list[Finding]:
     return sorted(best.values(), key=lambda f: -f.confidence)
 
 
-def _share_beyond(steps, context_lengths, draft_max_context) -> float | None:
-    """Share of verify steps whose context exceeds the draft's training length."""
+def _context_effect(steps, context_lengths, draft_max_context) -> dict | None:
+    """Steps beyond the draft's training length: their share, and accept length within/beyond."""
     if not draft_max_context:
         return None
     if context_lengths is not None:
@@ -687,7 +691,30 @@ def _share_beyond(steps, context_lengths, draft_max_context) -> float | None:
         ctx = steps["context_length"].to_numpy(float)
     else:
         return None
-    return float(np.mean(ctx > draft_max_context)) if len(ctx) else None
+    if not len(ctx):
+        return None
+    out = {"share": float(np.mean(ctx > draft_max_context)), "within": None, "beyond": None}
+    if steps is not None and len(steps) == len(ctx):
+        acc = accepted_counts(steps)
+        inside, outside = acc[ctx <= draft_max_context], acc[ctx > draft_max_context]
+        if len(inside) >= 20 and len(outside) >= 20:
+            out.update(within=float(inside.mean() + 1), beyond=float(outside.mean() + 1))
+    return out
+
+
+def _context_boost(effect) -> float:
+    """How much running past the draft's training length should raise context_length.
+
+    Compared within/beyond when both have enough steps (a boost only if acceptance is lower
+    beyond); with nearly every step beyond, the share alone is weak evidence.
+    """
+    if not effect or effect["share"] < 0.5:
+        return 0.0
+    if effect["within"] is not None:
+        gain = max(effect["within"] - 1, 1e-9)
+        loss = (effect["within"] - effect["beyond"]) / gain
+        return 0.3 if loss > 0.15 else 0.0
+    return 0.1 * effect["share"]
 
 
 REASONS = {
@@ -719,8 +746,12 @@ def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, te
     ref_name = "the draft's own acc@1 on the served text" if acc_served is not None else \
         "its standalone acc@1"
     ref = f" against {ref_name} of {sig['acc1']:.1%}" if keep1 is not None else ""
-    ctx_note = (f" {beyond:.0%} of verify steps run beyond the draft's training length of "
-                f"{draft_max_context} tokens." if beyond else "")
+    ctx_note = ""
+    if beyond:
+        ctx_note = (f" {beyond['share']:.0%} of verify steps run beyond the draft's training length "
+                    f"of {draft_max_context} tokens")
+        ctx_note += (f" (accept length {beyond['within']:.2f} within, {beyond['beyond']:.2f} beyond)."
+                     if beyond["within"] is not None else ".")
     out: list[Finding] = []
 
     def add(cause, conf, *sentences):
@@ -793,8 +824,8 @@ def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, te
     if keep1 < T["healthy"]:
         conf = 0.6 if keep1 < 0.8 else 0.45
         candidates = {"quantization": conf, "wiring": conf - 0.15}
-        if beyond:
-            candidates["context_length"] = conf + 0.2 * beyond
+        if _context_boost(beyond) > 0:
+            candidates["context_length"] = conf - 0.1 + _context_boost(beyond)
         if sampling:
             candidates["sampling"] = conf + 0.1
         if acc_served is None:

@@ -229,7 +229,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     prompts = list(prompts)
     if not prompts:
         raise BenchError("no prompts to benchmark")
-    url = url.rstrip("/")
+    url = getattr(url, "url", url).rstrip("/")  # a url or an eagle3lab.server handle
     lost = threading.Event()
     opts = {"stream": stream}
     rows: list[dict] = []
@@ -288,6 +288,9 @@ SERVER_KEYS = ("num_steps", "topk", "num_draft_tokens", "fault", "faults", "quan
                "algorithm", "page_size", "attention_backend", "cuda_graph_max_bs",
                "max_running_requests")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
+# Lab faults that act without a draft (eagle3lab.engine.server.load_state keeps them when no
+# speculative algorithm is given): they belong to the no-speculation baseline too.
+NON_DRAFT_FAULTS = ("quant-int8", "quant-int4", "domain-shift", "long-context")
 _RESOLVE_KEYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "page_size",
                  "attention_backend", "cuda_graph_max_bs", "max_running_requests")
 _SERVER_INFO_KEYS = {"num_steps": "speculative_num_steps", "topk": "speculative_eagle_topk",
@@ -392,13 +395,14 @@ def _point_spec(point: dict, backend: str = "lab") -> dict:
             faults.append(f"quant-{quant}")
         else:
             spec["quantization"] = quant
+    faults = sorted(faults)
     if faults:
         spec["fault"] = ",".join(faults)
-    if point.get("baseline"):  # no speculation: keep only what changes the target itself
+    if point.get("baseline"):  # no speculation: keep only what changes the target or its inputs
         spec = {k: v for k, v in spec.items() if k == "quantization"}
-        quant_faults = [f for f in faults if f.startswith("quant-")]
-        if quant_faults:
-            spec["fault"] = ",".join(quant_faults)
+        kept = [f for f in faults if f.startswith("quant-") or f in NON_DRAFT_FAULTS]
+        if kept:
+            spec["fault"] = ",".join(kept)
     return spec
 
 
@@ -453,6 +457,8 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
     from tqdm.auto import tqdm
 
     points = grid_points(grid)
+    if backend == "sglang" and not urls and any(_point_spec(p, backend).get("fault") for p in points):
+        raise BenchError("faults are lab switches: use backend='lab' for a grid with 'fault'")
     if baseline:
         points = baseline_points(points, backend) + points
     out = Path(out) if out else None
@@ -479,7 +485,7 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
 
     try:
         if urls:
-            _sweep_urls(list(urls), todo, measure, finish)
+            _sweep_urls([getattr(u, "url", u) for u in urls], todo, measure, finish)
         else:
             for point in todo:
                 finish(point, _launched_point(point, measure, backend, model_path, draft_path,
@@ -510,7 +516,9 @@ def _launched_point(point, measure, backend, model_path, draft_path, extra_args,
             reported = _server_reported(srv.server_info())
             record = measure(srv.url, point)
     except server.ServerError as exc:
-        return {"failed": True, "error": str(exc).splitlines()[0], "wall_s": time.perf_counter() - started}
+        tail = [line for line in (getattr(exc, "log_tail", "") or "").splitlines() if line.strip()]
+        error = str(exc).splitlines()[0] + (f" ... {tail[-1].strip()}" if tail else "")
+        return {"failed": True, "error": error, "wall_s": time.perf_counter() - started}
     record["launch_s"] = launch_s
     record.update({f"server_{k}": v for k, v in reported.items()})
     return record

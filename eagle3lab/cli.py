@@ -13,7 +13,11 @@ COMMANDS = ["logs", "config", "wiring", "lab", "serve", "bench", "sweep", "patch
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eagle3lab", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="eagle3lab",
+        description="Find out why EAGLE-3 speculative decoding does not pay off: logs, config, "
+        "wiring, a real CPU lab, benchmarks and the rendered post-mortem.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:

@@ -240,6 +240,8 @@ def token_html(tokens: pd.DataFrame, title: str | None = None) -> str:
     optional, shown on hover).
     """
     _need(tokens, ["text", "kind"], "token view")
+    if "position" not in tokens and "depth" in tokens:  # eagle3lab.engine.bench tokens frame
+        tokens = tokens.assign(position=tokens["depth"].where(tokens["depth"] > 0))
     bad = set(tokens["kind"]) - set(TOKEN_KINDS) - set(_KIND_ALIASES)
     if bad:
         raise PlotError(f"unknown token kinds {sorted(bad)} (expected {TOKEN_KINDS})")

@@ -312,12 +312,19 @@ def _static_copy(nb):
             continue
         outputs = []
         for out in cell.get("outputs", []):
-            if WIDGET_MIME in out.get("data", {}):
-                outputs.append(nbformat.v4.new_output("display_data", data={"text/html": WIDGET_NOTE}))
-            else:
+            data = out.get("data", {})
+            if WIDGET_MIME not in data:
                 outputs.append(out)
+            elif not _is_progress_bar(data.get("text/plain", "")):
+                outputs.append(nbformat.v4.new_output("display_data", data={"text/html": WIDGET_NOTE}))
         cell.outputs = outputs
     return nb
+
+
+def _is_progress_bar(text) -> bool:
+    """A tqdm notebook bar's plain-text fallback ("  0%|          | 0/74 [...]")."""
+    text = "".join(text) if isinstance(text, list) else str(text)
+    return bool(re.search(r"\d+%\|", text))
 
 
 def render_html(nb, title: str | None = None, *, exclude_input: bool = False) -> str:
@@ -410,3 +417,30 @@ def _accepted_parameters(path: Path, declared: dict, params: dict[str, Any]) -> 
     if "LAB" not in declared:
         raise NotebookError(f"{path.name}: the parameters cell does not declare LAB")
     return {k: v for k, v in params.items() if k in declared}
+
+
+# --------------------------------------------------------------------------- screenshots
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync"]
+
+
+def screenshot(html_path: Path | str, png_path: Path | str, *, width: int = 1100, height: int = 1400,
+               full_page: bool = False, executable: str = CHROMIUM) -> Path:
+    """A PNG of a rendered page in headless Chromium (Playwright driving the system browser)."""
+    from playwright.sync_api import sync_playwright
+
+    html_path, png_path = Path(html_path).resolve(), Path(png_path)
+    if not Path(executable).exists():
+        raise EagleLabError(f"no Chromium at {executable} (Debian: apt-get install chromium)")
+    png_path.parent.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.goto(html_path.as_uri(), wait_until="load")
+            page.screenshot(path=str(png_path), full_page=full_page)
+        finally:
+            browser.close()
+    return png_path

@@ -24,7 +24,6 @@ import subprocess
 import sys
 import threading
 import time
-import weakref
 from pathlib import Path
 
 from eagle3lab.errors import EagleLabError
@@ -219,6 +218,10 @@ class Server:
                     return {}
         return {}
 
+    @property
+    def log_path(self) -> Path | None:
+        return self.log_file
+
     def logs(self, engine: str = "auto"):
         """The server log as ``eagle3lab.logs.read_log``'s DataFrame."""
         if self.log_file is None:
@@ -244,7 +247,7 @@ class Server:
         return f"{type(self).__name__}({self.url!r})"
 
 
-_LIVE: "weakref.WeakSet[ServerHandle]" = weakref.WeakSet()
+_LIVE: "set[ServerHandle]" = set()  # strong refs: a dropped handle is still stopped at exit
 
 
 @atexit.register

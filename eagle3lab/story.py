@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 # The seed's three launch configurations, in the order the investigator tried them.
@@ -268,6 +269,14 @@ def bench_prompts(lab: str, n: int, backend: str = "lab", prompt_tokens: int = 4
     return [text[:600] for text in lab_obj.heldout_texts(n)]
 
 
+def _int(value):
+    """An integer for display, None for a missing value."""
+    try:
+        return None if value is None or value != value else int(value)
+    except (TypeError, ValueError):
+        return value
+
+
 def _tidy(frame, labels: list[str]):
     """bench.sweep's rows as one row per label (baseline first)."""
     import pandas as pd
@@ -276,9 +285,9 @@ def _tidy(frame, labels: list[str]):
     for (_, row), label in zip(frame.iterrows(), labels):
         rows.append({
             "run": label,
-            "asked steps/topk/draft": None if label == BASELINE else (
-                row.get("asked_num_steps"), row.get("asked_topk"), row.get("asked_num_draft_tokens")),
-            "draft tokens run": row.get("server_num_draft_tokens", row.get("effective_num_draft_tokens")),
+            "asked steps/topk/draft": None if label == BASELINE else tuple(
+                _int(row.get(k)) for k in ("asked_num_steps", "asked_topk", "asked_num_draft_tokens")),
+            "draft tokens run": _int(row.get("server_num_draft_tokens", row.get("effective_num_draft_tokens"))),
             "tokens_per_s": row.get("tokens_per_s"),
             "accept_length": row.get("accept_length"),
             "speedup": row.get("speedup"),
@@ -426,3 +435,196 @@ def fix_sentence(measured, before: str, after: str) -> str:
             f"throughput from **{b['tokens_per_s']:.1f}** to **{a['tokens_per_s']:.1f} tok/s** "
             f"(no speculation: {base:.1f} tok/s). With the fix the server is "
             f"{_ratio_words(a['speedup'])} plain decoding.")
+
+
+# --------------------------------------------------------------------------- wiring (02)
+
+def show_matrix(matrix, rows: str, columns: str, title: str):
+    """Heatmap of a wiring_matrix with labelled axes (eagle3lab.wiring.plot_wiring_matrix)."""
+    import matplotlib.pyplot as plt
+
+    from eagle3lab.wiring import plot_wiring_matrix
+
+    matrix = matrix.copy()
+    matrix.index.name, matrix.columns.name = rows, columns
+    ax = plot_wiring_matrix(matrix, title=title)
+    fig = ax.figure
+    plt.close(fig)
+    return fig
+
+
+def accuracy_plot(accuracy, title: str = "Standalone accuracy by unrolled depth"):
+    """acc@1..k per wiring (evaluate_draft's frames, with a `wiring` column)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from eagle3lab.style import apply_style
+
+    apply_style()
+    fig, ax = plt.subplots()
+    sns.barplot(data=accuracy, x="depth", y="accuracy", hue="wiring", ax=ax)
+    ax.set(ylim=(0, 1), xlabel="unrolled depth j", ylabel="top-1 accuracy (acc@j)", title=title)
+    ax.legend(fontsize="small", title=None)
+    plt.close(fig)
+    return fig
+
+
+def accuracy_sentence(right, served) -> str:
+    """Prose for notebook 02 from two evaluate_draft frames."""
+    r1, s1 = float(right["accuracy"].iloc[0]), float(served["accuracy"].iloc[0])
+    k = int(right["depth"].max())
+    rk, sk = float(right["accuracy"].iloc[-1]), float(served["accuracy"].iloc[-1])
+    return (f"With the boundaries it was trained on, the draft's acc@1 is **{r1:.1%}** (acc@{k} "
+            f"**{rk:.1%}**); fed what the server feeds it, acc@1 is **{s1:.1%}** (acc@{k} **{sk:.1%}**). "
+            + ("The served wiring costs most of the draft's accuracy." if s1 < 0.5 * r1 else
+               "The served wiring costs little accuracy." if s1 > 0.9 * r1 else
+               "The served wiring costs a noticeable part of the draft's accuracy."))
+
+
+def load_target(target_dir=None, lab=None):
+    """(model, tokenizer) of a transformers target: the directory given, else the lab's."""
+    if target_dir is None:
+        return lab.target, lab.tokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(target_dir, torch_dtype="auto").eval()
+    return model, AutoTokenizer.from_pretrained(target_dir)
+
+
+# --------------------------------------------------------------------------- acceptance (04)
+
+@dataclass
+class ServedRun:
+    """A served configuration read back: the server log, and on the lab the engine's
+    per-step statistics for the same prompts (per-position acceptance needs them: SGLang logs
+    only the mean accept length)."""
+
+    log: Any
+    num_steps: int
+    effective_draft_tokens: int | None = None
+    steps: Any = None            # one row per verify step (lab engine)
+    tokens: Any = None           # one row per generated token (lab engine)
+    prompt_text: str | None = None
+    standalone_acc: list | None = None
+    cost_ratio: float | None = None
+    server_info: dict = field(default_factory=dict)
+
+    @property
+    def accept_length(self) -> float:
+        from eagle3lab import analysis
+
+        if self.steps is not None and len(self.steps):
+            return analysis.accept_length(self.steps)
+        lens = self.log["accept_len"].dropna()
+        return float(lens.mean()) if len(lens) else float("nan")
+
+    @property
+    def per_position(self):
+        """Conditional per-position acceptance with bootstrap CIs (None when unknown)."""
+        from eagle3lab import analysis
+
+        if self.steps is not None and len(self.steps):
+            return analysis.per_position(self.steps, k=self.num_steps)
+        if "per_position" in self.log and self.log["per_position"].map(
+                lambda v: isinstance(v, (list, tuple)) and len(v) > 0).any():
+            return analysis.per_position_from_log(self.log)
+        return None
+
+    @property
+    def observed(self):
+        """DataFrame(depth, accept_length[, speedup]) of this run, for depth plots."""
+        import pandas as pd
+
+        return pd.DataFrame({"depth": [self.num_steps], "accept_length": [self.accept_length]})
+
+    @property
+    def token_view(self):
+        """The first request's generation, token by token (plots.token_view)."""
+        import pandas as pd
+
+        from eagle3lab import plots
+
+        if self.tokens is None or not len(self.tokens):
+            return None
+        first = self.tokens[self.tokens["request"] == self.tokens["request"].min()]
+        kinds = {"prefill": "prompt", "draft": "accepted", "accepted": "accepted", "bonus": "bonus",
+                 "replacement": "replaced", "target": "replaced"}
+        rows = [] if self.prompt_text is None else [{"text": self.prompt_text, "kind": "prompt",
+                                                     "position": None}]
+        rows += [{"text": r.text, "kind": kinds.get(r.kind, "replaced"),
+                  "position": r.depth if r.depth else None} for r in first.itertuples()]
+        return plots.token_view(pd.DataFrame(rows), title="First request: how each token was produced")
+
+
+def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: str = "seed",
+                  faults=(), flags=(), num_prompts: int = 4, max_new_tokens: int = 64,
+                  eval_texts: int = 8, **_) -> ServedRun:
+    """Read a given log; or benchmark a running server and read `log_file`; or, on the lab,
+    serve `flags` + `faults`, benchmark it, read its log back, and run the same prompts through
+    the lab engine for per-step statistics and the draft's standalone accuracy."""
+    from eagle3lab import bench, logs, server
+    from eagle3lab.config import SpecConfig
+    from eagle3lab.errors import EagleLabError
+
+    cfg = SpecConfig.from_cli(list(flags)) if flags else SpecConfig()
+    if server_url or log_file:
+        if server_url:
+            if not log_file:
+                raise EagleLabError("with SERVER_URL, also set LOG_FILE (the server's log, as a file "
+                                    "this notebook can read) so the decode lines can be read back")
+            prompts = bench_prompts(lab, num_prompts, backend="sglang")
+            bench.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
+        log = logs.read_log(log_file)
+        return ServedRun(log, cfg.num_steps or 0, cfg.num_draft_tokens)
+
+    from eagle3lab.engine import run_bench
+    from eagle3lab.lab import evaluate_draft, load_lab
+
+    lab_obj = load_lab(lab)
+    prompts = lab_obj.heldout_prompts(num_prompts, 48)
+    resolved = cfg.resolve(engine="sglang", arch=target_arch(lab=lab))
+    spec = {"algorithm": cfg.algorithm, "num_steps": cfg.num_steps, "topk": cfg.topk,
+            "num_draft_tokens": cfg.num_draft_tokens, "fault": list(faults)}
+    with server.launch("lab", lab_obj.target_dir, lab_obj.draft_dir(draft), spec=spec,
+                       extra_args=(*LAB_SERVER_ARGS, "--decode-log-interval", "8")) as srv:
+        info = srv.server_info()
+        bench.run(srv.url, prompts, max_new_tokens=max_new_tokens, progress=False)
+        log = srv.logs()
+    result = run_bench(lab_obj, spec=resolved.triple, faults=list(faults), prompts=prompts,
+                       max_new_tokens=max_new_tokens, progress=False)
+    served_draft = lab_obj.load_draft(result.plan.draft_name)
+    acc = evaluate_draft(lab_obj, served_draft, lab_obj.heldout_texts(eval_texts),
+                         wiring=served_draft.train_boundaries, depth=resolved.num_steps)
+    return ServedRun(log, resolved.num_steps, info.get("speculative_num_draft_tokens", resolved.num_draft_tokens),
+                     steps=result.steps, tokens=result.tokens,
+                     prompt_text=lab_obj.tokenizer.decode(prompts[0]),
+                     standalone_acc=acc["accuracy"].tolist(),
+                     cost_ratio=result.costs.get("draft_over_target"), server_info=info)
+
+
+def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
+    """Prose for the log section: how many decode lines, accept length range, throughput."""
+    decode = log[log["kind"] == "decode"] if "kind" in log else log
+    lens = decode["accept_len"].dropna()
+    if not len(lens):
+        return "The log has no decode line with an accept length."
+    text = (f"The log has **{len(decode)}** decode lines; accept length ranges from **{lens.min():.2f}** "
+            f"to **{lens.max():.2f}** (mean **{lens.mean():.2f}**)")
+    if requested_draft_tokens:
+        text += f", out of at most {requested_draft_tokens} tokens per verify step"
+    tput = decode["gen_throughput"].dropna() if "gen_throughput" in decode else []
+    if len(tput):
+        text += f"; generation throughput averages **{tput.mean():.1f} tok/s**"
+    return text + "."
+
+
+def diagnosis_sentence(findings) -> str:
+    """The top findings, in words."""
+    if not findings:
+        return "No finding."
+    top = findings[0]
+    text = (f"Most likely cause: **{top.cause}** (confidence {top.confidence:.0%}). "
+            + " ".join(top.evidence) + f"\n\nNext check: {top.next_check}")
+    if len(findings) > 1:
+        text += "\n\nAlso considered: " + ", ".join(f"{f.cause} ({f.confidence:.0%})" for f in findings[1:])
+    return text

@@ -225,3 +225,15 @@ def test_cli_sweep_over_urls_resumes(fake_script, tmp_path):
                           "num_steps", "--out", str(out), "--prompts", str(prompts)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "KEY=V1,V2" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_point_flags_per_backend():
+    point = {"num_steps": 3, "topk": 1, "quantization": "int4", "fault": "wiring-seed", "concurrency": 4}
+    assert bench._point_spec(point, "lab") == {"num_steps": 3, "topk": 1, "fault": "quant-int4,wiring-seed"}
+    assert bench._point_spec({"num_steps": 2, "quantization": "fp8"}, "sglang") == {"num_steps": 2, "quantization": "fp8"}
+    # The no-speculation twin keeps only what changes the target, plus the request settings.
+    assert bench.baseline_points([point], "lab") == [{"baseline": True, "fault": "quant-int4", "concurrency": 4}]
+    argv = server.build_command("lab", "/t", "/d", spec=bench._point_spec(point, "lab"))
+    assert argv[argv.index("--fault") + 1] == "quant-int4" and argv.count("--fault") == 2
+    with pytest.raises(bench.BenchError, match="lab switches"):
+        bench.sweep({"fault": ["no-d2t"]}, ["x"], backend="sglang", model_path="/m", progress=False)

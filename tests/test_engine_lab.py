@@ -122,7 +122,7 @@ def test_bench_result_frames_and_summary(lab, prompts):
     s = r.summary()
     json.dumps(s)
     for key in ("accept_length", "per_position", "tokens_per_s", "baseline_tokens_per_s", "speedup",
-                "lossless", "c_draft_s", "c_verify_s", "predicted_speedup"):
+                "lossless", "c_draft_ms", "c_verify_ms", "predicted_speedup"):
         assert key in s
     steps = r.steps
     assert set(steps.columns) >= {"request", "step", "accepted", "accept_len", "drafted"}
@@ -133,9 +133,10 @@ def test_bench_result_frames_and_summary(lab, prompts):
     assert set(tokens["kind"]) <= {"prefill", "draft", "bonus", "replacement"}
     per_request = tokens.groupby("request").size()
     assert (per_request == 32).all()
-    # every verify step ends in exactly one bonus or replacement token
+    # every verify step ends in one bonus or replacement token (the last may be cut at 32)
     ends = tokens[tokens["kind"].isin(["bonus", "replacement"])].groupby("request").size()
-    assert (ends == r.steps.groupby("request").size()).all()
+    n_steps = r.steps.groupby("request").size()
+    assert ((ends == n_steps) | (ends == n_steps - 1)).all()
     drafts = tokens[tokens["kind"] == "draft"]
     assert drafts["depth"].between(1, 3).all()
 

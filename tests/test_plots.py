@@ -115,3 +115,11 @@ def test_plots_read_bench_sweep_columns():
     assert "observed" in fig.axes[0].get_legend_handles_labels()[1]
     fig = P.throughput_vs_depth(sweep, baseline_tokens_per_s=60.0)
     np.testing.assert_allclose(fig.axes[0].lines[0].get_ydata(), [80.0, 95.0, 90.0])
+
+
+def test_token_html_reads_engine_bench_tokens_frame():
+    frame = pd.DataFrame({"request": 0, "index": range(5), "text": ["a", "b", "c", "\n", "d"],
+                          "kind": ["prefill", "draft", "draft", "replacement", "bonus"],
+                          "depth": [0, 1, 2, 0, 0]})
+    html = P.token_html(frame)
+    assert "position 2" in html and html.count("e3l-accepted") == 2 and "↵" in html

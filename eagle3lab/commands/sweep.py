@@ -54,7 +54,7 @@ def run(args) -> int:
         model, draft = launch_target(args)
         df = bench.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
                          launch_timeout=args.timeout, **kwargs)
-    cols = [c for c in df.columns if c.startswith(("asked_", "effective_num", "server_"))]
+    cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
     cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed")
              if c in df]
     print(df[cols].to_string(index=False))

@@ -75,7 +75,7 @@ class BenchResult:
         k = self.spec.num_steps
         L = self.accept_length
         return {
-            "c_draft_s": c_draft, "c_verify_s": c_verify, "c_plain_step_s": c_plain,
+            "c_draft_ms": 1e3 * c_draft, "c_verify_ms": 1e3 * c_verify, "c_plain_step_ms": 1e3 * c_plain,
             "draft_over_target": c_draft / c_plain,
             "verify_over_plain": c_verify / c_plain,
             # speed-up = L / (1 + k * c_draft / c_target), c_target = one plain target step

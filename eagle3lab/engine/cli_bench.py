@@ -75,8 +75,8 @@ def run(args) -> int:
     print("per position    " + "  ".join(f"{p:.2f}" for p in s["per_position"]))
     print(f"tokens/s        spec {s['tokens_per_s']:.1f}   plain {s['baseline_tokens_per_s']:.1f}   "
           f"speed-up {s['speedup']:.2f}x")
-    print(f"costs           draft step {s['c_draft_s'] * 1e3:.2f} ms, verify {s['c_verify_s'] * 1e3:.2f} ms, "
-          f"plain step {s['c_plain_step_s'] * 1e3:.2f} ms; predicted L/(1+k*c_draft/c_target) = "
+    print(f"costs           draft step {s['c_draft_ms']:.2f} ms, verify {s['c_verify_ms']:.2f} ms, "
+          f"plain step {s['c_plain_step_ms']:.2f} ms; predicted L/(1+k*c_draft/c_target) = "
           f"{s['predicted_speedup']:.2f}x")
     print(f"lossless        {s['lossless']}")
     if args.json:

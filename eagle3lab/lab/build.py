@@ -43,9 +43,9 @@ PRESETS: dict[str, dict] = {
     "default": dict(
         seed=0, max_train_chars=3_000_000, max_heldout_chars=400_000, vocab_size=4096,
         hidden_size=128, num_layers=12, num_heads=2, num_kv_heads=1, intermediate_size=384,
-        seq_len=128, target_steps=1000, target_batch=16, target_lr=3e-3,
-        gen_sequences=768, prompt_tokens=48, gen_tokens=112, corpus_sequences=128,
-        draft_steps=240, draft_batch=12, draft_lr=3e-3, ttt_steps=7,
+        seq_len=128, target_steps=600, target_batch=16, target_lr=4e-3,
+        gen_sequences=512, prompt_tokens=32, gen_tokens=96, corpus_sequences=64,
+        draft_steps=220, draft_batch=8, draft_lr=4e-3, ttt_steps=7,
         draft_intermediate_size=512, draft_vocab_fraction=0.5, eval_windows=48,
         accept_prompts=24, accept_prompt_tokens=64, accept_new_tokens=128,
     ),
@@ -134,9 +134,11 @@ def warn_if_corpus_changed(root: Path) -> None:
 def build_lock(root: Path):
     """One build per folder at a time; others wait, then find it built."""
     import fcntl
+    import tempfile
 
     root.parent.mkdir(parents=True, exist_ok=True)
-    with open(root.parent / f".{root.name}.lock", "w") as fh:
+    tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:12]
+    with open(Path(tempfile.gettempdir()) / f"eagle3lab-build-{tag}.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -42,6 +42,7 @@ from eagle3lab.lab import load_lab
 lab = load_lab(LAB)
 draft_dir = DRAFT_DIR or lab.draft_dir("seed")
 target_dir = TARGET_DIR or lab.target_dir
+target, tokenizer = story.load_target(TARGET_DIR, lab)
 story.markdown(f"Target: `{target_dir}` ({lab.num_layers} layers) · draft: `{draft_dir}`")
 
 # %% [markdown]
@@ -76,11 +77,12 @@ story.markdown(
 %%needs eagle3lab.capture eagle3lab.wiring eagle3lab.lab.lab
 from eagle3lab import capture, plots
 
-ids = lab.heldout_prompts(1, 64)[0]
-train_b = list(report.train_boundaries)
-serve_b = list(report.serve_boundaries)
-train_capture = capture.capture(lab.target, ids, train_b)
-serve_capture = capture.capture(lab.target, ids, serve_b)
+texts = lab.heldout_texts(budget["eval_texts"])
+ids = tokenizer(texts[0], add_special_tokens=False)["input_ids"][:128]
+train_b = list(report.trained)
+serve_b = list(report.fed)
+train_capture = capture.capture(target, ids, train_b)
+serve_capture = capture.capture(target, ids, serve_b)
 matrix = wiring.wiring_matrix(train_capture, serve_capture)
 story.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
                   "Cosine similarity: training capture vs served capture")
@@ -95,11 +97,12 @@ story.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
 %%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
 from eagle3lab.lab import evaluate_draft
 
-draft = lab.load_draft("seed") if DRAFT_DIR is None else __import__("eagle3lab.lab", fromlist=["Eagle3Draft"]).Eagle3Draft.from_pretrained(DRAFT_DIR)
-texts = lab.heldout_texts(budget["eval_texts"])
+from eagle3lab.lab import Eagle3Draft
+
+draft = Eagle3Draft.from_pretrained(draft_dir)
 accuracy = pd.concat([
-    evaluate_draft(lab.target, draft, texts, wiring=train_b).assign(wiring=f"as trained {train_b}"),
-    evaluate_draft(lab.target, draft, texts, wiring=serve_b).assign(wiring=f"as served {serve_b}"),
+    evaluate_draft(target, draft, texts, wiring=train_b, tokenizer=tokenizer).assign(wiring=f"as trained {train_b}"),
+    evaluate_draft(target, draft, texts, wiring=serve_b, tokenizer=tokenizer).assign(wiring=f"as served {serve_b}"),
 ])
 accuracy
 

@@ -67,17 +67,26 @@ story.markdown(story.log_sentence(log, DRAFT_TOKENS))
 # forced, on held-out text) is the reference.
 
 # %%
-%%needs eagle3lab.engine eagle3lab.lab.lab
-per_pos = run.per_position
-served_rates = per_pos["rate"].tolist()
-standalone = run.standalone_acc
-plots.per_position_bars(per_pos, standalone=standalone,
-                        title="Served acceptance by draft position vs standalone accuracy")
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
+per_pos, standalone = run.per_position, run.standalone_acc
+if per_pos is None:
+    story.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
+                   "length); vLLM and llama.cpp logs, and the lab engine, do.*")
+else:
+    served_rates = per_pos["rate"].tolist()
+    display(per_pos)
+    display(plots.per_position_bars(per_pos, standalone=standalone,
+                                    title="Served acceptance by draft position vs standalone accuracy"))
 
 # %%
-%%needs eagle3lab.engine eagle3lab.lab.lab
-gap = analysis.gap_table(standalone, per_pos)
-plots.gap_plot(gap)
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
+if per_pos is not None and standalone is not None:
+    gap = analysis.gap_table(standalone, per_pos)
+    display(gap)
+    display(plots.gap_plot(gap))
+    story.markdown(f"Standalone accuracy predicts an accept length of "
+                   f"**{gap['accept_length_standalone'].iloc[-1]:.2f}** if it held when served; the served "
+                   f"per-position rates give **{gap['accept_length_served'].iloc[-1]:.2f}**.")
 
 # %% [markdown]
 # ## Accept length versus depth — interactive
@@ -89,7 +98,7 @@ plots.gap_plot(gap)
 %%needs eagle3lab.widgets
 from eagle3lab import widgets
 
-observed = run.observed if "run" in globals() and hasattr(run, "observed") else None
+observed = run.observed if "run" in globals() else None
 explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed,
                                       cost_ratio=story.cost_ratio(globals().get("run")))
 explorer
@@ -108,7 +117,7 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # each and the next check to run.
 
 # %%
-%%needs eagle3lab.engine eagle3lab.lab.lab
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
 findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
                              standalone_acc=standalone,
                              requested_draft_tokens=DRAFT_TOKENS,
@@ -116,7 +125,7 @@ findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
 analysis.findings_frame(findings)
 
 # %%
-%%needs eagle3lab.engine eagle3lab.lab.lab
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
 story.markdown(story.diagnosis_sentence(findings))
 
 # %% [markdown]
@@ -126,5 +135,5 @@ story.markdown(story.diagnosis_sentence(findings))
 # accepted chain; red: the target's token that replaced a rejected draft.
 
 # %%
-%%needs eagle3lab.engine eagle3lab.lab.lab
-run.token_view
+%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
+run.token_view if run.token_view is not None else story.markdown("*Token provenance needs the lab engine.*")

@@ -1,0 +1,211 @@
+"""A real browser: JupyterLab runs notebook 04 in headless Chromium, a slider of the
+acceptance-versus-depth widget is moved and the plot must change; then the rendered HTML
+report is opened in the same browser and every image must load.
+
+Debian's chromium (/usr/bin/chromium; scripts/test.sh installs it) driven by Playwright.
+The screenshot lands in artifacts/ (gitignored) as the test's artifact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from eagle3lab import report
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "artifacts"
+NOTEBOOK = "04_accept_length_analysis.ipynb"
+TOKEN = "eagle3lab-browser-test"
+RUN_ALL_TIMEOUT_S = 420
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    """PIDs whose command line mentions `text` (kernels carry their runtime dir's path)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="ignore")
+            except OSError:
+                continue
+            if text in cmdline:
+                pids.append(int(entry.name))
+    return pids
+
+
+def _wait_http(url: str, timeout: float, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"jupyter lab did not answer {url} in {timeout} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    """JupyterLab on 127.0.0.1 with its own config/runtime/workspace dirs, serving a copy of
+    notebook 04 parameterised for the ci lab (the repo's notebook is never written)."""
+    root = tmp_path_factory.mktemp("jlab")
+    work, home = root / "work", root / "home"
+    work.mkdir()
+    home.mkdir()
+    nb = report.inject_parameters(report.read_notebook(REPO / "notebooks" / NOTEBOOK), {"LAB": "ci"})
+    nbformat.write(nb, work / NOTEBOOK)
+    runtime = root / "runtime"
+    # Render every cell (JupyterLab 4 only renders the cells in view by default).
+    tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+           "IPYTHONDIR": str(home / "ipython"), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    port = _free_port()
+    log = root / "jupyter.log"
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+           f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={work}",
+           "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=None",
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--LabApp.extension_manager=readonly", "--ServerApp.allow_root=True"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=work,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(f"{url}/api/status?token={TOKEN}", 90, proc, log)
+        yield {"url": url, "work": work, "runtime": runtime}
+    finally:
+        try:  # the server shuts its kernels down first
+            req = urllib.request.Request(f"{url}/api/shutdown?token={TOKEN}", method="POST")
+            urllib.request.urlopen(req, timeout=10)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        leftovers = _processes_mentioning(str(runtime))
+        for pid in leftovers:
+            os.kill(pid, signal.SIGKILL)
+        assert not leftovers, f"kernel processes outlived jupyter lab: {leftovers}"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert Path(report.CHROMIUM).exists(), "chromium missing: apt-get install chromium"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=report.CHROMIUM, args=report.CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+NOTEBOOK_JSON = "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;" \
+                " return w && w.context ? w.context.model.toJSON() : null; }"
+KERNEL_STATUS = "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;" \
+                " const k = w && w.sessionContext && w.sessionContext.session &&" \
+                " w.sessionContext.session.kernel; return k ? k.status : null; }"
+
+
+def _wait_for(page, predicate, timeout_s: float, what: str, poll_s: float = 1.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        page.wait_for_timeout(int(poll_s * 1000))
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def _all_cells_ran(page):
+    nb = page.evaluate(NOTEBOOK_JSON)
+    if not nb or page.evaluate(KERNEL_STATUS) != "idle":
+        return None
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    if errors:
+        raise AssertionError(f"a cell failed in JupyterLab: {errors[0].get('ename')}: {errors[0].get('evalue')}")
+    return nb if all(c.get("execution_count") for c in code) else None
+
+
+def _slider(page, description: str):
+    """The ipywidgets slider whose description label reads exactly `description`."""
+    label = page.locator(".widget-label", has_text=re.compile(rf"^\s*{re.escape(description)}\s*$"))
+    return page.locator(".widget-slider").filter(has=label).first
+
+
+def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, browser, tmp_path):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{lab_server['url']}/lab/tree/{NOTEBOOK}?token={TOKEN}")
+    _wait_for(page, lambda: page.evaluate(KERNEL_STATUS) == "idle", 120, "the kernel to start")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    nb = _wait_for(page, lambda: _all_cells_ran(page), RUN_ALL_TIMEOUT_S, "all cells to run", poll_s=2)
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+               for c in nb["cells"] for o in c.get("outputs", [])), "no widget was displayed"
+
+    depth = _slider(page, "depth")
+    try:
+        depth.scroll_into_view_if_needed(timeout=30_000)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "browser_04_failure.png"), full_page=True)
+        raise
+    image = page.locator(".widget-image").first
+    summary = depth.locator("xpath=ancestor::div[contains(@class,'widget-vbox')][1]").locator(".widget-html").first
+    before_src, before_text = image.get_attribute("src"), summary.inner_text()
+    assert before_src and before_text, "the widget shows no plot or no summary"
+    handle = depth.locator(".noUi-handle").first
+    handle.focus()
+    for _ in range(2):
+        handle.press("ArrowRight")
+    _wait_for(page, lambda: image.get_attribute("src") != before_src, 30, "the plot to be redrawn", 0.25)
+    after_text = summary.inner_text()
+    assert after_text != before_text, "the summary did not change with the depth slider"
+    # the summary names the depth: it moved up by the two key presses
+    depths = [int(re.search(r"at depth (\d+)", t).group(1)) for t in (before_text, after_text)]
+    assert depths[1] == depths[0] + 2
+    image.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "browser_04_widget.png"))
+
+    # The rendered report of the same notebook, in the same browser.
+    out = tmp_path / "report"
+    result = report.build_report(out=out, lab="ci", only=["04"], progress=False, log=lambda m: None)
+    assert result.ok, result.errors
+    page.goto(result.index_path.resolve().as_uri(), wait_until="load")
+    sizes = page.evaluate("() => Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
+    assert len(sizes) >= 3, f"expected the report's plots, found {len(sizes)} images"
+    assert all(done and width > 0 for done, width in sizes), sizes
+    page.screenshot(path=str(ARTIFACTS / "browser_report.png"))
+    page.close()
