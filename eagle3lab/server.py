@@ -410,7 +410,7 @@ def _wait_healthy(handle: ServerHandle, timeout: float) -> None:
                 f"{handle.backend} server not healthy at {handle.url}/health after {timeout:.0f} s "
                 f"(log {handle.log_file}); last lines:\n{log_tail}", log_tail)
         time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+        delay = min(delay * 1.5, 0.2)
 
 
 def connect(url: str, log_file=None, timeout: float = 30.0) -> Server:

@@ -73,7 +73,8 @@ if per_pos is None:
     story.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
                    "length); vLLM and llama.cpp logs, and the lab engine, do.*")
 else:
-    served_rates = per_pos["rate"].tolist()
+    # a position no step reached has no rate: count it as never accepted
+    served_rates = per_pos["rate"].fillna(0.0).tolist()
     display(per_pos)
     display(plots.per_position_bars(per_pos, standalone=standalone,
                                     title="Served acceptance by draft position vs standalone accuracy"))
