@@ -145,6 +145,11 @@ class Runner:
             return [tok(t, add_special_tokens=False)["input_ids"][:tokens]
                     for t in domain_shift_texts(n, seed=1 if self.args.holdout else 0)]
         if self.args.holdout:
+            available = sum(len(tok(t, add_special_tokens=False)["input_ids"]) >= tokens
+                            for t in self.lab.heldout_texts())
+            if available < 2 * n:
+                raise SystemExit(f"--holdout needs 2 x --prompts held-out passages of {tokens} "
+                                 f"tokens; this lab has {available}: use --prompts {available // 2}")
             return self.lab.heldout_prompts(2 * n, tokens)[n:]
         return self.lab.heldout_prompts(n, tokens)
 
@@ -232,9 +237,9 @@ def score(scenario, findings, silent=frozenset()) -> tuple[bool, bool]:
 
 
 def silent_faults(observations: dict) -> set[str]:
-    """Faults whose solo run is statistically indistinguishable from the fault-free run at the
-    same temperature: accept length within 10 % of the speculative gain and every position
-    within 0.1. Such a fault cannot be diagnosed from acceptance statistics on this lab."""
+    """Faults that do no measurable harm alone on this lab: against the fault-free run at the
+    same temperature, accept length is not lower by more than 10 % of the speculative gain and
+    position 1 (the best-sampled position) is not lower by 0.1 or more. Acceptance statistics cannot name a harmless fault."""
     silent = set()
     for scenario, obs in observations.items():
         if len(scenario) != 1 or scenario[0] in ("none", "sampled", "config-adjusted"):
@@ -243,9 +248,8 @@ def silent_faults(observations: dict) -> set[str]:
         if ref is None:
             continue
         gain = max(ref["accept_len"] - 1, 1e-9)
-        diffs = [abs(a - b) for a, b in zip(obs["per_position"], ref["per_position"])
-                 if a is not None and b is not None]
-        if abs(obs["accept_len"] - ref["accept_len"]) <= 0.1 * gain and max(diffs, default=0) < 0.1:
+        first_drop = (ref["per_position"][0] or 0) - (obs["per_position"][0] or 0)
+        if ref["accept_len"] - obs["accept_len"] <= 0.1 * gain and first_drop < 0.1:
             silent.add(scenario[0])
     return silent
 

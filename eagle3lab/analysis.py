@@ -500,6 +500,17 @@ def best_depth(cost: CostModel, rates=None, a: float | None = None,
             "speedup": float(best["speedup"]), "accept_length": float(best["accept_length"])}
 
 
+def best_depths(cost_models: pd.DataFrame, rates=None, a: float | None = None,
+                max_depth: int | None = None, by: str = "batch_size") -> pd.DataFrame:
+    """best_depth for each fitted cost model (fit_cost_models' frame): the depth to use per
+    batch size, given one acceptance profile."""
+    rows = []
+    for row in cost_models.itertuples(index=False):
+        best = best_depth(row.model, rates=rates, a=a, max_depth=max_depth)
+        rows.append({by: getattr(row, by), **best, "ratio": row.ratio})
+    return pd.DataFrame(rows)
+
+
 # --------------------------------------------------------------------------- diagnosis
 
 @dataclass
@@ -589,7 +600,7 @@ def _fmt(values) -> str:
 # (benchmarks/validate_diagnosis.py prints them per fault). Ratios are served / standalone.
 THRESHOLDS = {
     "zero": 0.03,          # position-1 acceptance below this: ids do not even match (vocab map)
-    "dead": 0.35,          # position 1 keeps < 35 % of the reference acc@1: wrong inputs
+    "dead": 0.4,           # position 1 keeps < 40 % of the reference acc@1: wrong inputs
     "dead_abs": 0.15,      # ... or position 1 below 15 % when no standalone accuracy is known
     "collapse": 0.3,       # later positions pooled < 30 % of position 1: the multi-step path
     "sag": 0.7,            # later positions pooled < 70 % of position 1: a weaker tail
@@ -641,8 +652,7 @@ def diagnose(per_position=None, accept_len: float | None = None,
     change such as a quantized target). context_lengths: per-step context lengths aligned with
     ``steps`` (or a ``context_length`` column in steps). temperature: the sampling temperature.
     draft_max_context: the longest sequence the draft was trained on (its training seq_len).
-    The reference for "how much does serving keep" is standalone_acc_served when given (same
-    text as served), else standalone_acc.
+    Served rates are compared with standalone_acc when given (else standalone_acc_served).
     """
     if steps is not None:
         per_position = per_position if per_position is not None else _per_position_table(steps, depth)
@@ -737,14 +747,20 @@ def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, te
     T = THRESHOLDS
     acc_train = as_accuracy(standalone_acc)
     acc_served = as_accuracy(standalone_acc_served)
-    reference = acc_served if acc_served is not None else acc_train
+    sampling = temperature is not None and temperature > 0
+    # sampled text is harder for a greedy evaluation by construction: no prompt-shift test on it
+    shift_test = acc_served is not None and acc_train is not None and not sampling
+    # Served position-1 acceptance is measured where chains start -- right after a rejection,
+    # at the harder tokens -- so it runs below a teacher-forced acc@1 on the same text (measured
+    # on the ci lab: 0.6-1.3x for a healthy draft). The training evaluation is the steadier
+    # reference; the served-text evaluation is used to tell whether the served text is harder.
+    reference = acc_train if acc_train is not None else acc_served
     sig = acceptance_signature(rates, reference)
     c1, keep1, keep = sig["c1"], sig["keep1"], sig["keep"]
-    sampling = temperature is not None and temperature > 0
     head = (f"Served conditional acceptance by position is {_fmt(rates)} (accept length "
             f"{accept_len:.2f} at depth {depth}).")
-    ref_name = "the draft's own acc@1 on the served text" if acc_served is not None else \
-        "its standalone acc@1"
+    ref_name = "its standalone acc@1" if acc_train is not None else \
+        "the draft's own acc@1 on the served text"
     ref = f" against {ref_name} of {sig['acc1']:.1%}" if keep1 is not None else ""
     ctx_note = ""
     if beyond:
@@ -818,7 +834,7 @@ def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, te
                         "serve-side change look alike.")
         return out
 
-    compare = (f"Served rates keep {keep:.0%} of {'the served-text' if acc_served is not None else 'the standalone'} "
+    compare = (f"Served rates keep {keep:.0%} of {'the standalone' if acc_train is not None else 'the served-text'} "
                f"accuracy on average ({keep1:.0%} at position 1).")
     # 3. Position 1 itself below its reference: something on the serving side (or the prompts).
     if keep1 < T["healthy"]:
@@ -826,18 +842,17 @@ def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, te
         candidates = {"quantization": conf, "wiring": conf - 0.15}
         if _context_boost(beyond) > 0:
             candidates["context_length"] = conf - 0.1 + _context_boost(beyond)
-        if sampling:
-            candidates["sampling"] = conf + 0.1
-        if acc_served is None:
+        if sampling:  # the cheapest explanation to rule out, the more so the larger the drop
+            candidates["sampling"] = conf + (0.3 if keep1 < 0.5 else 0.1)
+        if not shift_test:
             candidates["distribution_shift"] = conf - 0.05
-        elif acc_train is not None and acc_served[0] < T["healthy"] * acc_train[0]:
+        elif acc_served[0] < T["healthy"] * acc_train[0]:
             candidates["distribution_shift"] = conf + 0.1
             compare += (f" On the served text the draft's own acc@1 is {acc_served[0]:.1%}, against "
                         f"{acc_train[0]:.1%} on its evaluation data.")
         for cause, c in candidates.items():
             add(cause, c, compare + (ctx_note if cause == "context_length" else ""), REASONS[cause])
-    elif acc_served is not None and acc_train is not None and \
-            acc_served[0] < T["healthy"] * acc_train[0]:
+    elif shift_test and acc_served[0] < T["healthy"] * acc_train[0]:
         add("distribution_shift", 0.7, compare + f" Serving loses nothing, but on the served text "
             f"the draft's own acc@1 is {acc_served[0]:.1%}, against {acc_train[0]:.1%} on its "
             "evaluation data.", REASONS["distribution_shift"])

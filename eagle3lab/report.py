@@ -340,6 +340,20 @@ def render_html(nb, title: str | None = None, *, exclude_input: bool = False) ->
     return _REMOTE_SCRIPT.sub("", html)
 
 
+HEADLINE_KEY = "eagle3lab_headline"  # output metadata set by eagle3lab.story.headline
+
+
+def headlines(nb) -> list[str]:
+    """The Markdown outputs a notebook marked as headlines, in order."""
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("metadata", {}).get(HEADLINE_KEY) and "text/markdown" in out.get("data", {}):
+                text = out["data"]["text/markdown"]
+                found.append("".join(text) if isinstance(text, list) else text)
+    return found
+
+
 def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem", intro: str = ""):
     """All executed notebooks as one, after a summary table linking the per-notebook pages."""
     import nbformat
@@ -350,6 +364,10 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
         page = f"[{run.html_path.name}]({run.html_path.name})" if run.html_path else ""
         rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s | {page} |")
     header = f"# {title}\n\n{intro}\n\n" + "\n".join(rows)
+    glance = [f"**[{run.name}](#{run.name})**\n\n" + "\n\n".join(texts)
+              for run in runs if (texts := headlines(run.notebook))]
+    if glance:
+        header += "\n\n## At a glance\n\n" + "\n\n".join(glance)
     cells = [nbformat.v4.new_markdown_cell(header)]
     for n, run in enumerate(runs):
         cells.append(nbformat.v4.new_markdown_cell(f'<a id="{run.name}"></a>\n\n---'))

@@ -5,8 +5,6 @@ library module lives here, so it is tested like the rest.
 
 from __future__ import annotations
 
-import ast
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -38,57 +36,11 @@ def budget(lab: str, **overrides) -> dict[str, int]:
     return base
 
 
-def missing_modules(names: Iterable[str]) -> list[str]:
-    """The eagle3lab modules among `names` that cannot be imported in this checkout."""
-    missing = []
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-                missing.append(name)
-            else:
-                raise
-    return missing
-
-
 def markdown(text: str):
     """Display Markdown from a notebook (figures interpolated by the caller, never typed in)."""
     from IPython.display import Markdown, display
 
     display(Markdown(text))
-
-
-def run_source(source: str, namespace: dict) -> Any:
-    """Execute cell source in `namespace`, returning the value of a final expression (as a cell)."""
-    tree = ast.parse(source)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-    exec(compile(tree, "<cell>", "exec"), namespace)
-    if last is not None:
-        return eval(compile(ast.Expression(last.value), "<cell>", "eval"), namespace)
-    return None
-
-
-def needs(line: str, cell: str):
-    """Cell magic ``%%needs eagle3lab.engine eagle3lab.server``: run the cell when those modules
-    exist in this checkout, otherwise say which are still missing (the notebook keeps going)."""
-    from IPython import get_ipython
-    from IPython.display import display
-
-    missing = missing_modules(line.split())
-    if missing:
-        markdown(f"*This step needs {', '.join(f'`{m}`' for m in missing)}, "
-                 "which this checkout does not have yet.*")
-        return None
-    value = run_source(cell, get_ipython().user_ns)
-    if value is not None:
-        display(value)
-    return None
-
-
-def load_ipython_extension(ipython) -> None:
-    """``%load_ext eagle3lab.story`` registers the %%needs magic."""
-    ipython.register_magic_function(needs, magic_kind="cell", magic_name="needs")
 
 
 # --------------------------------------------------------------------------- display helpers
@@ -107,12 +59,14 @@ def short_path(path) -> str:
 
 
 def show_diff(diff_text: str, max_lines: int = 400):
-    """Display a unified diff as a highlighted code block (or say there is nothing to change)."""
+    """Display a unified diff, highlighted (or say there is nothing to change)."""
+    from IPython.display import Code, display
+
     if not diff_text.strip():
         return markdown("*No change: this SGLang already does what the patch would.*")
     lines = diff_text.splitlines()
     more = f"\n... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else ""
-    return markdown("```diff\n" + "\n".join(lines[:max_lines]) + more + "\n```")
+    display(Code("\n".join(lines[:max_lines]) + more, language="diff"))
 
 
 # --------------------------------------------------------------------------- SGLang sources
@@ -416,7 +370,7 @@ def flag_set_sentence(measured) -> str:
     base = measured.loc[BASELINE, "tokens_per_s"]
     lines = [f"Without speculation the lab server decodes **{base:.1f} tok/s**."]
     for label, row in measured.drop(index=BASELINE).iterrows():
-        lines.append(f"- *{label}*: {row['draft tokens run']} draft tokens verified per step, accept "
+        lines.append(f"- *{label}*: {_int(row['draft tokens run'])} draft tokens verified per step, accept "
                      f"length **{row['accept_length']:.2f}**, **{row['tokens_per_s']:.1f} tok/s** — "
                      f"{_ratio_words(row['speedup'])} no speculation.")
     best = measured.drop(index=BASELINE)["speedup"].max()
@@ -474,8 +428,10 @@ def accuracy_sentence(right, served) -> str:
     r1, s1 = float(right["accuracy"].iloc[0]), float(served["accuracy"].iloc[0])
     k = int(right["depth"].max())
     rk, sk = float(right["accuracy"].iloc[-1]), float(served["accuracy"].iloc[-1])
-    return (f"With the boundaries it was trained on, the draft's acc@1 is **{r1:.1%}** (acc@{k} "
-            f"**{rk:.1%}**); fed what the server feeds it, acc@1 is **{s1:.1%}** (acc@{k} **{sk:.1%}**). "
+    deep_r = f" (acc@{k} **{rk:.1%}**)" if k > 1 else ""
+    deep_s = f" (acc@{k} **{sk:.1%}**)" if k > 1 else ""
+    return (f"With the boundaries it was trained on, the draft's acc@1 is **{r1:.1%}**{deep_r}; fed what "
+            f"the server feeds it, acc@1 is **{s1:.1%}**{deep_s}. "
             + ("The served wiring costs most of the draft's accuracy." if s1 < 0.5 * r1 else
                "The served wiring costs little accuracy." if s1 > 0.9 * r1 else
                "The served wiring costs a noticeable part of the draft's accuracy."))
@@ -618,13 +574,214 @@ def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     return text + "."
 
 
-def diagnosis_sentence(findings) -> str:
-    """The top findings, in words."""
+def diagnosis_sentence(findings, short: bool = False) -> str:
+    """The top findings, in words (`short`: the top cause and its confidence only)."""
     if not findings:
         return "No finding."
     top = findings[0]
+    if short:
+        return (f"Diagnosis from the served statistics alone: **{top.cause}** "
+                f"(confidence {top.confidence:.0%}).")
     text = (f"Most likely cause: **{top.cause}** (confidence {top.confidence:.0%}). "
             + " ".join(top.evidence) + f"\n\nNext check: {top.next_check}")
     if len(findings) > 1:
         text += "\n\nAlso considered: " + ", ".join(f"{f.cause} ({f.confidence:.0%})" for f in findings[1:])
     return text
+
+
+# --------------------------------------------------------------------------- what-if sweeps (05)
+
+SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
+
+
+def _bench_row(result, **extra) -> dict:
+    """One tidy row from an engine BenchResult: speed, acceptance, conditional per-position."""
+    from eagle3lab import analysis
+
+    s = result.summary()
+    rates = analysis.per_position(result.steps, k=result.spec.num_steps, n_boot=200)["rate"] \
+        if len(result.steps) else []
+    return {**extra, "draft": s["draft"], "num_steps": s["num_steps"], "topk": s["topk"],
+            "num_draft_tokens": s["num_draft_tokens"], "accept_length": s["accept_length"],
+            "tokens_per_s": s["tokens_per_s"], "baseline_tokens_per_s": s["baseline_tokens_per_s"],
+            "speedup": s["speedup"], "lossless": s["lossless"],
+            "per_position": [round(float(r), 3) for r in rates],
+            "draft_over_target": s.get("draft_over_target")}
+
+
+def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_tokens: int = 64,
+                **_):
+    """Each lab fault alone at the seed's configuration, plus the healthy draft (no fault) and
+    the seed after its fix; the engine decodes the same held-out prompts with and without
+    speculation, interleaved, so each row carries its own speed-up."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from eagle3lab.engine import make_lab_engine, run_bench
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(lab, progress=False)
+    cases = [("healthy (no fault)", [])] + [(f, [f]) for f in dict.fromkeys([SEED_AFTER_FIX, *faults])]
+    rows = []
+    for name, fault_list in tqdm(cases, desc="faults", leave=False, disable=True):
+        engine, _ = make_lab_engine(lab_obj, fault_list)
+        result = run_bench(lab_obj, spec=spec, faults=fault_list, engine=engine, n_prompts=num_prompts,
+                           max_new_tokens=max_new_tokens, progress=False)
+        rows.append(_bench_row(result, hypothesis=name))
+    return pd.DataFrame(rows).set_index("hypothesis")
+
+
+def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"):
+    """Accept length and speed-up per hypothesis, and conditional acceptance by position."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from eagle3lab.style import COLORS, apply_style
+
+    apply_style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    y = np.arange(len(table))
+    colors = [COLORS["accepted"] if name.startswith("healthy") else
+              COLORS["rejected"] if name == SEED_AFTER_FIX else COLORS["observed"] for name in table.index]
+    left.barh(y, table["accept_length"], color=colors)
+    for yi, (al, sp) in enumerate(zip(table["accept_length"], table["speedup"])):
+        left.annotate(f"{al:.2f} ({sp:.2f}×)", (al, yi), xytext=(3, 0), textcoords="offset points",
+                      va="center", fontsize="small")
+    left.set_yticks(y, table.index)
+    left.invert_yaxis()
+    left.set(xlabel="accept length (speed-up over no speculation)", title="Accept length")
+    for (name, row), color in zip(table.iterrows(), colors):
+        rates = row["per_position"]
+        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=name, color=color
+                   if color != COLORS["observed"] else None, lw=2.5 if color != COLORS["observed"] else 1.2)
+    right.set(xlabel="draft position", ylabel="P(accept | earlier accepted)", ylim=(-0.02, 1.02),
+              title="Where the chain breaks")
+    right.legend(fontsize="x-small", ncol=2)
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def closest_hypothesis(table, reference: str = SEED_AFTER_FIX) -> tuple[str, float]:
+    """The hypothesis whose per-position profile is nearest the reference's (mean |difference|)."""
+    import numpy as np
+
+    ref = np.nan_to_num(np.asarray(table.loc[reference, "per_position"], dtype=float))
+    best, best_d = None, float("inf")
+    for name, row in table.drop(index=reference).iterrows():
+        if name.startswith("healthy"):
+            continue
+        rates = np.nan_to_num(np.asarray(row["per_position"], dtype=float))
+        n = min(len(rates), len(ref))
+        d = float(np.mean(np.abs(rates[:n] - ref[:n]))) if n else float("inf")
+        if d < best_d:
+            best, best_d = name, d
+    return best, best_d
+
+
+def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
+    """Which hypothesis reproduces the seed-after-fix signature, and what the healthy draft gets."""
+    ref = table.loc[reference]
+    name, distance = closest_hypothesis(table, reference)
+    healthy = table.loc[[n for n in table.index if n.startswith("healthy")][0]]
+    return (f"The seed after its fix (`{reference}`) accepts **{ref['accept_length']:.2f}** tokens per step "
+            f"(per position {ref['per_position']}) for a speed-up of **{ref['speedup']:.2f}×**. "
+            f"Of the other hypotheses, **{name}** has the closest per-position profile "
+            f"(mean difference {distance:.2f}): accept length {table.loc[name, 'accept_length']:.2f}, "
+            f"per position {table.loc[name, 'per_position']}. "
+            f"The healthy draft — trained with training-time test, served with the wiring it was "
+            f"trained on — accepts **{healthy['accept_length']:.2f}** at the same configuration, a "
+            f"speed-up of **{healthy['speedup']:.2f}×**.")
+
+
+def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
+    """(num_steps, topk, num_draft_tokens) points: chains at each depth, then the given trees."""
+    return [(int(s), 1, int(s) + 1) for s in chain_steps] + [tuple(int(x) for x in t) for t in trees]
+
+
+def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, num_prompts: int = 4,
+                 max_new_tokens: int = 64, version: str = "0.5.23", **_):
+    """Measure each configuration of `grid`: on the lab engine (healthy draft, interleaved
+    baseline), or spread over running servers (`urls`) with eagle3lab.bench.sweep."""
+    import pandas as pd
+
+    from eagle3lab.config import SpecConfig
+
+    if urls:
+        from eagle3lab import bench
+
+        points = [{"algorithm": "EAGLE3", "num_steps": s, "topk": t, "num_draft_tokens": d}
+                  for s, t, d in grid]
+        frame = bench.sweep(points, bench_prompts(lab, num_prompts, backend="sglang"),
+                            max_new_tokens=max_new_tokens, urls=list(urls), out=file, progress=False,
+                            baseline=True)
+        base = frame[frame["asked_baseline"].eq(True)]["tokens_per_s"].mean()
+        frame = frame[~frame["asked_baseline"].eq(True)].rename(columns={
+            "effective_num_steps": "num_steps", "effective_topk": "topk",
+            "effective_num_draft_tokens": "num_draft_tokens"})
+        return frame.assign(baseline_tokens_per_s=base)
+    from eagle3lab.engine import make_lab_engine, run_bench
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(lab, progress=False)
+    faults = [] if draft == "healthy" else ["no-ttt"] if draft == "no-ttt" else [SEED_AFTER_FIX]
+    engine, _ = make_lab_engine(lab_obj, faults)
+    rows = []
+    for s, t, d in grid:
+        res = SpecConfig(num_steps=s, topk=t, num_draft_tokens=d).resolve(engine="sglang", version=version)
+        result = run_bench(lab_obj, spec=res.triple, faults=faults, engine=engine, n_prompts=num_prompts,
+                           max_new_tokens=max_new_tokens, progress=False)
+        rows.append(_bench_row(result, asked=(s, t, d), changed=res.differs))
+    return pd.DataFrame(rows)
+
+
+def chain_rows(sweep):
+    """The chain (topk = 1) points of a sweep, as plots.throughput_vs_depth wants them."""
+    chains = sweep[sweep["topk"] == 1].rename(columns={"num_steps": "depth"})
+    return chains.sort_values("depth")
+
+
+def winner_sentence(sweep) -> str:
+    """The measured best configuration and its speed-up."""
+    best = sweep.loc[sweep["speedup"].idxmax()]
+    worst = sweep.loc[sweep["speedup"].idxmin()]
+    return (f"Best measured configuration: **{int(best['num_steps'])} steps, topk {int(best['topk'])}, "
+            f"{int(best['num_draft_tokens'])} draft tokens** — accept length **{best['accept_length']:.2f}**, "
+            f"**{best['tokens_per_s']:.1f} tok/s** against {best['baseline_tokens_per_s']:.1f} without "
+            f"speculation: a speed-up of **{best['speedup']:.2f}×**. The worst point "
+            f"({int(worst['num_steps'])}/{int(worst['topk'])}/{int(worst['num_draft_tokens'])}) "
+            f"reaches {worst['speedup']:.2f}×.")
+
+
+# --------------------------------------------------------------------------- headlines
+
+def headline(text: str):
+    """Display Markdown and mark it as a headline: the rendered post-mortem (eagle3lab.report)
+    repeats every headline at the top of the page, under the notebook it came from."""
+    from IPython.display import Markdown, display
+
+    from eagle3lab.report import HEADLINE_KEY
+
+    display(Markdown(text), metadata={HEADLINE_KEY: True})
+
+
+def warnings_table(resolved):
+    """Each distinct engine warning once, with the flag sets that trigger it."""
+    import pandas as pd
+
+    seen: dict[str, list[str]] = {}
+    for label, row in resolved.iterrows():
+        for warning in row["warnings"]:
+            seen.setdefault(warning, []).append(label)
+    return pd.DataFrame({"SGLang warns": list(seen), "for": ["; ".join(v) for v in seen.values()]})
+
+
+def resolution_sentence(resolved) -> str:
+    """Which flag sets run something else than asked, in words."""
+    changed = resolved[resolved["changed"]]
+    if not len(changed):
+        return "Every flag set runs as asked."
+    parts = [f"*{label}* asks for {row['asked steps/topk/draft'][2]} draft tokens but runs "
+             f"**{row['num_draft_tokens']}**" for label, row in changed.iterrows()]
+    return "; ".join(parts) + " — with one warning line in the server log and nothing else."

@@ -260,7 +260,7 @@ def test_diagnose_context_beyond_training_length_ranks_context_first():
     ctx = np.repeat([50, 200], 100)
     accepted = np.where(ctx > 100, np.arange(200) % 2, 3)  # AL 4 within 100 tokens, 1.5 beyond
     steps = pd.DataFrame({"accepted": accepted, "context_length": ctx})
-    kwargs = dict(per_position=[0.48, 0.9, 0.95], standalone_acc_served=[0.66, 0.6, 0.56],
+    kwargs = dict(per_position=[0.40, 0.9, 0.95], standalone_acc_served=[0.66, 0.6, 0.56],
                   standalone_acc=[0.53, 0.5, 0.5])
     found = A.diagnose(**kwargs, steps=steps, draft_max_context=100)
     assert found[0].cause == "context_length"
@@ -268,3 +268,19 @@ def test_diagnose_context_beyond_training_length_ranks_context_first():
     assert A.diagnose(**kwargs, steps=steps, draft_max_context=1000)[0].cause != "context_length"
     flat = steps.assign(accepted=np.arange(200) % 3)  # no loss beyond the window
     assert A.diagnose(**kwargs, steps=flat, draft_max_context=100)[0].cause != "context_length"
+
+
+def test_no_prompt_shift_verdict_from_sampled_text():
+    kwargs = dict(per_position=[0.56, 0.58, 0.56], standalone_acc=[0.36, 0.35, 0.35],
+                  standalone_acc_served=[0.30, 0.29, 0.29])
+    assert A.diagnose(**kwargs, temperature=0.0)[0].cause == "distribution_shift"
+    assert A.diagnose(**kwargs, temperature=0.8)[0].cause == "healthy"
+
+
+def test_best_depth_per_batch_size_gets_shallower_when_drafting_costs_more():
+    rows = []
+    for bs, (cd, cv) in {1: (0.001, 0.020), 64: (0.012, 0.030)}.items():
+        rows += [{"batch_size": bs, "k": k, "step_time": cv + k * cd} for k in range(0, 7)]
+    table = A.best_depths(A.fit_cost_models(pd.DataFrame(rows)), a=0.8, max_depth=10)
+    depth = table.set_index("batch_size")["depth"]
+    assert depth[1] > depth[64] >= 0

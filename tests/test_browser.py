@@ -176,6 +176,8 @@ def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, brows
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {})
                for c in nb["cells"] for o in c.get("outputs", [])), "no widget was displayed"
 
+    page.wait_for_timeout(1000)
+    assert page.get_by_text("Click to show javascript error.").count() == 0, "a widget failed to render"
     depth = _slider(page, "depth")
     try:
         depth.scroll_into_view_if_needed(timeout=30_000)

@@ -185,3 +185,18 @@ def test_step_feeds_back_its_own_hidden_and_respects_masks():
     mask[..., 0] = False
     h_c, _ = draft.step(ids[:, -1:], hidden[:, -1:], torch.tensor([6]), cache.clone(), mask)
     assert not torch.allclose(h_a, h_c)
+
+
+def test_export_rewrites_ids_and_can_carry_the_embedding(tmp_path):
+    from eagle3lab.lab.export import export_draft
+
+    draft, _ = make_draft()
+    out = export_draft(draft, tmp_path / "x", aux_layer_ids=[-1, 1, N // 2 - 1],
+                       include_embed=True)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [-1, 1, N // 2 - 1]
+    again = Eagle3Draft.from_pretrained(out)  # the embedding travels in the checkpoint
+    assert again.aux_layer_ids == [-1, 1, N // 2 - 1]
+    assert torch.allclose(again.embed_tokens.weight, draft.embed_tokens.weight, atol=1e-2)
+    with pytest.raises(EagleLabError):
+        export_draft(draft, tmp_path / "y", aux_layer_ids=[1, 2])

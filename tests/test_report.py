@@ -110,13 +110,14 @@ def test_cli_exit_codes_and_error_naming(tmp_path, capsys):
     nbdir.mkdir()
     make_notebook(nbdir / "01_fails.ipynb", "1 / 0")
     code = cli_main(["report", "--lab", "ci", "--out", str(tmp_path / "o"), "--notebooks", str(nbdir),
-                     "--no-progress", "--timeout", "120"])
+                     "--no-progress", "--timeout", "120", "--no-build"])
     err = capsys.readouterr().err
     assert code == 1
     assert "01_fails: cell 2" in err and "ZeroDivisionError" in err
     assert cli_main(["report", "--only", "09", "--notebooks", str(nbdir), "--out", str(tmp_path / "o")]) == 2
     assert "no notebook matches 09" in capsys.readouterr().err
-    assert cli_main(["report", "-p", "NOPE=1", "--notebooks", str(nbdir), "--out", str(tmp_path / "o")]) == 2
+    assert cli_main(["report", "-p", "NOPE=1", "--notebooks", str(nbdir), "--out", str(tmp_path / "o"),
+                     "--no-build"]) == 2
     assert cli_main(["report", "--timeout", "0", "--notebooks", str(nbdir)]) == 2
 
 
@@ -129,6 +130,9 @@ def test_committed_notebooks_match_sources_and_carry_no_outputs():
     for path in paths:
         nb = report.read_notebook(path)
         params = report.read_parameters(nb)
-        assert {"LAB", "SERVER_URL"} <= set(params), path.name
+        assert "LAB" in params, path.name
+        # ...and a way to point it at a real deployment, log or checkpoint instead of the lab
+        assert set(params) & {"SERVER_URL", "SERVER_URLS", "LOG_FILE", "DRAFT_DIR", "TARGET_DIR",
+                              "SGLANG_DIR"}, path.name
         assert all(not c.get("outputs") and not c.get("execution_count")
                    for c in nb.cells if c.cell_type == "code"), path.name

@@ -18,6 +18,8 @@ def add_arguments(parser) -> None:
                              "-p SERVER_URL=http://gpu-box:30000 (repeatable)")
     parser.add_argument("--notebooks", default=None, metavar="DIR", help="notebook folder (default: notebooks/)")
     parser.add_argument("--no-progress", action="store_true", help="no per-cell progress bars")
+    parser.add_argument("--no-build", action="store_true",
+                        help="do not check or build the lab first (notebooks build it on first use)")
 
 
 def run(args) -> int:
@@ -30,10 +32,17 @@ def run(args) -> int:
     if args.timeout <= 0:
         raise EagleLabError("--timeout must be a positive number of seconds")
     only = args.only.split(",") if args.only else None
+    notebooks_dir = Path(args.notebooks) if args.notebooks else report.NOTEBOOKS_DIR
+    report.list_notebooks(notebooks_dir, only)  # bad --only: say so before any work
     parameters = dict(report.parse_parameter(p) for p in args.param)
+    if not args.no_build:
+        from eagle3lab.lab import load_lab
+
+        # Build (or check) the lab here, where its progress shows, not inside a notebook cell.
+        load_lab(args.lab, build=True)
     result = report.build_report(out=args.out, lab=args.lab, only=only, timeout=args.timeout,
                                  parameters=parameters,
-                                 notebooks_dir=Path(args.notebooks) if args.notebooks else report.NOTEBOOKS_DIR,
+                                 notebooks_dir=notebooks_dir,
                                  progress=not args.no_progress)
     total = sum(r.seconds for r in result.runs)
     print(result.summary().to_string(index=False))

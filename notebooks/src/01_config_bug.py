@@ -24,7 +24,6 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 SGLANG_VERSION = "0.5.23"  # the SGLang version whose rules the resolver applies
 
 # %%
-%load_ext eagle3lab.story
 %matplotlib inline
 import pandas as pd
 from IPython.display import display
@@ -35,7 +34,7 @@ apply_style()
 pd.set_option("display.precision", 3)
 budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 flag_sets = story.SEED_FLAG_SETS
-pd.DataFrame({"flags": [" ".join(f) for f in flag_sets.values()]}, index=list(flag_sets))
+story.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in flag_sets.items()))
 
 # %% [markdown]
 # ## What will SGLang actually run?
@@ -44,18 +43,15 @@ pd.DataFrame({"flags": [" ".join(f) for f in flag_sets.values()]}, index=list(fl
 # `srt/server_args.py`); `num_draft_tokens` is what the server verifies per step.
 
 # %%
-%%needs eagle3lab.config
-from eagle3lab import config
-
 arch = story.target_arch(TARGET_DIR, LAB)
 resolved = story.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch)
-resolved
+resolved.drop(columns=["warnings"])
 
 # %%
-%%needs eagle3lab.config
-for label, row in resolved.iterrows():
-    for warning in row["warnings"]:
-        story.markdown(f"**{label}** — SGLang warns: `{warning}`")
+story.warnings_table(resolved)
+
+# %%
+story.headline(story.resolution_sentence(resolved))
 
 # %% [markdown]
 # ### SGLang's own resolver
@@ -64,7 +60,6 @@ for label, row in resolved.iterrows():
 # `ServerArgs` resolution, the ground truth for the table above.
 
 # %%
-%%needs eagle3lab.config
 ground_truth = story.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch, use_sglang=True) \
     if story.sglang_installed() else None
 if ground_truth is None:
@@ -82,16 +77,13 @@ else:
 # servers, see the parameters — and the same held-out prompts are decoded greedily.
 
 # %%
-%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
 measured = story.measure_flag_sets(
     flag_sets, lab=LAB, backend=BACKEND, server_url=SERVER_URL, target_dir=TARGET_DIR,
     draft_dir=DRAFT_DIR, draft="seed", faults=FAULTS, **budget)
 measured
 
 # %%
-%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
 story.speed_plot(measured, title="The seed's flag sets on the lab")
 
 # %%
-%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
-story.markdown(story.flag_set_sentence(measured))
+story.headline(story.flag_set_sentence(measured))

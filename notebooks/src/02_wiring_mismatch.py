@@ -22,9 +22,9 @@ TARGET_DIR = None        # your target model directory (config.json + weights); 
 TRAIN = None             # how the draft was trained, e.g. ("specforge", "0.2.0"); None = the lab draft's record
 SERVE = ("sglang", "0.5.23")  # the engine and version that serves it
 EVAL_TEXTS = None        # held-out texts for standalone accuracy; None = the preset's budget
+DEPTH = 5                # unrolled depth for standalone accuracy (the seed served 5 steps)
 
 # %%
-%load_ext eagle3lab.story
 %matplotlib inline
 import pandas as pd
 from IPython.display import display
@@ -36,7 +36,6 @@ pd.set_option("display.precision", 3)
 budget = story.budget(LAB, eval_texts=EVAL_TEXTS)
 
 # %%
-%%needs eagle3lab.lab.lab
 from eagle3lab.lab import load_lab
 
 lab = load_lab(LAB)
@@ -52,7 +51,6 @@ story.markdown(f"Target: `{target_dir}` ({lab.num_layers} layers) · draft: `{dr
 # feed, and a verdict with the fix.
 
 # %%
-%%needs eagle3lab.wiring eagle3lab.lab.lab
 from eagle3lab import wiring
 
 report = wiring.check(draft_dir, target=target_dir, train=TRAIN, serve=SERVE)
@@ -60,9 +58,8 @@ wiring_table = report.to_frame()
 wiring_table
 
 # %%
-%%needs eagle3lab.wiring eagle3lab.lab.lab
 bad = wiring_table[wiring_table["verdict"] != "ok"]
-story.markdown(
+story.headline(
     f"**{len(bad)} of {len(wiring_table)} slots** are fed a different boundary than training used."
     if len(bad) else "Every slot is fed the boundary training used.")
 
@@ -74,7 +71,6 @@ story.markdown(
 # diagonal is an offset; a row with no bright cell is a tensor the server never feeds.
 
 # %%
-%%needs eagle3lab.capture eagle3lab.wiring eagle3lab.lab.lab
 from eagle3lab import capture, plots
 
 texts = lab.heldout_texts(budget["eval_texts"])
@@ -94,23 +90,20 @@ story.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
 # the boundaries it was trained on and once with the boundaries the server feeds.
 
 # %%
-%%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
 from eagle3lab.lab import evaluate_draft
 
 from eagle3lab.lab import Eagle3Draft
 
 draft = Eagle3Draft.from_pretrained(draft_dir)
 accuracy = pd.concat([
-    evaluate_draft(target, draft, texts, wiring=train_b, tokenizer=tokenizer).assign(wiring=f"as trained {train_b}"),
-    evaluate_draft(target, draft, texts, wiring=serve_b, tokenizer=tokenizer).assign(wiring=f"as served {serve_b}"),
+    evaluate_draft(target, draft, texts, wiring=train_b, depth=DEPTH, tokenizer=tokenizer).assign(wiring=f"as trained {train_b}"),
+    evaluate_draft(target, draft, texts, wiring=serve_b, depth=DEPTH, tokenizer=tokenizer).assign(wiring=f"as served {serve_b}"),
 ])
 accuracy
 
 # %%
-%%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
 story.accuracy_plot(accuracy)
 
 # %%
-%%needs eagle3lab.lab.evaluation eagle3lab.wiring eagle3lab.lab.lab
 right, served = (accuracy[accuracy["wiring"] == w] for w in accuracy["wiring"].unique())
-story.markdown(story.accuracy_sentence(right, served))
+story.headline(story.accuracy_sentence(right, served))

@@ -20,7 +20,6 @@ NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 
 # %%
-%load_ext eagle3lab.story
 %matplotlib inline
 import pandas as pd
 from IPython.display import display
@@ -38,7 +37,6 @@ budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKEN
 # checks which model files need the patch in this SGLang version and shows the diff.
 
 # %%
-%%needs eagle3lab.patching
 from eagle3lab import patching
 
 sglang_copy = story.sglang_source_copy(SGLANG_DIR)
@@ -48,7 +46,6 @@ story.markdown(f"SGLang **{plan.version}** at `{story.short_path(SGLANG_DIR or '
 plan.to_frame()
 
 # %%
-%%needs eagle3lab.patching
 story.show_diff(patching.diff(sglang_copy))
 
 # %% [markdown]
@@ -59,7 +56,6 @@ story.show_diff(patching.diff(sglang_copy))
 # draft.
 
 # %%
-%%needs eagle3lab.patching eagle3lab.lab.lab
 from eagle3lab.lab import load_lab
 
 lab = load_lab(LAB)
@@ -73,7 +69,6 @@ capture_table
 # with the fix (embedding capture, the ids it was trained on), and no speculation.
 
 # %%
-%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
 flags = story.spec_flags(STEPS, TOPK, DRAFT_TOKENS)
 fix = story.measure_variants(
     {"before the fix (wiring-seed)": ["wiring-seed"],
@@ -82,10 +77,8 @@ fix = story.measure_variants(
 fix
 
 # %%
-%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
 story.speed_plot(fix, title="The embedding fix on the lab")
 
 # %%
-%%needs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
-story.markdown(story.fix_sentence(fix, "before the fix (wiring-seed)",
+story.headline(story.fix_sentence(fix, "before the fix (wiring-seed)",
                                   "with the embedding patch (embed-patch)"))

@@ -22,7 +22,6 @@ NUM_PROMPTS = None       # prompts to decode; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 
 # %%
-%load_ext eagle3lab.story
 %matplotlib inline
 import pandas as pd
 from IPython.display import display
@@ -42,9 +41,6 @@ served_rates, observed, standalone = None, None, None
 # against it, exactly as one would against SGLang.
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
-from eagle3lab import logs
-
 run = story.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
                           flags=story.spec_flags(STEPS, TOPK, DRAFT_TOKENS), **budget)
 log = run.log
@@ -52,12 +48,10 @@ decode = log[log["kind"] == "decode"]
 decode[["line", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
 plots.log_timeline(log, title="Accept length and throughput, as logged")
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.lab.lab
-story.markdown(story.log_sentence(log, DRAFT_TOKENS))
+story.headline(story.log_sentence(log, DRAFT_TOKENS))
 
 # %% [markdown]
 # ## Per-position acceptance
@@ -67,7 +61,6 @@ story.markdown(story.log_sentence(log, DRAFT_TOKENS))
 # forced, on held-out text) is the reference.
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
 per_pos, standalone = run.per_position, run.standalone_acc
 if per_pos is None:
     story.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
@@ -80,7 +73,6 @@ else:
                                     title="Served acceptance by draft position vs standalone accuracy"))
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
 if per_pos is not None and standalone is not None:
     gap = analysis.gap_table(standalone, per_pos)
     display(gap)
@@ -96,12 +88,11 @@ if per_pos is not None and standalone is not None:
 # and the cost of a draft step relative to a target step. The observed accept length is overlaid.
 
 # %%
-%%needs eagle3lab.widgets
 from eagle3lab import widgets
 
-observed = run.observed if "run" in globals() else None
+observed = run.observed
 explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed,
-                                      cost_ratio=story.cost_ratio(globals().get("run")))
+                                      cost_ratio=story.cost_ratio(run))
 explorer
 
 # %% [markdown]
@@ -118,7 +109,6 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # each and the next check to run.
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
 findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
                              standalone_acc=standalone,
                              requested_draft_tokens=DRAFT_TOKENS,
@@ -126,7 +116,7 @@ findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
 analysis.findings_frame(findings)
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
+story.headline(story.diagnosis_sentence(findings, short=True))
 story.markdown(story.diagnosis_sentence(findings))
 
 # %% [markdown]
@@ -136,5 +126,4 @@ story.markdown(story.diagnosis_sentence(findings))
 # accepted chain; red: the target's token that replaced a rejected draft.
 
 # %%
-%%needs eagle3lab.logs eagle3lab.server eagle3lab.bench eagle3lab.engine eagle3lab.lab.lab
 run.token_view if run.token_view is not None else story.markdown("*Token provenance needs the lab engine.*")
