@@ -3,14 +3,20 @@
 Every lab fault, and pairs of faults, is decoded by the lab engine; diagnose() then sees only
 what a deployer could observe -- served per-position acceptance and accept length, the
 draft's standalone acc@1..k as its training evaluation reports it (full-precision target,
-the draft's own wiring, held-out text), the requested and effective draft tokens, the
-temperature and the per-step context lengths -- never the fault name. The fault names are
-used afterwards, only to score the ranked findings.
+the draft's own wiring, held-out text), the same evaluation run on the served text, the
+requested and effective draft tokens, the temperature, the per-step context lengths and the
+draft's training length -- never the fault name. The fault names are used afterwards, only
+to score the ranked findings.
 
-    .venv/bin/python benchmarks/validate_diagnosis.py [--preset ci] [--prompts 6] [--new-tokens 64]
+    .venv/bin/python benchmarks/validate_diagnosis.py --preset default --prompts 12 \
+        --new-tokens 96 --steps 5 [--holdout] [--observations obs.jsonl]
+    .venv/bin/python benchmarks/validate_diagnosis.py --from-observations obs.jsonl
 
-Prints one row per scenario and the hit rates (top-1: the first finding names the fault's
-cause, or one of the pair's causes; top-3: every expected cause within the first three).
+Scores: top-1 = the first finding names one of the fault's causes (either fault of a pair);
+top-3 = every fault of the scenario is named within the first three findings. "Silent
+faults excused" drops faults that do no measurable harm alone on this lab (accept length and
+position 1 no lower than the fault-free run's): no acceptance statistic can name them.
+The rules were calibrated on the default prompt set; --holdout uses disjoint prompts.
 """
 
 from __future__ import annotations

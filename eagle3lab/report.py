@@ -271,9 +271,9 @@ def execute_notebook(path: Path | str, parameters: dict[str, Any] | None = None,
         client.execute()
     except CellExecutionError as exc:
         error = _cell_error(client.nb, name, current["index"], exc.ename, exc.evalue)
-    except CellTimeoutError as exc:
+    except CellTimeoutError:
         error = _cell_error(client.nb, name, current["index"], "CellTimeoutError",
-                            f"cell ran longer than {timeout} s ({exc})")
+                            f"the cell ran longer than {timeout} s (--timeout)")
     except DeadKernelError as exc:
         error = _cell_error(client.nb, name, current["index"], "DeadKernelError", str(exc))
     finally:

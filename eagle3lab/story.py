@@ -25,7 +25,7 @@ SEED_FLAG_SETS: dict[str, list[str]] = {
 # lab, small enough that CI executes every notebook in a few minutes on the ci lab.
 BUDGETS = {
     "ci": {"num_prompts": 2, "max_new_tokens": 32, "eval_texts": 4},
-    "default": {"num_prompts": 6, "max_new_tokens": 128, "eval_texts": 24},
+    "default": {"num_prompts": 6, "max_new_tokens": 128, "eval_texts": 8},
 }
 
 
@@ -560,11 +560,11 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
 
 def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     """Prose for the log section: how many decode lines, accept length range, throughput."""
-    decode = log[log["kind"] == "decode"] if "kind" in log else log
-    lens = decode["accept_len"].dropna()
+    decode = log[log["accept_len"].notna()]
+    lens = decode["accept_len"]
     if not len(lens):
-        return "The log has no decode line with an accept length."
-    text = (f"The log has **{len(decode)}** decode lines; accept length ranges from **{lens.min():.2f}** "
+        return "The log has no line with an accept length."
+    text = (f"The log has **{len(decode)}** lines with an accept length; it ranges from **{lens.min():.2f}** "
             f"to **{lens.max():.2f}** (mean **{lens.mean():.2f}**)")
     if requested_draft_tokens:
         text += f", out of at most {requested_draft_tokens} tokens per verify step"
@@ -680,16 +680,21 @@ def closest_hypothesis(table, reference: str = SEED_AFTER_FIX) -> tuple[str, flo
     return best, best_d
 
 
+def rates_text(rates) -> str:
+    """Per-position rates for prose: two decimals, a dash where no step reached the position."""
+    return "[" + ", ".join("–" if r != r else f"{r:.2f}" for r in rates) + "]"
+
+
 def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
     """Which hypothesis reproduces the seed-after-fix signature, and what the healthy draft gets."""
     ref = table.loc[reference]
     name, distance = closest_hypothesis(table, reference)
     healthy = table.loc[[n for n in table.index if n.startswith("healthy")][0]]
     return (f"The seed after its fix (`{reference}`) accepts **{ref['accept_length']:.2f}** tokens per step "
-            f"(per position {ref['per_position']}) for a speed-up of **{ref['speedup']:.2f}×**. "
+            f"(per position {rates_text(ref['per_position'])}) for a speed-up of **{ref['speedup']:.2f}×**. "
             f"Of the other hypotheses, **{name}** has the closest per-position profile "
             f"(mean difference {distance:.2f}): accept length {table.loc[name, 'accept_length']:.2f}, "
-            f"per position {table.loc[name, 'per_position']}. "
+            f"per position {rates_text(table.loc[name, 'per_position'])}. "
             f"The healthy draft — trained with training-time test, served with the wiring it was "
             f"trained on — accepts **{healthy['accept_length']:.2f}** at the same configuration, a "
             f"speed-up of **{healthy['speedup']:.2f}×**.")

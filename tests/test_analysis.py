@@ -284,3 +284,17 @@ def test_best_depth_per_batch_size_gets_shallower_when_drafting_costs_more():
     table = A.best_depths(A.fit_cost_models(pd.DataFrame(rows)), a=0.8, max_depth=10)
     depth = table.set_index("batch_size")["depth"]
     assert depth[1] > depth[64] >= 0
+
+
+def test_weak_first_position_then_collapse_points_at_inputs_not_training():
+    # measured on the default lab: wiring-seed [0.29, 0.04, 0.0] vs no-ttt [0.71, 0.01, 0.14]
+    served_text_acc = [0.58]
+    wiring = A.diagnose(per_position=[0.29, 0.04, 0.0], standalone_acc=[0.41],
+                        standalone_acc_served=served_text_acc)
+    assert wiring[0].cause == "wiring" and "vocab_mapping" in causes(wiring)[:3]
+    no_ttt = A.diagnose(per_position=[0.71, 0.01, 0.14], standalone_acc=[0.41],
+                        standalone_acc_served=served_text_acc)
+    assert no_ttt[0].cause == "multi_step"
+    hot = A.diagnose(per_position=[0.21, 0.04, 0.0], standalone_acc=[0.41],
+                     standalone_acc_served=[0.39], temperature=0.8)
+    assert hot[0].cause == "sampling"

@@ -92,3 +92,20 @@ def test_training_lowers_the_draft_loss():
         first = sum(r["loss"] for r in rows[:3]) / 3
         last = sum(r["loss"] for r in rows[-3:]) / 3
         assert last < 0.8 * first, (name, first, last)
+
+
+def test_argmax_teacher_scores_the_target_top_token():
+    import pytest
+
+    target = tiny_target()
+    draft = tiny_draft(target, k=2)
+    x = torch.randint(0, V, (1, 8))
+    logits, states = capture(target, x, [2, 3, 4])
+    aux = concat_aux(states, [2, 3, 4])
+    hard = ttt_unroll(draft, aux, x, logits, 2, teacher="argmax")
+    # the same as soft distillation against an (almost) one-hot teacher
+    sharp = ttt_unroll(draft, aux, x, logits * 1e4, 2, teacher="soft")
+    for h, s in zip(hard, sharp):
+        assert torch.allclose(h["loss"], s["loss"], atol=1e-3)
+    with pytest.raises(ValueError):
+        ttt_unroll(draft, aux, x, logits, 2, teacher="nope")

@@ -104,6 +104,10 @@ class BenchResult:
             "baseline_tokens_per_s": self.baseline_tokens_per_s,
             "speedup": self.speedup,
             "lossless": self.lossless,
+            # greedy: every request's output equals plain decoding; sampled: a greedy side check
+            # (the distribution itself is tested statistically in tests/test_engine.py)
+            "lossless_check": "greedy outputs identical" if self.temperature <= 0
+            else "greedy side check on 2 prompts",
             **self.costs,
             **self.extra,
         }

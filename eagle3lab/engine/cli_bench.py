@@ -31,8 +31,9 @@ def resolve_spec(steps, topk, draft_tokens):
     from eagle3lab.engine.speculate import SpecParams
     from eagle3lab.errors import EagleLabError
 
-    if steps is None and topk is None and draft_tokens is None:
-        steps, topk = 3, 1
+    # Our defaults (SGLang itself refuses --speculative-num-steps without a topk).
+    steps = 3 if steps is None else steps
+    topk = 1 if topk is None else topk
     res = SpecConfig(algorithm="EAGLE3", num_steps=steps, topk=topk,
                      num_draft_tokens=draft_tokens).resolve(engine="sglang", version="0.5.23",
                                                              arch="LlamaForCausalLM")

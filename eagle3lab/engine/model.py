@@ -239,6 +239,8 @@ class DraftModel:
         self.down = sd[p + "mlp.down_proj.weight"].contiguous()
         self.norm = sd["norm.weight"]
         self.lm_head = sd["lm_head.weight"].contiguous()
+        # input_layernorm(embed(id)) depends on the id only: normalize the table once.
+        self.embed_normed = rms_norm(self.embed, self.input_norm, self.eps).contiguous()
         self.draft_vocab_size = self.lm_head.shape[0]
         self.vocab_size = self.embed.shape[0]
         # Draft id -> target id. The `no-d2t` fault reads draft ids as target ids.
@@ -282,8 +284,7 @@ class DraftModel:
             attn_mask = self.causal[start:end, :end]
         nh, nkv, hd = self.num_heads, self.num_kv_heads, self.head_dim
         h = hidden[None]
-        x = torch.cat([rms_norm(self.embed[input_ids][None], self.input_norm, self.eps),
-                       rms_norm(h, self.hidden_norm, self.eps)], dim=-1)
+        x = torch.cat([self.embed_normed[input_ids][None], rms_norm(h, self.hidden_norm, self.eps)], dim=-1)
         qkv = (x @ self.qkv.T).view(1, T, nh + 2 * nkv, hd).transpose(1, 2)
         qk = qkv[:, : nh + nkv]
         qk = qk * cos + rotate_half(qk) * sin

@@ -262,7 +262,8 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
     with watch.stage("drafts", log):
         draft_hist = train_drafts(target, jobs, sequences, steps=cfg["draft_steps"],
                                   batch=cfg["draft_batch"], lr=cfg["draft_lr"],
-                                  seed=cfg["seed"] + 2, progress=progress)
+                                  seed=cfg["seed"] + 2, progress=progress,
+                                  teacher=cfg.get("teacher", "soft"))
         for job in jobs:
             round_to(job.draft, STORAGE_DTYPE)
             job.draft.save_pretrained(root / "drafts" / job.name, dtype=STORAGE_DTYPE)

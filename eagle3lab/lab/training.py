@@ -44,17 +44,22 @@ def shift_left(x: torch.Tensor, j: int, n: int) -> torch.Tensor:
 
 
 def ttt_unroll(draft: Eagle3Draft, aux: torch.Tensor, input_ids: torch.Tensor,
-               target_logits: torch.Tensor, depth: int) -> list[dict]:
+               target_logits: torch.Tensor, depth: int, teacher: str = "soft") -> list[dict]:
     """Unroll the draft `depth` steps over a batch; per depth: loss, hits, count, logits.
 
     aux [B,T,3H] target features, input_ids [B,T], target_logits [B,T,V] (row t
     predicts token t+1). Root t's step j reads token t+1+j and is scored against the
-    target's distribution for token t+2+j, restricted to the draft vocabulary.
+    target's distribution for token t+2+j, restricted to the draft vocabulary
+    (teacher="soft": cross-entropy against it; "argmax": against its top token, which
+    is all greedy acceptance asks for, and measured to train faster here).
     """
     b, t = input_ids.shape
     n = t - 1
     if n < 1:
         raise ValueError("need at least 2 tokens")
+    if teacher not in ("soft", "argmax"):
+        raise ValueError(f"teacher must be 'soft' or 'argmax', not {teacher!r}")
+    teacher_mode = teacher
     vocab_ids = draft.target_ids
     hidden = draft.project(aux[:, :n])
     positions = torch.arange(n, device=input_ids.device)[None].expand(b, -1)
@@ -66,8 +71,13 @@ def ttt_unroll(draft: Eagle3Draft, aux: torch.Tensor, input_ids: torch.Tensor,
         teacher = shift_left(target_logits, 1 + j, n)
         hidden, logits = draft.step(ids_j, hidden, positions + j, cache,
                                     ttt_mask(n, j, input_ids.device))
-        p = teacher[..., vocab_ids].softmax(-1)
-        loss_tok = -(p * logits.log_softmax(-1)).sum(-1)
+        if teacher_mode == "argmax":
+            label = teacher[..., vocab_ids].argmax(-1)
+            loss_tok = F.cross_entropy(logits.flatten(0, 1), label.flatten(),
+                                       reduction="none").view(label.shape)
+        else:
+            p = teacher[..., vocab_ids].softmax(-1)
+            loss_tok = -(p * logits.log_softmax(-1)).sum(-1)
         hits = (vocab_ids[logits.argmax(-1)] == teacher.argmax(-1)) & valid
         count = valid.sum()
         out.append({"depth": j + 1, "loss": (loss_tok * valid).sum() / count.clamp(min=1),
@@ -91,7 +101,8 @@ class DraftJob:
 
 
 def train_drafts(target, jobs: list[DraftJob], sequences: torch.Tensor, *, steps: int,
-                 batch: int, lr: float, seed: int, progress: bool = True) -> dict[str, list]:
+                 batch: int, lr: float, seed: int, progress: bool = True,
+                 teacher: str = "soft") -> dict[str, list]:
     """Train several drafts on the same batches: one target pass feeds all of them."""
     from tqdm.auto import tqdm
 
@@ -113,7 +124,7 @@ def train_drafts(target, jobs: list[DraftJob], sequences: torch.Tensor, *, steps
             for group in opts[job.name].param_groups:
                 group["lr"] = lr_at(step, steps, lr, warmup=max(1, steps // 20))
             per_depth = ttt_unroll(job.draft, concat_aux(states, job.boundaries), x, logits,
-                                   job.ttt_steps)
+                                   job.ttt_steps, teacher=teacher)
             loss = weighted_loss(per_depth)
             opts[job.name].zero_grad(set_to_none=True)
             loss.backward()

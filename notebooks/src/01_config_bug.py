@@ -32,6 +32,7 @@ from eagle3lab.style import apply_style
 
 apply_style()
 pd.set_option("display.precision", 3)
+pd.set_option("display.max_colwidth", 160)
 budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 flag_sets = story.SEED_FLAG_SETS
 story.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in flag_sets.items()))

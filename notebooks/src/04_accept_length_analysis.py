@@ -30,6 +30,7 @@ from eagle3lab.style import apply_style
 
 apply_style()
 pd.set_option("display.precision", 3)
+pd.set_option("display.max_colwidth", 160)
 budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 served_rates, observed, standalone = None, None, None
 
@@ -44,14 +45,14 @@ served_rates, observed, standalone = None, None, None
 run = story.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
                           flags=story.spec_flags(STEPS, TOPK, DRAFT_TOKENS), **budget)
 log = run.log
-decode = log[log["kind"] == "decode"]
-decode[["line", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
+measured = log[log["accept_len"].notna()]  # SGLang decode lines, vLLM / llama.cpp metric lines
+measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
 
 # %%
 plots.log_timeline(log, title="Accept length and throughput, as logged")
 
 # %%
-story.headline(story.log_sentence(log, DRAFT_TOKENS))
+story.headline(story.log_sentence(log, None if LOG_FILE else DRAFT_TOKENS))
 
 # %% [markdown]
 # ## Per-position acceptance
