@@ -6,7 +6,7 @@ library module lives here, so it is tested like the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 # The seed's three launch configurations, in the order the investigator tried them.
 SEED_FLAG_SETS: dict[str, list[str]] = {

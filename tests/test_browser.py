@@ -71,6 +71,9 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen, log: Path) -> N
 def lab_server(tmp_path_factory):
     """JupyterLab on 127.0.0.1 with its own config/runtime/workspace dirs, serving a copy of
     notebook 04 parameterised for the ci lab (the repo's notebook is never written)."""
+    from eagle3lab.lab import load_lab
+
+    load_lab("ci", build=True, progress=False)  # build it here, not against the browser's clock
     root = tmp_path_factory.mktemp("jlab")
     work, home = root / "work", root / "home"
     work.mkdir()

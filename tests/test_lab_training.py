@@ -1,5 +1,6 @@
 """Training-time test: the unroll sees what decoding sees, and it learns."""
 
+import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -9,6 +10,15 @@ from eagle3lab.lab.training import (DraftJob, concat_aux, train_drafts, ttt_mask
                                     weighted_loss)
 
 V, H, N = 96, 32, 7
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Tiny models: one thread is faster, and does not stall on a busy machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def tiny_target():
@@ -81,13 +91,7 @@ def test_training_lowers_the_draft_loss():
     seqs = torch.randint(0, V, (4, 16))
     jobs = [DraftJob("ttt", tiny_draft(target, k=3), [2, 3, 4], 3),
             DraftJob("tf", tiny_draft(target, k=1), [0, 2, 3], 1)]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny ops: one thread is faster, and immune to a busy machine
-    try:
-        hist = train_drafts(target, jobs, seqs, steps=25, batch=4, lr=1e-2, seed=0,
-                            progress=False)
-    finally:
-        torch.set_num_threads(threads)
+    hist = train_drafts(target, jobs, seqs, steps=25, batch=4, lr=1e-2, seed=0, progress=False)
     for name, rows in hist.items():
         first = sum(r["loss"] for r in rows[:3]) / 3
         last = sum(r["loss"] for r in rows[-3:]) / 3
@@ -95,8 +99,6 @@ def test_training_lowers_the_draft_loss():
 
 
 def test_argmax_teacher_scores_the_target_top_token():
-    import pytest
-
     target = tiny_target()
     draft = tiny_draft(target, k=2)
     x = torch.randint(0, V, (1, 8))

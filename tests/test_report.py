@@ -80,7 +80,8 @@ def test_list_notebooks_selects_by_number_or_name(tmp_path):
 def test_report_executes_renders_and_names_the_failing_cell(tmp_path):
     nbdir = tmp_path / "nbs"
     nbdir.mkdir()
-    make_notebook(nbdir / "01_plot.ipynb", PLOT)
+    make_notebook(nbdir / "01_plot.ipynb", PLOT,
+                  "from eagle3lab import story\nstory.headline(f'the lab was **{LAB}**')")
     make_notebook(nbdir / "02_fails.ipynb", "x = 1", "raise ValueError(f'broken on {LAB}')", "print('never')")
     out = tmp_path / "out"
     result = report.build_report(out=out, lab="ci", notebooks_dir=nbdir, progress=False,
@@ -97,6 +98,9 @@ def test_report_executes_renders_and_names_the_failing_cell(tmp_path):
     index = (out / "index.html").read_text()
     assert index.count("data:image/png;base64,") >= 1
     assert "broken on ci" in index and "02_fails" in index
+    assert report.headlines(executed) == ["the lab was **ci**"]
+    glance = index.index("At a glance")
+    assert glance < index.index("the lab was <strong>ci</strong>") < index.index('id="01_plot"')
     assert 'src="http' not in index  # self-contained: no CDN scripts
     page = (out / "01_plot.html").read_text()
     assert "data:image/png;base64," in page and "lab is ci" in page

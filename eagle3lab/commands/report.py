@@ -18,6 +18,8 @@ def add_arguments(parser) -> None:
                              "-p SERVER_URL=http://gpu-box:30000 (repeatable)")
     parser.add_argument("--notebooks", default=None, metavar="DIR", help="notebook folder (default: notebooks/)")
     parser.add_argument("--no-progress", action="store_true", help="no per-cell progress bars")
+    parser.add_argument("--screenshot", default=None, metavar="PNG",
+                        help="also save a PNG of the post-mortem's first screen (needs /usr/bin/chromium)")
     parser.add_argument("--no-build", action="store_true",
                         help="do not check or build the lab first (notebooks build it on first use)")
 
@@ -47,6 +49,8 @@ def run(args) -> int:
     total = sum(r.seconds for r in result.runs)
     print(result.summary().to_string(index=False))
     print(f"\npost-mortem: {result.index_path}  ({len(result.runs)} notebooks, {total:.0f} s)")
+    if args.screenshot:
+        print(f"screenshot: {report.screenshot(result.index_path, args.screenshot, height=1500)}")
     for err in result.errors:
         print(f"eagle3lab: error: {err}", file=sys.stderr)
     return 0 if result.ok else 1

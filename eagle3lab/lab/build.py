@@ -45,7 +45,7 @@ PRESETS: dict[str, dict] = {
         hidden_size=128, num_layers=12, num_heads=2, num_kv_heads=1, intermediate_size=384,
         seq_len=128, target_steps=600, target_batch=16, target_lr=4e-3,
         gen_sequences=512, prompt_tokens=32, gen_tokens=96, corpus_sequences=64,
-        draft_steps=220, draft_batch=8, draft_lr=4e-3, ttt_steps=7,
+        draft_steps=500, draft_batch=8, draft_lr=4e-3, ttt_steps=7, teacher="argmax",
         draft_intermediate_size=512, draft_vocab_fraction=0.5, eval_windows=48,
         accept_prompts=24, accept_prompt_tokens=64, accept_new_tokens=128,
     ),
