@@ -46,7 +46,9 @@ class AcceptanceExplorer:
         self.depth = w.IntSlider(value=depth, min=1, max=max_depth, description="depth", **slider)
         self.cost_ratio = w.FloatSlider(value=cost_ratio, min=0.0, max=1.0, step=0.005,
                                         readout_format=".3f", description="cost ratio", **slider)
-        initial = list(rates) if rates is not None else [a] * max_depth
+        # Positions never reached (NaN in a per-position table) start at 0: a slider needs a number.
+        initial = [0.0 if not np.isfinite(r) else min(max(float(r), 0.0), 1.0)
+                   for r in (rates if rates is not None else [a] * max_depth)] or [a]
         initial = (initial + [initial[-1]] * max_depth)[:max_depth]
         self.position_sliders = [
             w.FloatSlider(value=float(r), min=0.0, max=1.0, step=0.01, description=f"p{i + 1}",

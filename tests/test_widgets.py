@@ -55,3 +55,11 @@ def test_per_position_mode_uses_position_sliders_and_observed_points():
     assert "observed" in explorer.figure.axes[0].get_legend_handles_labels()[1]
     explorer.model.value = "i.i.d."
     assert explorer.positions_box.layout.display == "none"
+
+
+def test_nan_rates_become_zero_so_sliders_can_show_them():
+    from eagle3lab.widgets import AcceptanceExplorer
+
+    explorer = AcceptanceExplorer(rates=[0.8, float("nan"), 0.5], max_depth=3)
+    values = [s.value for s in explorer.position_sliders]
+    assert values == [0.8, 0.0, 0.5]
