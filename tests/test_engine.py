@@ -33,15 +33,6 @@ def tiny_pair(vocab=96, hidden=64, layers=6, seed=0, draft_scale=0.3, draft_voca
     return target, draft
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Lab-sized matmuls run fastest on one thread, and the CI machine is shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def pair():
     return tiny_pair()

@@ -19,15 +19,6 @@ TINY = dict(max_train_chars=60_000, max_heldout_chars=20_000, vocab_size=320, hi
             accept_prompt_tokens=16, accept_new_tokens=16)
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models: one thread is faster, and does not stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def tiny_lab(tmp_path_factory):
     from eagle3lab.lab.build import build_lab

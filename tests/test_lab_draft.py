@@ -16,15 +16,6 @@ H, NH, NKV, I, V, VD, N = 64, 4, 2, 160, 512, 256, 8
 HD = H // NH
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models: one thread is faster, and does not stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_draft(seed=0):
     torch.manual_seed(seed)
     tc = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=96, num_hidden_layers=N,

@@ -12,15 +12,6 @@ from eagle3lab.lab.training import (DraftJob, concat_aux, train_drafts, ttt_mask
 V, H, N = 96, 32, 7
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Tiny models: one thread is faster, and does not stall on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_target():
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=V, hidden_size=H, intermediate_size=64, num_hidden_layers=N,

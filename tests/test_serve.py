@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-import torch
 
 from eagle3lab.engine import server as srv
 
@@ -214,9 +213,3 @@ def test_serve_rejects_bad_flags(capsys):
     assert main(["serve", "--model-path", "x", "--speculative-num-steps", "0"]) == 2
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

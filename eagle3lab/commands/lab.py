@@ -65,8 +65,6 @@ def _run_build(args) -> int:
 
 
 def _run_show(args) -> int:
-    import json
-
     from eagle3lab.errors import EagleLabError
     from eagle3lab.paths import lab_dir
 

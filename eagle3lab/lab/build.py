@@ -307,7 +307,7 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
                                  continuations=conts)
         drafts_info["seed"]["as_served"]["accept_length"] = [round(a, 3)
                                                              for a in df["accept_length"]]
-        log(f"[lab] seed as served greedy chain accept length "
+        log("[lab] seed as served greedy chain accept length "
             + " ".join(f"{a:.2f}" for a in df["accept_length"]))
     manifest = {
         "lab_version": LAB_VERSION, "cache_key": key, "preset": cfg["preset"], "config": cfg,
