@@ -164,8 +164,12 @@ def log_timeline(log: pd.DataFrame, title: str | None = None):
         ax.legend(fontsize="small")
     axes[-1].set(xlabel="time" if use_time else "log line")
     axes[0].set_title(title or "Accept length and throughput over time")
-    if use_time:
-        fig.autofmt_xdate()
+    if use_time:  # concise labels whether the log spans seconds or days
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator()
+        axes[-1].xaxis.set_major_locator(locator)
+        axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     return _close(fig)
 
 
