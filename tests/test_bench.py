@@ -130,8 +130,8 @@ def test_server_dying_mid_run_returns_completed_rows_marked_failed(fake_script, 
 
 
 def test_speedup_and_compare(fake_script, tmp_path):
-    with start_fake(fake_script, tmp_path, "--accept", "4", "--delay", "0.01") as fast, \
-            start_fake(fake_script, tmp_path, "--accept", "1", "--delay", "0.01") as slow:
+    with start_fake(fake_script, tmp_path, "--accept", "4", "--delay", "0.03") as fast, \
+            start_fake(fake_script, tmp_path, "--accept", "1", "--delay", "0.03") as slow:
         spec = bench.run(fast.url, PROMPTS[:4], max_new_tokens=8, progress=False)
         base = bench.run(slow.url, PROMPTS[:4], max_new_tokens=8, progress=False)
     assert bench.speedup(spec, base) == pytest.approx(spec.tokens_per_s / base.tokens_per_s)
@@ -180,7 +180,7 @@ def test_sweep_launching_a_server_per_point(fake_script, tmp_path):
         steps = argv[argv.index("--speculative-num-steps") + 1] if "--speculative-num-steps" in argv else None
         extra = ["--fault", argv[argv.index("--fault") + 1]] if "--fault" in argv else []
         spec = ["--steps", steps, "--accept", "3"] if steps else ["--no-spec"]
-        os.execv(sys.executable, [sys.executable, {str(fake_script)!r}, "--port", port, "--delay", "0.01", *spec, *extra])
+        os.execv(sys.executable, [sys.executable, {str(fake_script)!r}, "--port", port, "--delay", "0.05", *spec, *extra])
     '''))
     out = tmp_path / "launched.jsonl"
     df = bench.sweep({"num_steps": [1, 3], "fault": ["none", "no-d2t"]}, PROMPTS[:2], max_new_tokens=6,
