@@ -162,6 +162,11 @@ def _all_cells_ran(page):
     return nb if all(c.get("execution_count") for c in code) else None
 
 
+def _depth_in(summary_text: str) -> int | None:
+    found = re.search(r"at depth (\d+)", summary_text)
+    return int(found.group(1)) if found else None
+
+
 def _slider(page, description: str):
     """The ipywidgets slider whose description label reads exactly `description`."""
     label = page.locator(".widget-label", has_text=re.compile(rf"^\s*{re.escape(description)}\s*$"))
@@ -196,11 +201,14 @@ def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, brows
     for _ in range(2):
         handle.press("ArrowRight")
     _wait_for(page, lambda: image.get_attribute("src") != before_src, 30, "the plot to be redrawn", 0.25)
+    # the summary names the depth: wait for both key presses to be redrawn (each one redraws)
+    before_depth = _depth_in(before_text)
+    assert before_depth is not None, f"the summary names no depth: {before_text!r}"
+    _wait_for(page, lambda: _depth_in(summary.inner_text()) == before_depth + 2, 30,
+              "the summary to show the depth two steps up", 0.25)
     after_text = summary.inner_text()
     assert after_text != before_text, "the summary did not change with the depth slider"
-    # the summary names the depth: it moved up by the two key presses
-    depths = [int(re.search(r"at depth (\d+)", t).group(1)) for t in (before_text, after_text)]
-    assert depths[1] == depths[0] + 2
+    assert image.get_attribute("src") != before_src, "the plot did not change with the depth slider"
     image.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "browser_04_widget.png"))
 
