@@ -262,7 +262,9 @@ def execute_notebook(path: Path | str, parameters: dict[str, Any] | None = None,
         if bar is not None:
             bar.update(1)
 
+    # The kernel's own log level: its warning that local TCP is unencrypted is noise here.
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"],
                             record_timing=True, resources={"metadata": {"path": str(cwd or path.parent)}},
                             on_cell_start=on_cell_start, on_cell_executed=on_cell_executed)
     error = None
