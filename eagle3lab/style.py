@@ -1,4 +1,4 @@
-"""One plot style for every eagle3lab figure (notebooks, CLI plots, reports)."""
+"""One style for every eagle3lab figure and table (notebooks, CLI plots, reports)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,12 @@ COLORS = {
 
 
 def apply_style() -> None:
-    """Set the shared matplotlib/seaborn style (readable in rendered HTML)."""
+    """Set the shared matplotlib/seaborn style and pandas table display (readable in HTML)."""
     import matplotlib
+    import pandas as pd
+
+    pd.set_option("display.precision", 3)
+    pd.set_option("display.max_colwidth", 160)
 
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline") and not _interactive():
         matplotlib.use("Agg")

@@ -39,12 +39,18 @@ def test_ttt_mask_is_causal_then_diagonal():
     assert torch.equal(m[:, 8:], torch.eye(4, dtype=torch.bool))
 
 
-def test_unroll_shapes_losses_and_gradients():
+def _unroll_inputs(k: int, batch: int, length: int):
+    """A tiny target and draft, tokens, the target's logits and the fc input over [2, 3, 4]."""
     target = tiny_target()
-    draft = tiny_draft(target, k=3)
-    x = torch.randint(0, V, (2, 10))
+    draft = tiny_draft(target, k=k)
+    x = torch.randint(0, V, (batch, length))
     logits, states = capture(target, x, [2, 3, 4])
-    out = ttt_unroll(draft, concat_aux(states, [2, 3, 4]), x, logits, 3)
+    return target, draft, x, logits, concat_aux(states, [2, 3, 4])
+
+
+def test_unroll_shapes_losses_and_gradients():
+    target, draft, x, logits, aux = _unroll_inputs(k=3, batch=2, length=10)
+    out = ttt_unroll(draft, aux, x, logits, 3)
     assert [d["depth"] for d in out] == [1, 2, 3]
     assert [int(d["count"]) for d in out] == [18, 16, 14]  # each depth loses one root per row
     assert all(d["logits"].shape == (2, 9, V // 2) for d in out)
@@ -59,11 +65,7 @@ def test_unroll_shapes_losses_and_gradients():
 @torch.no_grad()
 def test_unroll_matches_step_by_step_decoding():
     """Depth j at root t == a decode-time chain: cache the prefix, then feed hidden back."""
-    target = tiny_target()
-    draft = tiny_draft(target, k=4)
-    x = torch.randint(0, V, (1, 14))
-    logits, states = capture(target, x, [2, 3, 4])
-    aux = concat_aux(states, [2, 3, 4])
+    target, draft, x, logits, aux = _unroll_inputs(k=4, batch=1, length=14)
     out = ttt_unroll(draft, aux, x, logits, 4)
     for t in (0, 5, 8):
         cache = KVCache()
@@ -90,11 +92,7 @@ def test_training_lowers_the_draft_loss():
 
 
 def test_argmax_teacher_scores_the_target_top_token():
-    target = tiny_target()
-    draft = tiny_draft(target, k=2)
-    x = torch.randint(0, V, (1, 8))
-    logits, states = capture(target, x, [2, 3, 4])
-    aux = concat_aux(states, [2, 3, 4])
+    target, draft, x, logits, aux = _unroll_inputs(k=2, batch=1, length=8)
     hard = ttt_unroll(draft, aux, x, logits, 2, teacher="argmax")
     # the same as soft distillation against an (almost) one-hot teacher
     sharp = ttt_unroll(draft, aux, x, logits * 1e4, 2, teacher="soft")

@@ -41,6 +41,14 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def rotary_rows(cos: torch.Tensor, sin: torch.Tensor, start: int, end: int,
+                position_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE rows for new tokens: slots start..end-1, or explicit positions (tree depths)."""
+    if position_ids is None:
+        return cos[start:end], sin[start:end]
+    return cos[position_ids], sin[position_ids]
+
+
 class TargetModel:
     """Llama target with a KV cache of `max_seq_len` positions (batch size 1).
 
@@ -135,10 +143,7 @@ class TargetModel:
         end = start + T
         if end > self.max_seq_len:
             raise ValueError(f"sequence of {end} tokens exceeds the KV cache ({self.max_seq_len})")
-        if position_ids is None:
-            cos, sin = self.cos[start:end], self.sin[start:end]
-        else:
-            cos, sin = self.cos[position_ids], self.sin[position_ids]
+        cos, sin = rotary_rows(self.cos, self.sin, start, end, position_ids)
         cos, sin = cos[None, None], sin[None, None]  # [1, 1, T, D]
         attn_mask = None
         is_causal = False
@@ -276,10 +281,7 @@ class DraftModel:
         end = start + T
         if end > self.max_seq_len:
             raise ValueError(f"draft sequence of {end} tokens exceeds its cache ({self.max_seq_len})")
-        if position_ids is None:
-            cos, sin = self.cos[start:end], self.sin[start:end]
-        else:
-            cos, sin = self.cos[position_ids], self.sin[position_ids]
+        cos, sin = rotary_rows(self.cos, self.sin, start, end, position_ids)
         if attn_mask is None and T > 1:
             attn_mask = self.causal[start:end, :end]
         nh, nkv, hd = self.num_heads, self.num_kv_heads, self.head_dim

@@ -25,14 +25,11 @@ SGLANG_VERSION = "0.5.23"  # the SGLang version whose rules the resolver applies
 
 # %%
 %matplotlib inline
-import pandas as pd
 from IPython.display import display
 from eagle3lab import story
 from eagle3lab.style import apply_style
 
 apply_style()
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", 160)
 budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 flag_sets = story.SEED_FLAG_SETS
 story.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in flag_sets.items()))

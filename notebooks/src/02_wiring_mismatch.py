@@ -32,8 +32,6 @@ from eagle3lab import story
 from eagle3lab.style import apply_style
 
 apply_style()
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", 160)
 budget = story.budget(LAB, eval_texts=EVAL_TEXTS)
 
 # %%

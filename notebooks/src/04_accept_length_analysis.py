@@ -23,14 +23,11 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 
 # %%
 %matplotlib inline
-import pandas as pd
 from IPython.display import display
 from eagle3lab import story, analysis, plots
 from eagle3lab.style import apply_style
 
 apply_style()
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", 160)
 budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 served_rates, observed, standalone = None, None, None
 

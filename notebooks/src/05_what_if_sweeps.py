@@ -22,14 +22,11 @@ SWEEP_FILE = None        # with SERVER_URLS: append points to this file and resu
 
 # %%
 %matplotlib inline
-import pandas as pd
 from IPython.display import display
 from eagle3lab import story, analysis, plots
 from eagle3lab.style import apply_style
 
 apply_style()
-pd.set_option("display.precision", 3)
-pd.set_option("display.max_colwidth", 160)
 budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 
 # %% [markdown]
