@@ -18,6 +18,7 @@ import torch
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="default")
+    p.add_argument("--lab-dir", default=None, help="a built lab folder instead of the preset's")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
     from eagle3lab.lab import load_lab
 
     torch.set_num_threads(args.threads)
-    lab = load_lab(args.preset)
+    lab = load_lab(args.preset, build=False, root=args.lab_dir) if args.lab_dir else load_lab(args.preset)
     prompts = lab.heldout_prompts(args.prompts, args.prompt_tokens)
     rows = []
 

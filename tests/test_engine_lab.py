@@ -159,3 +159,32 @@ def test_engine_rejects_too_long_requests(healthy):
     with pytest.raises(ValueError, match="exceeds"):
         healthy.generate(list(range(10)), 10_000, (3, 1, 4))
     assert isinstance(healthy, SpecEngine)
+
+
+def test_cli_bench_on_a_lab_folder(lab, capsys):
+    from eagle3lab.cli import main
+
+    rc = main(["lab", "bench", "--lab-dir", str(lab.root), "--steps", "2", "--prompts", "1",
+               "--max-new-tokens", "16", "--json"])
+    out, _ = capsys.readouterr()
+    assert rc == 0 and json.loads(out.strip().splitlines()[-1])["lossless"] is True
+
+
+def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wiring_sensitivity.py"
+    spec = importlib.util.spec_from_file_location("wiring_sensitivity", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--lab-dir", str(lab.root), "--prompts", "2", "--max-new-tokens", "16",
+                        "--spec", "2/1/3"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    runs = {r["run"]: r for r in result["runs"]}
+    assert len(runs) == 4 and all(r["lossless"] for r in runs.values())
+    zeroed = runs["seed, hidden input zeroed"]
+    assert zeroed["boundaries"] == runs["seed as served (wiring-seed)"]["boundaries"]
+    assert runs["seed as trained (embed-patch)"]["boundaries"][0] == 0
+    assert [s["slot"] for s in result["slots"]] == [0, 1, 2]
+    assert all(-1.0 <= s["cosine"] <= 1.0 and s["norm_ratio"] > 0 for s in result["slots"])

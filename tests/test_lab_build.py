@@ -136,3 +136,49 @@ def test_cli_build_and_show(tmp_path, capsys):
     assert main(["lab", "show", "--out", str(tmp_path / "none")]) == 2
     assert "no lab" in capsys.readouterr().err
     assert main(["lab"]) == 2
+
+
+def test_data_tables_are_recognised():
+    from eagle3lab.lab.corpus import is_data_table
+
+    table = "TABLE = {\n" + "".join(f"    '{chr(65 + i % 26)}{i}': 0x{i:04x},\n" for i in range(400)) + "}\n"
+    code = "def f(x):\n    return {'a': x, 'b': 2}\n\n" * 200
+    assert is_data_table(table) and not is_data_table(code)
+    assert not is_data_table(table[:1000])  # too short to call a table
+
+
+def test_skip_data_tables_leaves_generated_modules_out_and_is_opt_in():
+    plain = load_corpus(max_train_chars=4_000_000, max_heldout_chars=400_000)
+    clean = load_corpus(max_train_chars=4_000_000, max_heldout_chars=400_000, skip_data_tables=True)
+    files = set(plain.train_files + plain.heldout_files)
+    kept = set(clean.train_files + clean.heldout_files)
+    assert any(f.startswith("encodings/") for f in files) and "html/entities.py" in files
+    assert not any(f.startswith(("encodings/", "pydoc_data/")) for f in kept)
+    assert "html/entities.py" not in kept and "os.py" in kept
+    assert clean.fingerprint != plain.fingerprint
+
+
+def test_settings_parse_and_optional_defaults_keep_the_cache_key():
+    from eagle3lab.lab.build import cache_key, parse_settings, preset_config
+
+    assert parse_settings(["num_layers=18", "skip-data-tables=true", "teacher=soft"]) == {
+        "num_layers": 18, "skip_data_tables": True, "teacher": "soft"}
+    with pytest.raises(EagleLabError, match="KEY=VALUE"):
+        parse_settings(["num_layers"])
+    base = cache_key(preset_config("default"))
+    assert cache_key(preset_config("default", {"skip_data_tables": False})) == base
+    assert cache_key(preset_config("default", {"skip_data_tables": True})) != base
+    with pytest.raises(EagleLabError, match="unknown lab settings"):
+        preset_config("ci", {"bogus": 1})
+
+
+def test_cli_what_if_build_needs_its_own_folder(tmp_path, capsys):
+    from eagle3lab.cli import main
+
+    assert main(["lab", "build", "--set", "num_layers=18"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["lab", "build", "--set", "bogus=1", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown lab settings" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    assert main(["lab", "bench", "--lab-dir", str(tmp_path / "none")]) == 2
+    assert "missing" in capsys.readouterr().err

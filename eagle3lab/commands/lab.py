@@ -28,6 +28,9 @@ def add_arguments(parser) -> None:
     build.add_argument("--force", action="store_true", help="rebuild even if up to date")
     build.add_argument("--corpus", nargs="+", default=None, metavar="FILE",
                        help="train on these text files instead of the Python stdlib")
+    build.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="repeatable: change one preset setting for a what-if lab (e.g. "
+                            "num_layers=18, hidden_size=96, skip_data_tables=true); needs --out")
     build.add_argument("--threads", type=int, default=None,
                        help="torch threads for the build (default 1: these models are too "
                             "small to gain from more, and lose a lot on a shared machine)")
@@ -54,12 +57,17 @@ def run(args) -> int:
 
 
 def _run_build(args) -> int:
-    from eagle3lab.lab.build import build_lab
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.lab.build import DEFAULT_THREADS, build_lab, parse_settings, preset_config
 
-    from eagle3lab.lab.build import DEFAULT_THREADS
-
+    overrides = parse_settings(args.set)
+    preset_config(args.preset, overrides)  # unknown settings fail before anything is built
+    if (overrides or args.corpus) and not args.out:
+        # the preset's own folder holds the lab the notebooks use: a what-if lab goes elsewhere
+        raise EagleLabError("--set and --corpus build a what-if lab: give it a folder with --out")
     root = build_lab(args.preset, args.out, force=args.force, progress=not args.no_progress,
-                     corpus_files=args.corpus, threads=args.threads or DEFAULT_THREADS)
+                     overrides=overrides or None, corpus_files=args.corpus,
+                     threads=args.threads or DEFAULT_THREADS)
     _print_summary(root)
     return 0
 

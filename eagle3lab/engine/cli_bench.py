@@ -9,6 +9,9 @@ def add_arguments(parser) -> None:
     from eagle3lab.engine.faults import FAULTS
 
     parser.add_argument("--preset", default="default", help="lab preset: default or ci")
+    parser.add_argument("--lab-dir", default=None, metavar="DIR",
+                        help="a built lab folder instead of the preset's (e.g. a what-if lab "
+                             "from `lab build --set ... --out DIR`)")
     parser.add_argument("--steps", type=int, default=None, help="--speculative-num-steps (default 3)")
     parser.add_argument("--topk", type=int, default=None, help="--speculative-eagle-topk (default 1)")
     parser.add_argument("--draft-tokens", type=int, default=None,
@@ -63,7 +66,8 @@ def run(args) -> int:
     for line in warnings:
         print(f"sglang 0.5.23: {line}", file=sys.stderr)
     torch.set_num_threads(args.threads)
-    lab = load_lab(args.preset)
+    lab = (load_lab(args.preset, build=False, root=args.lab_dir) if args.lab_dir
+           else load_lab(args.preset))
     result = run_bench(lab, spec=spec, faults=faults, n_prompts=args.prompts,
                        prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
                        temperature=args.temperature, seed=args.seed)

@@ -51,6 +51,10 @@ PRESETS: dict[str, dict] = {
     ),
 }
 
+# Settings a build may set (`lab build --set`) that the presets leave out, with their
+# defaults: absent from a preset's config, so they do not change its cache key.
+OPTIONAL_SETTINGS: dict[str, object] = {"skip_data_tables": False}
+
 # Not part of the cache key: how the build runs, not what it builds.
 DEFAULT_THREADS = 1  # tiny models: 2 threads gain little idle and lose a lot when shared
 
@@ -59,11 +63,30 @@ def preset_config(preset: str, overrides: dict | None = None) -> dict:
     if preset not in PRESETS:
         raise EagleLabError(f"unknown lab preset {preset!r} (choose from {', '.join(PRESETS)})")
     cfg = dict(PRESETS[preset], preset=preset)
-    unknown = set(overrides or {}) - set(cfg)
+    unknown = set(overrides or {}) - set(cfg) - set(OPTIONAL_SETTINGS)
     if unknown:
         raise EagleLabError(f"unknown lab settings: {', '.join(sorted(unknown))}")
     cfg.update(overrides or {})
+    for key, default in OPTIONAL_SETTINGS.items():
+        if cfg.get(key, default) == default:
+            cfg.pop(key, None)  # a default optional setting leaves the cache key as it was
     return cfg
+
+
+def parse_settings(items) -> dict:
+    """`KEY=VALUE` strings (lab build --set) -> a dict; values as JSON when they parse
+    (12, 0.004, true), else as strings."""
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise EagleLabError(f"--set wants KEY=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 def cache_key(cfg: dict, corpus_files: list[str] | None = None) -> str:
@@ -123,7 +146,8 @@ def warn_if_corpus_changed(root: Path) -> None:
         return
     cfg = manifest["config"]
     now = load_corpus(max_train_chars=cfg["max_train_chars"],
-                      max_heldout_chars=cfg["max_heldout_chars"]).fingerprint
+                      max_heldout_chars=cfg["max_heldout_chars"],
+                      skip_data_tables=bool(cfg.get("skip_data_tables", False))).fingerprint
     if now != info.get("fingerprint"):
         warnings.warn(f"lab {root.name}: built from stdlib fingerprint {info.get('fingerprint')} "
                       f"(Python {info.get('python')}); this interpreter's is {now}. Using the "
@@ -211,7 +235,8 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
     torch.manual_seed(cfg["seed"])
     with watch.stage("corpus", log):
         corpus = load_corpus(corpus_files, max_train_chars=cfg["max_train_chars"],
-                             max_heldout_chars=cfg["max_heldout_chars"])
+                             max_heldout_chars=cfg["max_heldout_chars"],
+                             skip_data_tables=bool(cfg.get("skip_data_tables", False)))
         snippets = heldout_snippets(corpus)
         with open(root / "heldout.jsonl", "w") as fh:
             for s in snippets:

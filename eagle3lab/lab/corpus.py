@@ -8,6 +8,7 @@ exist (a different stdlib patch version changes a few files, not the split).
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -18,6 +19,13 @@ from eagle3lab.errors import EagleLabError
 # Parts of the stdlib that are tests, demos or vendored copies, not ordinary library code.
 SKIP_PARTS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages",
               "__pycache__", "turtledemo", "ensurepip", "_vendor", "config-3"}
+# With skip_data_tables=True (off in the shipped presets, whose labs predate it) generated
+# data is left out too: gencodec.py codec tables, pydoc's topic dump, and any module whose
+# lines are mostly table entries (a literal followed by ':' or ','), e.g. html/entities.py.
+TABLE_PARTS = {"encodings", "pydoc_data"}
+TABLE_LINE = re.compile(r"""^\s*(0x[0-9a-fA-F]+|'[^']*'|"[^"]*"|\d+)\s*[:,]""")
+TABLE_SHARE = 0.5
+TABLE_MIN_CHARS = 4000
 
 
 @dataclass
@@ -62,6 +70,14 @@ def stdlib_files(root: Path | None = None) -> list[tuple[str, Path]]:
     return sorted(out)
 
 
+def is_data_table(text: str) -> bool:
+    """A generated table rather than code (see TABLE_LINE)."""
+    if len(text) < TABLE_MIN_CHARS:
+        return False
+    lines = [line for line in text.splitlines() if line.strip()]
+    return sum(1 for line in lines if TABLE_LINE.match(line)) >= TABLE_SHARE * len(lines)
+
+
 def is_heldout(rel: str, heldout_every: int) -> bool:
     return stable_hash("heldout:" + rel) % heldout_every == 0
 
@@ -74,7 +90,8 @@ def read_text(path: Path) -> str | None:
 
 
 def load_corpus(files: list[str] | None = None, *, max_train_chars: int = 2_000_000,
-                max_heldout_chars: int = 400_000, heldout_every: int = 12) -> Corpus:
+                max_heldout_chars: int = 400_000, heldout_every: int = 12,
+                skip_data_tables: bool = False) -> Corpus:
     """The stdlib corpus (files=None) or the named text files, split by file.
 
     Files enter in a hash order (not alphabetical) so a character cap still samples
@@ -90,6 +107,8 @@ def load_corpus(files: list[str] | None = None, *, max_train_chars: int = 2_000_
         source = "files"
     else:
         named = stdlib_files()
+        if skip_data_tables:
+            named = [(rel, p) for rel, p in named if not TABLE_PARTS & set(rel.split("/"))]
         source = f"stdlib:{stdlib_root()}"
     if not named:
         raise EagleLabError("the corpus is empty")
@@ -98,7 +117,7 @@ def load_corpus(files: list[str] | None = None, *, max_train_chars: int = 2_000_
     digest = hashlib.sha256()
     for rel, path in order:
         text = read_text(path)
-        if not text or not text.strip():
+        if not text or not text.strip() or (skip_data_tables and is_data_table(text)):
             continue
         held = len(named) > 1 and is_heldout(rel, heldout_every)
         if held and sum(map(len, corpus.heldout)) < max_heldout_chars:

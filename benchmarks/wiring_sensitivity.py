@@ -1,0 +1,99 @@
+"""How much does the seed's wiring mismatch cost on this lab, and why?
+
+    .venv/bin/python benchmarks/wiring_sensitivity.py --preset default
+    .venv/bin/python benchmarks/wiring_sensitivity.py --lab-dir /tmp/lab-deep
+
+Decodes held-out prompts with the seed draft wired three ways (as trained, as SGLang serves
+it, and with its hidden-state input zeroed: what the draft predicts from token embeddings and
+its own context alone) and the healthy draft for scale, then prints how alike the trained and
+served boundaries are (cosine and norm ratio per slot). When the served boundaries point the
+same way as the trained ones, the mismatch costs little acceptance: the draft's linear read
+of the residual stream still works one boundary later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+
+def boundary_similarity(lab, trained: list[int], served: list[int], prompts) -> list[dict]:
+    """Per draft slot: mean cosine and norm ratio of served vs trained boundary states."""
+    rows = []
+    sims = {i: [] for i in range(len(trained))}
+    ratios = {i: [] for i in range(len(trained))}
+    with torch.inference_mode():
+        for p in prompts:
+            hs = lab.target(torch.tensor([p]), output_hidden_states=True).hidden_states
+            for i, (a, b) in enumerate(zip(trained, served)):
+                ta, tb = hs[a][0], hs[b][0]
+                sims[i].append(torch.nn.functional.cosine_similarity(ta, tb, dim=-1).mean().item())
+                ratios[i].append((tb.norm(dim=-1) / ta.norm(dim=-1)).mean().item())
+    for i, (a, b) in enumerate(zip(trained, served)):
+        rows.append({"slot": i, "trained": a, "served": b,
+                     "cosine": sum(sims[i]) / len(sims[i]),
+                     "norm_ratio": sum(ratios[i]) / len(ratios[i])})
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", default="default")
+    p.add_argument("--lab-dir", default=None, help="a built lab folder instead of the preset's")
+    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--spec", default="7/1/8", help="steps/topk/draft tokens")
+    args = p.parse_args(argv)
+
+    from eagle3lab.engine import run_bench
+    from eagle3lab.engine.faults import build_engine, plan_faults
+    from eagle3lab.lab import load_lab
+
+    torch.set_num_threads(1)
+    lab = load_lab(args.preset, build=False, root=args.lab_dir) if args.lab_dir else load_lab(args.preset)
+    spec = tuple(int(x) for x in args.spec.split("/"))
+    prompts = lab.heldout_prompts(args.prompts, 64)
+    n = lab.num_layers
+    seed = lab.load_draft("seed")
+    rows = []
+
+    def measure(label, faults, draft=None, layer_ids=None, zero_hidden=False):
+        plan = plan_faults(faults, n)
+        if layer_ids is not None:
+            plan.layer_ids = layer_ids
+        engine = build_engine(lab.target, draft if draft is not None else lab.load_draft(plan.draft_name),
+                              plan, max_seq_len=1024)
+        if zero_hidden:  # the fc output replaced by zeros: no target features reach the draft
+            size = engine.draft.hidden_size
+            engine.draft.project = lambda aux: torch.zeros(aux.shape[0], size, dtype=aux.dtype)
+        r = run_bench(lab, spec, list(faults), prompts=prompts, engine=engine,
+                      max_new_tokens=args.max_new_tokens, progress=False)
+        s = r.summary()
+        row = {"run": label, "boundaries": list(engine.boundaries), "accept_length": s["accept_length"],
+               "per_position": s["per_position"], "speedup": s["speedup"], "lossless": s["lossless"]}
+        rows.append(row)
+        print(f"{label:28s} boundaries {str(row['boundaries']):14s} L={row['accept_length']:.2f}  "
+              f"per position {' '.join(f'{x:.2f}' for x in row['per_position'])}  "
+              f"speed-up {row['speedup']:.2f}x  lossless {row['lossless']}", flush=True)
+
+    print(f"lab {lab.root}: {n} layers; spec {args.spec}; {len(prompts)} prompts x "
+          f"{args.max_new_tokens} new tokens")
+    measure("healthy", [])
+    measure("seed as trained (embed-patch)", ["embed-patch"], draft=seed)
+    measure("seed as served (wiring-seed)", ["wiring-seed"], draft=seed)
+    measure("seed, hidden input zeroed", ["wiring-seed"], draft=seed, zero_hidden=True)
+    trained = list(seed.train_boundaries)
+    served = plan_faults(["wiring-seed"], n).boundaries(seed, n)
+    sim = boundary_similarity(lab, trained, served, prompts)
+    for r in sim:
+        print(f"slot {r['slot']}: trained b{r['trained']} served b{r['served']}: "
+              f"cosine {r['cosine']:.3f}, norm ratio {r['norm_ratio']:.2f}")
+    print(json.dumps({"runs": rows, "slots": sim}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
