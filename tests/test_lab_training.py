@@ -91,6 +91,18 @@ def test_training_lowers_the_draft_loss():
         assert last < 0.8 * first, (name, first, last)
 
 
+def test_a_job_with_its_own_step_count_trains_that_long():
+    target = tiny_target()
+    seqs = torch.randint(0, V, (4, 16))
+    short, long = tiny_draft(target, k=2), tiny_draft(target, k=1)
+    frozen = {k: v.clone() for k, v in short.state_dict().items()}
+    jobs = [DraftJob("short", short, [2, 3, 4], 2), DraftJob("long", long, [0, 2, 3], 1, steps=6)]
+    hist = train_drafts(target, jobs, seqs, steps=3, batch=2, lr=1e-2, seed=0, progress=False)
+    assert len(hist["long"]) == 6 and [r["step"] for r in hist["long"]] == list(range(6))
+    assert len(hist["short"]) == 3  # no steps of its own: the call's
+    assert any(not torch.equal(frozen[k], v) for k, v in short.state_dict().items())
+
+
 def test_argmax_teacher_scores_the_target_top_token():
     target, draft, x, logits, aux = _unroll_inputs(k=2, batch=1, length=8)
     hard = ttt_unroll(draft, aux, x, logits, 2, teacher="argmax")

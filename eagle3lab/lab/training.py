@@ -98,31 +98,38 @@ class DraftJob:
     draft: Eagle3Draft
     boundaries: list[int]
     ttt_steps: int
+    steps: int | None = None  # optimizer steps; None = train_drafts' `steps`
 
 
 def train_drafts(target, jobs: list[DraftJob], sequences: torch.Tensor, *, steps: int,
                  batch: int, lr: float, seed: int, progress: bool = True,
                  teacher: str = "soft") -> dict[str, list]:
-    """Train several drafts on the same batches: one target pass feeds all of them."""
+    """Train several drafts on the same batches: one target pass feeds all of them.
+
+    A job with its own `steps` trains on the first that many batches (its learning-rate
+    schedule spans them); the loop runs until the longest job is done.
+    """
     from tqdm.auto import tqdm
 
     gen = torch.Generator().manual_seed(seed)
-    needed = sorted({b for job in jobs for b in job.boundaries})
     opts = {job.name: torch.optim.AdamW([p for p in job.draft.parameters() if p.requires_grad],
                                         lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
             for job in jobs}
     history = {job.name: [] for job in jobs}
     for job in jobs:
         job.draft.train()
-    bar = tqdm(range(steps), desc="drafts", disable=not progress, mininterval=1.0)
+    job_steps = {job.name: steps if job.steps is None else job.steps for job in jobs}
+    bar = tqdm(range(max(job_steps.values())), desc="drafts", disable=not progress, mininterval=1.0)
     for step in bar:
         rows = torch.randint(0, sequences.shape[0], (batch,), generator=gen)
         x = sequences[rows]
-        logits, states = capture(target, x, needed)
+        active = [job for job in jobs if step < job_steps[job.name]]
+        logits, states = capture(target, x, sorted({b for job in active for b in job.boundaries}))
         post = {}
-        for job in jobs:
+        for job in active:
+            n = job_steps[job.name]
             for group in opts[job.name].param_groups:
-                group["lr"] = lr_at(step, steps, lr, warmup=max(1, steps // 20))
+                group["lr"] = lr_at(step, n, lr, warmup=max(1, n // 20))
             per_depth = ttt_unroll(job.draft, concat_aux(states, job.boundaries), x, logits,
                                    job.ttt_steps, teacher=teacher)
             loss = weighted_loss(per_depth)
