@@ -38,8 +38,9 @@ PRESETS: dict[str, dict] = {
         draft_intermediate_size=192, draft_vocab_fraction=0.5, eval_windows=16,
         accept_prompts=8, accept_prompt_tokens=32, accept_new_tokens=64,
     ),
-    # The embedded lab: deep and narrow, so one draft step is cheap next to a target
-    # pass at batch 1 (measured: ~0.3 ms draft step vs ~4-5 ms for a 12-layer target).
+    # The embedded lab. Measured on one core at batch 1: a draft step ~0.19 ms, a plain
+    # target step ~1.0-1.5 ms, a verify pass of 8 tokens ~1.7-2x a plain step (8-row matmuls
+    # are compute-bound at hidden 128). What-if variants: `lab build --set ... --out DIR`.
     "default": dict(
         seed=0, max_train_chars=3_000_000, max_heldout_chars=400_000, vocab_size=4096,
         hidden_size=128, num_layers=12, num_heads=2, num_kv_heads=1, intermediate_size=384,
@@ -48,15 +49,6 @@ PRESETS: dict[str, dict] = {
         draft_steps=500, draft_batch=8, draft_lr=4e-3, ttt_steps=7, teacher="argmax",
         draft_intermediate_size=512, draft_vocab_fraction=0.5, eval_windows=48,
         accept_prompts=24, accept_prompt_tokens=64, accept_new_tokens=128,
-        # Library code only: generated tables (codecs, html entities) teach a small target
-        # to loop over table rows, where any draft, even a miswired one, looks good.
-        skip_data_tables=True,
-        # The k=1 drafts (seed, no-ttt) train to convergence like the seed's real draft:
-        # 1500 single-step updates, still fewer draft forwards than the TTT draft's 500 x 7.
-        # Measured: at 500 steps the seed's fc barely weights its embedding slot, and serving
-        # it b2 instead of b0 costs little; at 1500 it does, and the mismatch swamps the fc
-        # output (benchmarks/wiring_sensitivity.py).
-        plain_draft_steps=1500,
     ),
 }
 
@@ -292,9 +284,8 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
             embed_weight=target.model.embed_tokens.weight,
             extra={"target": "../../target", "preset": cfg["preset"], "role": w["role"]})
         init_weights(draft)
-        # Drafts without TTT cost one unroll per step instead of ttt_steps: they get
-        # plain_draft_steps (default draft_steps) so they train to convergence like the seed's
-        # real draft (75 % accurate), still on fewer draft forwards than the TTT draft.
+        # Drafts without TTT cost one unroll per step instead of ttt_steps; a what-if lab
+        # can train them longer (`--set plain_draft_steps=1500`; default: draft_steps).
         n_steps = cfg["draft_steps"] if k > 1 else (cfg.get("plain_draft_steps") or cfg["draft_steps"])
         jobs.append(DraftJob(name, draft, w["boundaries"], k, steps=n_steps))
     with watch.stage("drafts", log):
