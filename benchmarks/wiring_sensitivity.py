@@ -20,23 +20,30 @@ import sys
 import torch
 
 
-def boundary_similarity(lab, trained: list[int], served: list[int], prompts) -> list[dict]:
-    """Per draft slot: mean cosine and norm ratio of served vs trained boundary states."""
-    rows = []
-    sims = {i: [] for i in range(len(trained))}
-    ratios = {i: [] for i in range(len(trained))}
+def boundary_similarity(lab, fc: torch.Tensor, trained: list[int], served: list[int],
+                        prompts) -> list[dict]:
+    """Per draft slot: mean cosine and norm ratio of served vs trained boundary states, and
+    the size of the slot's share of the fc output (W_slot @ state) under either wiring: a
+    served share far above the trained fc output swamps what the draft learned to read."""
+    H = fc.shape[1] // len(trained)
+    acc = {key: [[] for _ in trained] for key in ("cosine", "norm_ratio", "fc_trained", "fc_served")}
+    fc_out = {"trained": [], "served": []}
     with torch.inference_mode():
         for p in prompts:
             hs = lab.target(torch.tensor([p]), output_hidden_states=True).hidden_states
+            for name, wiring in (("trained", trained), ("served", served)):
+                feats = torch.cat([hs[b][0] for b in wiring], dim=-1)
+                fc_out[name].append((feats @ fc.T).norm(dim=-1).mean().item())
             for i, (a, b) in enumerate(zip(trained, served)):
-                ta, tb = hs[a][0], hs[b][0]
-                sims[i].append(torch.nn.functional.cosine_similarity(ta, tb, dim=-1).mean().item())
-                ratios[i].append((tb.norm(dim=-1) / ta.norm(dim=-1)).mean().item())
-    for i, (a, b) in enumerate(zip(trained, served)):
-        rows.append({"slot": i, "trained": a, "served": b,
-                     "cosine": sum(sims[i]) / len(sims[i]),
-                     "norm_ratio": sum(ratios[i]) / len(ratios[i])})
-    return rows
+                ta, tb, w = hs[a][0], hs[b][0], fc[:, i * H:(i + 1) * H]
+                acc["cosine"][i].append(torch.nn.functional.cosine_similarity(ta, tb, dim=-1).mean().item())
+                acc["norm_ratio"][i].append((tb.norm(dim=-1) / ta.norm(dim=-1)).mean().item())
+                acc["fc_trained"][i].append((ta @ w.T).norm(dim=-1).mean().item())
+                acc["fc_served"][i].append((tb @ w.T).norm(dim=-1).mean().item())
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    rows = [{"slot": i, "trained": a, "served": b, **{k: mean(v[i]) for k, v in acc.items()}}
+            for i, (a, b) in enumerate(zip(trained, served))]
+    return rows, {k: mean(v) for k, v in fc_out.items()}
 
 
 def main(argv=None) -> int:
@@ -87,11 +94,14 @@ def main(argv=None) -> int:
     measure("seed, hidden input zeroed", ["wiring-seed"], draft=seed, zero_hidden=True)
     trained = list(seed.train_boundaries)
     served = plan_faults(["wiring-seed"], n).boundaries(seed, n)
-    sim = boundary_similarity(lab, trained, served, prompts)
+    fc = seed.state_dict()["fc.weight"].float()
+    sim, fc_out = boundary_similarity(lab, fc, trained, served, prompts)
     for r in sim:
         print(f"slot {r['slot']}: trained b{r['trained']} served b{r['served']}: "
-              f"cosine {r['cosine']:.3f}, norm ratio {r['norm_ratio']:.2f}")
-    print(json.dumps({"runs": rows, "slots": sim}))
+              f"cosine {r['cosine']:.3f}, norm ratio {r['norm_ratio']:.2f}, "
+              f"|fc share| {r['fc_trained']:.1f} trained -> {r['fc_served']:.1f} served")
+    print(f"|fc output|: {fc_out['trained']:.1f} as trained, {fc_out['served']:.1f} as served")
+    print(json.dumps({"runs": rows, "slots": sim, "fc_output": fc_out}))
     return 0
 
 

@@ -188,3 +188,5 @@ def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
     assert runs["seed as trained (embed-patch)"]["boundaries"][0] == 0
     assert [s["slot"] for s in result["slots"]] == [0, 1, 2]
     assert all(-1.0 <= s["cosine"] <= 1.0 and s["norm_ratio"] > 0 for s in result["slots"])
+    assert all(s["fc_trained"] > 0 and s["fc_served"] > 0 for s in result["slots"])
+    assert set(result["fc_output"]) == {"trained", "served"}
