@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     from eagle3lab.lab import load_lab
 
     torch.set_num_threads(args.threads)
-    lab = load_lab(args.preset, build=False, root=args.lab_dir) if args.lab_dir else load_lab(args.preset)
+    lab = load_lab(args.preset, build=args.lab_dir is None, root=args.lab_dir)  # a folder is never built
     prompts = lab.heldout_prompts(args.prompts, args.prompt_tokens)
     rows = []
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from statistics import fmean as mean
 
 import torch
 
@@ -40,7 +41,6 @@ def boundary_similarity(lab, fc: torch.Tensor, trained: list[int], served: list[
                 acc["norm_ratio"][i].append((tb.norm(dim=-1) / ta.norm(dim=-1)).mean().item())
                 acc["fc_trained"][i].append((ta @ w.T).norm(dim=-1).mean().item())
                 acc["fc_served"][i].append((tb @ w.T).norm(dim=-1).mean().item())
-    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     rows = [{"slot": i, "trained": a, "served": b, **{k: mean(v[i]) for k, v in acc.items()}}
             for i, (a, b) in enumerate(zip(trained, served))]
     return rows, {k: mean(v) for k, v in fc_out.items()}
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     from eagle3lab.lab import load_lab
 
     torch.set_num_threads(1)
-    lab = load_lab(args.preset, build=False, root=args.lab_dir) if args.lab_dir else load_lab(args.preset)
+    lab = load_lab(args.preset, build=args.lab_dir is None, root=args.lab_dir)  # a folder is never built
     spec = tuple(int(x) for x in args.spec.split("/"))
     prompts = lab.heldout_prompts(args.prompts, 64)
     n = lab.num_layers

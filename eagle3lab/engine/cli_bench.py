@@ -66,8 +66,7 @@ def run(args) -> int:
     for line in warnings:
         print(f"sglang 0.5.23: {line}", file=sys.stderr)
     torch.set_num_threads(args.threads)
-    lab = (load_lab(args.preset, build=False, root=args.lab_dir) if args.lab_dir
-           else load_lab(args.preset))
+    lab = load_lab(args.preset, build=args.lab_dir is None, root=args.lab_dir)  # a folder is never built
     result = run_bench(lab, spec=spec, faults=faults, n_prompts=args.prompts,
                        prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
                        temperature=args.temperature, seed=args.seed)
