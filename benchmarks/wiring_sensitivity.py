@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/wiring_sensitivity.py --preset default
     .venv/bin/python benchmarks/wiring_sensitivity.py --lab-dir /tmp/lab-deep
 
-Decodes held-out prompts with the seed draft wired three ways (as trained, as SGLang serves
-it, and with its hidden-state input zeroed: what the draft predicts from token embeddings and
-its own context alone) and the healthy draft for scale, then prints how alike the trained and
+Decodes held-out prompts with the seed draft wired five ways (as trained, as SGLang serves
+it, with its hidden-state input zeroed: what the draft predicts from token embeddings and
+its own context alone, and with only slot 0 or only the later slots miswired) and the
+healthy draft for scale, then prints how alike the trained and
 served boundaries are (cosine and norm ratio per slot). When the served boundaries point the
 same way as the trained ones, the mismatch costs little acceptance: the draft's linear read
 of the residual stream still works one boundary later.
@@ -46,6 +47,17 @@ def boundary_similarity(lab, fc: torch.Tensor, trained: list[int], served: list[
     return rows, {k: mean(v) for k, v in fc_out.items()}
 
 
+def wire_slots(engine, slots: list[int]) -> None:
+    """Feed draft slot i the target boundary slots[i] (repeats allowed, unlike a real
+    capture list): capture every boundary named once, then pick each slot's columns."""
+    captured = sorted(set(slots))
+    H = engine.target.hidden_size
+    cols = torch.cat([torch.arange(captured.index(b) * H, (captured.index(b) + 1) * H) for b in slots])
+    fc = engine.draft.fc
+    engine.boundaries = tuple(captured)
+    engine.draft.project = lambda aux: aux[:, cols] @ fc.T
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="default")
@@ -67,19 +79,20 @@ def main(argv=None) -> int:
     seed = lab.load_draft("seed")
     rows = []
 
-    def measure(label, faults, draft=None, layer_ids=None, zero_hidden=False):
+    def measure(label, faults, draft=None, zero_hidden=False, slots=None):
         plan = plan_faults(faults, n)
-        if layer_ids is not None:
-            plan.layer_ids = layer_ids
         engine = build_engine(lab.target, draft if draft is not None else lab.load_draft(plan.draft_name),
                               plan, max_seq_len=1024)
         if zero_hidden:  # the fc output replaced by zeros: no target features reach the draft
             size = engine.draft.hidden_size
             engine.draft.project = lambda aux: torch.zeros(aux.shape[0], size, dtype=aux.dtype)
+        if slots is not None:
+            wire_slots(engine, slots)
         r = run_bench(lab, spec, list(faults), prompts=prompts, engine=engine,
                       max_new_tokens=args.max_new_tokens, progress=False)
         s = r.summary()
-        row = {"run": label, "boundaries": list(engine.boundaries), "accept_length": s["accept_length"],
+        fed = list(slots) if slots is not None else list(engine.boundaries)  # boundary per slot
+        row = {"run": label, "boundaries": fed, "accept_length": s["accept_length"],
                "per_position": s["per_position"], "speedup": s["speedup"], "lossless": s["lossless"]}
         rows.append(row)
         print(f"{label:28s} boundaries {str(row['boundaries']):14s} L={row['accept_length']:.2f}  "
@@ -94,6 +107,11 @@ def main(argv=None) -> int:
     measure("seed, hidden input zeroed", ["wiring-seed"], draft=seed, zero_hidden=True)
     trained = list(seed.train_boundaries)
     served = plan_faults(["wiring-seed"], n).boundaries(seed, n)
+    # Which part of the mismatch costs what: one part miswired, the rest as trained.
+    measure("seed, slot 0 miswired only", ["wiring-seed"], draft=seed,
+            slots=[served[0]] + trained[1:])
+    measure("seed, slots 1+ miswired only", ["wiring-seed"], draft=seed,
+            slots=trained[:1] + served[1:])
     fc = seed.state_dict()["fc.weight"].float()
     sim, fc_out = boundary_similarity(lab, fc, trained, served, prompts)
     for r in sim:

@@ -182,11 +182,40 @@ def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
                         "--spec", "2/1/3"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     runs = {r["run"]: r for r in result["runs"]}
-    assert len(runs) == 4 and all(r["lossless"] for r in runs.values())
+    assert len(runs) == 6 and all(r["lossless"] for r in runs.values())
     zeroed = runs["seed, hidden input zeroed"]
-    assert zeroed["boundaries"] == runs["seed as served (wiring-seed)"]["boundaries"]
-    assert runs["seed as trained (embed-patch)"]["boundaries"][0] == 0
+    trained = runs["seed as trained (embed-patch)"]["boundaries"]
+    served = runs["seed as served (wiring-seed)"]["boundaries"]
+    assert zeroed["boundaries"] == served and trained[0] == 0
+    assert runs["seed, slot 0 miswired only"]["boundaries"] == served[:1] + trained[1:]
+    assert runs["seed, slots 1+ miswired only"]["boundaries"] == trained[:1] + served[1:]
     assert [s["slot"] for s in result["slots"]] == [0, 1, 2]
     assert all(-1.0 <= s["cosine"] <= 1.0 and s["norm_ratio"] > 0 for s in result["slots"])
     assert all(s["fc_trained"] > 0 and s["fc_served"] > 0 for s in result["slots"])
     assert set(result["fc_output"]) == {"trained", "served"}
+
+
+def test_wire_slots_as_trained_reproduces_the_embedding_patch(lab):
+    """The benchmark's per-slot rewiring, given the trained boundaries, is the patched server."""
+    import importlib.util
+    from pathlib import Path
+
+    from eagle3lab.engine import run_bench
+    from eagle3lab.engine.faults import build_engine, plan_faults
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wiring_sensitivity.py"
+    spec = importlib.util.spec_from_file_location("wiring_sensitivity", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    seed = lab.load_draft("seed")
+    prompts = lab.heldout_prompts(2, 32)
+    patched = run_bench(lab, (3, 1, 4), ["embed-patch"], prompts=prompts, max_new_tokens=24,
+                        progress=False)
+    engine = build_engine(lab.target, seed, plan_faults(["wiring-seed"], lab.num_layers))
+    module.wire_slots(engine, list(seed.train_boundaries))
+    rewired = run_bench(lab, (3, 1, 4), ["wiring-seed"], prompts=prompts, engine=engine,
+                        max_new_tokens=24, progress=False)
+    assert rewired.steps["accepted"].tolist() == patched.steps["accepted"].tolist()
+    served = run_bench(lab, (3, 1, 4), ["wiring-seed"], prompts=prompts, max_new_tokens=24,
+                       progress=False)
+    assert served.steps["accepted"].tolist() != patched.steps["accepted"].tolist()
