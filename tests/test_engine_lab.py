@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import torch
 
 from eagle3lab.engine import FAULTS, SpecEngine, make_lab_engine, run_bench
 from eagle3lab.engine.bench import bench_prompts, lab_train_seq_len
-from eagle3lab.engine.speculate import SamplingParams
+from eagle3lab.engine.speculate import SamplingParams, SpecParams
 
 
 def ci_lab():
@@ -219,3 +220,44 @@ def test_wire_slots_as_trained_reproduces_the_embedding_patch(lab):
     served = run_bench(lab, (3, 1, 4), ["wiring-seed"], prompts=prompts, max_new_tokens=24,
                        progress=False)
     assert served.steps["accepted"].tolist() != patched.steps["accepted"].tolist()
+
+
+def _result_with_requests(accepted_by_request: dict[int, list[int]]):
+    from eagle3lab.engine.bench import BenchResult
+    from eagle3lab.engine.faults import plan_faults
+
+    rows = [{"request": r, "accepted": a, "accept_len": a + 1, "drafted": 3}
+            for r, accepted in accepted_by_request.items() for a in accepted]
+    return BenchResult(spec=SpecParams(3, 1, 4), plan=plan_faults([], 8), boundaries=[2, 4, 5],
+                       temperature=0.0, steps=pd.DataFrame(rows), tokens=pd.DataFrame(),
+                       requests=pd.DataFrame(), lossless=True)
+
+
+def test_accept_length_interval_spans_the_prompts_spread():
+    same = _result_with_requests({0: [1, 2], 1: [2, 1], 2: [1, 2]})
+    assert same.accept_length_ci() == pytest.approx((2.5, 2.5))  # every prompt alike: no spread
+    mixed = _result_with_requests({0: [0, 0, 0], 1: [3, 3, 3], 2: [0, 1, 0], 3: [2, 0, 1]})
+    lo, hi = mixed.accept_length_ci()
+    assert lo < mixed.accept_length < hi and 1.0 <= lo and hi <= 4.0
+    assert mixed.accept_length_ci() == (lo, hi)  # seeded: the same interval every time
+    narrower = mixed.accept_length_ci(level=0.5)
+    assert lo <= narrower[0] <= narrower[1] <= hi
+    assert _result_with_requests({0: [1, 2, 3]}).accept_length_ci() is None  # one prompt: no interval
+
+
+def test_cli_bench_all_prompts_reports_an_interval(lab, monkeypatch, capsys):
+    import eagle3lab.lab.lab as lab_module
+    from eagle3lab.cli import main
+
+    monkeypatch.setattr(lab_module, "load_lab", lambda preset, **kw: lab)
+    rc = main(["lab", "bench", "--preset", "ci", "--steps", "2", "--prompts", "all",
+               "--prompt-tokens", "32", "--max-new-tokens", "8", "--json"])
+    out, _ = capsys.readouterr()
+    result = json.loads(out.strip().splitlines()[-1])
+    assert rc == 0 and result["prompts"] == len(lab.heldout_prompts(None, 32)) > 8
+    lo, hi = result["accept_length_ci95"]
+    assert lo <= result["accept_length"] <= hi
+    assert "95% CI over prompts" in out
+    with pytest.raises(SystemExit) as exit_info:  # argparse: usage line and exit 2
+        main(["lab", "bench", "--preset", "ci", "--prompts", "many"])
+    assert exit_info.value.code == 2 and "expected a number or 'all'" in capsys.readouterr().err

@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from eagle3lab.engine.faults import FaultPlan, build_engine, domain_shift_texts, plan_faults
@@ -36,6 +37,23 @@ class BenchResult:
     def accept_length(self) -> float:
         """Mean tokens per verify step, bonus included (SGLang's `accept len`)."""
         return float(self.steps["accept_len"].mean()) if len(self.steps) else float("nan")
+
+    def accept_length_ci(self, level: float = 0.95, n_boot: int = 2000, seed: int = 0):
+        """Percentile bootstrap interval of the accept length over prompts, or None with < 2.
+
+        Why: a few prompts decide a small-sample accept length (one loopy continuation
+        accepts far more than the rest), so two runs are only different if their intervals
+        say so. Prompts are resampled whole, keeping each one's verify steps together.
+        """
+        if len(self.steps) == 0 or self.steps["request"].nunique() < 2:
+            return None
+        per_request = self.steps.groupby("request")["accepted"].agg(["sum", "count"]).to_numpy()
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, len(per_request), size=(n_boot, len(per_request)))
+        sums = per_request[:, 0][picks].sum(axis=1)
+        counts = per_request[:, 1][picks].sum(axis=1)
+        lo, hi = np.percentile(1.0 + sums / counts, [50 * (1 - level), 50 * (1 + level)])
+        return float(lo), float(hi)
 
     @property
     def accept_rate(self) -> float:
@@ -98,6 +116,7 @@ class BenchResult:
             "new_tokens": int(self.requests["spec_tokens"].sum()),
             "verify_steps": int(len(self.steps)),
             "accept_length": self.accept_length,
+            "accept_length_ci95": _rounded(self.accept_length_ci()),
             "accept_rate": self.accept_rate,
             "per_position": self.per_position,
             "tokens_per_s": self.tokens_per_s,
@@ -112,6 +131,10 @@ class BenchResult:
             **self.extra,
         }
         return {k: (round(v, 4) if isinstance(v, float) and math.isfinite(v) else v) for k, v in out.items()}
+
+
+def _rounded(pair):
+    return None if pair is None else [round(x, 4) for x in pair]
 
 
 # --------------------------------------------------------------------------------------

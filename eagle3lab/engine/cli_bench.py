@@ -19,13 +19,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fault", action="append", default=[], metavar="NAME",
                         help="repeatable: " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
     parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--prompts", type=int, default=8, help="held-out prompts to decode")
+    parser.add_argument("--prompts", type=prompt_count, default=8,
+                        help="held-out prompts to decode, or 'all' (every held-out passage with "
+                             "--prompt-tokens tokens)")
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=128, help="new tokens per prompt (>= 128)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1 is fastest for lab-sized models on a shared CPU)")
     parser.add_argument("--json", action="store_true", help="last line: the result as JSON")
+
+
+def prompt_count(value: str):
+    """--prompts: a positive count or 'all' (None)."""
+    import argparse
+
+    if value.strip().lower() == "all":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'all', got {value!r}") from None
 
 
 def resolve_spec(steps, topk, draft_tokens):
@@ -57,7 +71,7 @@ def run(args) -> int:
     from eagle3lab.lab import load_lab
 
     for name in ("prompts", "prompt_tokens", "max_new_tokens", "threads"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise EagleLabError(f"--{name.replace('_', '-')} must be at least 1")
     if args.temperature < 0:
         raise EagleLabError("--temperature must be >= 0")
@@ -67,7 +81,10 @@ def run(args) -> int:
         print(f"sglang 0.5.23: {line}", file=sys.stderr)
     torch.set_num_threads(args.threads)
     lab = load_lab(args.preset, build=args.lab_dir is None, root=args.lab_dir)  # a folder is never built
-    result = run_bench(lab, spec=spec, faults=faults, n_prompts=args.prompts,
+    n_prompts = args.prompts
+    if n_prompts is None:  # 'all': every held-out passage long enough for a prompt
+        n_prompts = len(lab.heldout_prompts(None, args.prompt_tokens))
+    result = run_bench(lab, spec=spec, faults=faults, n_prompts=n_prompts,
                        prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
                        temperature=args.temperature, seed=args.seed)
     s = result.summary()
@@ -75,7 +92,10 @@ def run(args) -> int:
           f"boundaries {s['boundaries']}")
     print(f"spec num_steps={spec.num_steps} topk={spec.topk} num_draft_tokens={spec.num_draft_tokens}  "
           f"temperature={args.temperature}  {s['prompts']} prompts x {args.max_new_tokens} new tokens")
-    print(f"accept length   {s['accept_length']:.2f}  (bonus included; accept rate {s['accept_rate']:.2f})")
+    ci = s["accept_length_ci95"]
+    spread = f"95% CI over prompts {ci[0]:.2f}-{ci[1]:.2f}; " if ci else ""
+    print(f"accept length   {s['accept_length']:.2f}  ({spread}bonus included; "
+          f"accept rate {s['accept_rate']:.2f})")
     print("per position    " + "  ".join(f"{p:.2f}" for p in s["per_position"]))
     print(f"tokens/s        spec {s['tokens_per_s']:.1f}   plain {s['baseline_tokens_per_s']:.1f}   "
           f"speed-up {s['speedup']:.2f}x")

@@ -79,8 +79,9 @@ class Lab:
         texts = [s["text"] for s in self._heldout]
         return texts if n is None else texts[:n]
 
-    def heldout_prompts(self, n: int, prompt_tokens: int = 64) -> list[list[int]]:
-        """The first `prompt_tokens` tokens of the first n passages long enough for it."""
+    def heldout_prompts(self, n: int | None, prompt_tokens: int = 64) -> list[list[int]]:
+        """The first `prompt_tokens` tokens of the first n passages long enough for it
+        (every such passage when n is None)."""
         out = []
         for text in self._heldout:
             ids = self.tokenizer(text["text"], add_special_tokens=False)["input_ids"]
@@ -88,8 +89,10 @@ class Lab:
                 out.append(ids[:prompt_tokens])
             if len(out) == n:
                 return out
+        if n is None and out:
+            return out
         raise EagleLabError(f"only {len(out)} held-out passages have {prompt_tokens} tokens "
-                            f"(asked for {n})")
+                            f"(asked for {'all' if n is None else n})")
 
 
 def load_lab(preset: str = "ci", build: bool = True, root=None, progress: bool = True) -> Lab:
