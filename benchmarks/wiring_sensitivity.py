@@ -21,6 +21,8 @@ from statistics import fmean as mean
 
 import torch
 
+from eagle3lab.engine.cli_bench import prompt_count
+
 
 def boundary_similarity(lab, fc: torch.Tensor, trained: list[int], served: list[int],
                         prompts) -> list[dict]:
@@ -62,7 +64,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="default")
     p.add_argument("--lab-dir", default=None, help="a built lab folder instead of the preset's")
-    p.add_argument("--prompts", type=int, default=8)
+    p.add_argument("--prompts", type=prompt_count, default=8, help="a number or 'all' held-out prompts")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--spec", default="7/1/8", help="steps/topk/draft tokens")
     args = p.parse_args(argv)

@@ -40,7 +40,7 @@ PRESETS: dict[str, dict] = {
     ),
     # The embedded lab: deep and narrow, so that (as for a large model on a GPU) a plain
     # target step costs mostly its fixed per-layer overhead and a verify pass of 8 tokens only
-    # ~1.4-1.7x a plain step; the seed's served boundaries [2, 12, 21] sit as far from its
+    # ~1.4-1.8x a plain step; the seed's served boundaries [2, 12, 21] sit as far from its
     # trained ones as Kimi's [3, 31, 59] from [0, 3, 31]. (The first lab, 12 layers at hidden
     # 128, verified at 1.6-2.2x a plain step: 8-row matmuls are compute-bound there.)
     # What-if variants: `lab build --set ... --out DIR`.
