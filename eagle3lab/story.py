@@ -603,6 +603,7 @@ def _bench_row(result, **extra) -> dict:
         if len(result.steps) else []
     return {**extra, "draft": s["draft"], "num_steps": s["num_steps"], "topk": s["topk"],
             "num_draft_tokens": s["num_draft_tokens"], "accept_length": s["accept_length"],
+            "accept_length_ci95": s["accept_length_ci95"],
             "tokens_per_s": s["tokens_per_s"], "baseline_tokens_per_s": s["baseline_tokens_per_s"],
             "speedup": s["speedup"], "lossless": s["lossless"],
             "per_position": [round(float(r), 3) for r in rates],
@@ -631,6 +632,18 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
     return pd.DataFrame(rows).set_index("hypothesis")
 
 
+def _interval_errors(table):
+    """Error-bar lengths [below, above] from a table's `accept_length_ci95` (0 where absent)."""
+    import numpy as np
+
+    below, above = [], []
+    for al, ci in zip(table["accept_length"], table.get("accept_length_ci95", [None] * len(table))):
+        has = isinstance(ci, (list, tuple)) and len(ci) == 2
+        below.append(max(0.0, al - ci[0]) if has else 0.0)
+        above.append(max(0.0, ci[1] - al) if has else 0.0)
+    return np.array([below, above])
+
+
 def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"):
     """Accept length and speed-up per hypothesis, and conditional acceptance by position."""
     import matplotlib.pyplot as plt
@@ -643,13 +656,15 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
     y = np.arange(len(table))
     colors = [COLORS["accepted"] if name.startswith("healthy") else
               COLORS["rejected"] if name == SEED_AFTER_FIX else COLORS["observed"] for name in table.index]
-    left.barh(y, table["accept_length"], color=colors)
+    left.barh(y, table["accept_length"], color=colors, xerr=_interval_errors(table), ecolor="0.3",
+              capsize=3)
     for yi, (al, sp) in enumerate(zip(table["accept_length"], table["speedup"])):
         left.annotate(f"{al:.2f} ({sp:.2f}×)", (al, yi), xytext=(3, 0), textcoords="offset points",
                       va="center", fontsize="small")
     left.set_yticks(y, table.index)
     left.invert_yaxis()
-    left.set(xlabel="accept length (speed-up over no speculation)", title="Accept length")
+    left.set(xlabel="accept length (speed-up over no speculation); bars: 95% CI over prompts",
+             title="Accept length")
     for (name, row), color in zip(table.iterrows(), colors):
         rates = row["per_position"]
         right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=name, color=color

@@ -75,3 +75,25 @@ def test_capture_before_after_on_the_installed_sglang(tmp_path):
     assert deepseek["after patch"][0] == 0  # the embedding is captured once patched
     assert deepseek["before patch"] != deepseek["after patch"]
     assert not list(tmp_path.glob("**/*.orig"))
+
+
+def test_fault_plot_draws_each_rows_interval():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    table = pd.DataFrame({
+        "accept_length": [4.0, 1.4, 1.9],
+        "accept_length_ci95": [[3.5, 4.6], None, [1.8, 2.1]],
+        "speedup": [2.1, 0.7, 1.0],
+        "per_position": [[0.8, 0.7], [0.3, 0.0], [0.8, 0.1]],
+    }, index=["healthy (no fault)", "wiring-seed", story.SEED_AFTER_FIX])
+    errors = story._interval_errors(table)
+    assert errors.shape == (2, 3)
+    assert errors[:, 0] == pytest.approx([0.5, 0.6]) and list(errors[:, 1]) == [0.0, 0.0]
+    assert errors[:, 2] == pytest.approx([0.1, 0.2])
+    fig = story.fault_plot(table)
+    bars = fig.axes[0]
+    assert "95% CI" in bars.get_xlabel()
+    assert len(bars.lines) + len(bars.collections) > 0  # the error bars are drawn
