@@ -148,11 +148,14 @@ class TargetModel:
         attn_mask = None
         is_causal = False
         if tree_mask is not None:
-            attn_mask = torch.cat([torch.ones(T, start, dtype=torch.bool), tree_mask], dim=1)[None, None]
+            attn_mask = torch.cat([torch.ones(T, start, dtype=torch.bool), tree_mask], dim=1)
         elif T > 1 and start > 0:
-            attn_mask = self.causal[start:end, :end][None, None]
+            attn_mask = self.causal[start:end, :end]
         elif T > 1:
             is_causal = True
+        if attn_mask is not None:  # additive form once per pass, not once per layer inside SDPA
+            attn_mask = torch.zeros(attn_mask.shape, dtype=self.dtype).masked_fill_(
+                ~attn_mask, float("-inf"))[None, None]
         wanted = sorted(set(capture))
         captured: dict[int, torch.Tensor] = {}
         h = self.embed[input_ids][None]  # [1, T, H]
