@@ -104,6 +104,26 @@ def accept_length(steps) -> float:
     return float(accepted_counts(steps).mean() + 1.0)
 
 
+def accept_length_ci(steps, ci: float = 0.95, n_boot: int = 2000, seed: int = 0):
+    """Bootstrap interval (lo, hi) of the pooled accept length, resampling requests whole;
+    None with fewer than two requests (a ``request`` column is needed).
+
+    Why: a few prompts decide a small-sample accept length (one loopy continuation accepts
+    far more than the rest), so two runs differ only if their intervals say so.
+    """
+    if not isinstance(steps, pd.DataFrame) or "request" not in steps or steps["request"].nunique() < 2:
+        return None
+    acc = accepted_counts(steps.dropna(subset=["accepted" if "accepted" in steps else "accept_len"]))
+    codes, _ = pd.factorize(steps["request"])
+    per_request = np.zeros((codes.max() + 1, 2))  # accepted drafts, verify steps
+    np.add.at(per_request, codes, np.stack([acc, np.ones_like(acc)], axis=1))
+    picks = np.random.default_rng(seed).integers(0, len(per_request), size=(n_boot, len(per_request)))
+    boot = per_request[picks].sum(axis=1)
+    alpha = (1 - ci) / 2
+    lo, hi = np.quantile(1.0 + boot[:, 0] / boot[:, 1], [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
 def accept_length_from_meta(meta_infos: Iterable[dict]) -> float:
     """Pooled accept length from SGLang ``/generate`` meta_info dicts.
 

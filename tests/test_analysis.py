@@ -298,3 +298,14 @@ def test_weak_first_position_then_collapse_points_at_inputs_not_training():
     hot = A.diagnose(per_position=[0.21, 0.04, 0.0], standalone_acc=[0.41],
                      standalone_acc_served=[0.39], temperature=0.8)
     assert hot[0].cause == "sampling"
+
+
+def test_accept_length_interval_resamples_requests_whole():
+    steps = pd.DataFrame({"request": [0, 0, 1, 1, 2, 2, 3, 3], "accepted": [0, 0, 3, 3, 0, 1, 2, 0]})
+    lo, hi = A.accept_length_ci(steps)
+    assert lo < A.accept_length(steps) < hi and 1.0 <= lo and hi <= 4.0
+    assert A.accept_length_ci(steps) == (lo, hi)  # seeded
+    assert A.accept_length_ci(steps.drop(columns="request")) is None  # no requests, no interval
+    assert A.accept_length_ci(steps[steps["request"] == 1]) is None
+    alike = pd.DataFrame({"request": [0, 0, 1, 1], "accept_len": [2, 3, 3, 2]})
+    assert A.accept_length_ci(alike) == pytest.approx((2.5, 2.5))

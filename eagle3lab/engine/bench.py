@@ -12,7 +12,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from eagle3lab.engine.faults import FaultPlan, build_engine, domain_shift_texts, plan_faults
@@ -38,22 +37,11 @@ class BenchResult:
         """Mean tokens per verify step, bonus included (SGLang's `accept len`)."""
         return float(self.steps["accept_len"].mean()) if len(self.steps) else float("nan")
 
-    def accept_length_ci(self, level: float = 0.95, n_boot: int = 2000, seed: int = 0):
-        """Percentile bootstrap interval of the accept length over prompts, or None with < 2.
+    def accept_length_ci(self, level: float = 0.95):
+        """Bootstrap interval (95% by default) of the accept length over prompts; None with < 2."""
+        from eagle3lab.analysis import accept_length_ci
 
-        Why: a few prompts decide a small-sample accept length (one loopy continuation
-        accepts far more than the rest), so two runs are only different if their intervals
-        say so. Prompts are resampled whole, keeping each one's verify steps together.
-        """
-        if len(self.steps) == 0 or self.steps["request"].nunique() < 2:
-            return None
-        per_request = self.steps.groupby("request")["accepted"].agg(["sum", "count"]).to_numpy()
-        rng = np.random.default_rng(seed)
-        picks = rng.integers(0, len(per_request), size=(n_boot, len(per_request)))
-        sums = per_request[:, 0][picks].sum(axis=1)
-        counts = per_request[:, 1][picks].sum(axis=1)
-        lo, hi = np.percentile(1.0 + sums / counts, [50 * (1 - level), 50 * (1 + level)])
-        return float(lo), float(hi)
+        return accept_length_ci(self.steps, ci=level) if len(self.steps) else None
 
     @property
     def accept_rate(self) -> float:
