@@ -656,10 +656,10 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
     y = np.arange(len(table))
     colors = [COLORS["accepted"] if name.startswith("healthy") else
               COLORS["rejected"] if name == SEED_AFTER_FIX else COLORS["observed"] for name in table.index]
-    left.barh(y, table["accept_length"], color=colors, xerr=_interval_errors(table), ecolor="0.3",
-              capsize=3)
-    for yi, (al, sp) in enumerate(zip(table["accept_length"], table["speedup"])):
-        left.annotate(f"{al:.2f} ({sp:.2f}×)", (al, yi), xytext=(3, 0), textcoords="offset points",
+    errors = _interval_errors(table)
+    left.barh(y, table["accept_length"], color=colors, xerr=errors, ecolor="0.3", capsize=3)
+    for yi, (al, sp, above) in enumerate(zip(table["accept_length"], table["speedup"], errors[1])):
+        left.annotate(f"{al:.2f} ({sp:.2f}×)", (al + above, yi), xytext=(4, 0), textcoords="offset points",
                       va="center", fontsize="small")
     left.set_yticks(y, table.index)
     left.invert_yaxis()
