@@ -113,7 +113,8 @@ def accept_length_ci(steps, ci: float = 0.95, n_boot: int = 2000, seed: int = 0)
     """
     if not isinstance(steps, pd.DataFrame) or "request" not in steps or steps["request"].nunique() < 2:
         return None
-    acc = accepted_counts(steps.dropna(subset=["accepted" if "accepted" in steps else "accept_len"]))
+    steps = steps.dropna(subset=["accepted" if "accepted" in steps else "accept_len"])
+    acc = accepted_counts(steps)
     codes, _ = pd.factorize(steps["request"])
     per_request = np.zeros((codes.max() + 1, 2))  # accepted drafts, verify steps
     np.add.at(per_request, codes, np.stack([acc, np.ones_like(acc)], axis=1))

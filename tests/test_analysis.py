@@ -307,5 +307,7 @@ def test_accept_length_interval_resamples_requests_whole():
     assert A.accept_length_ci(steps) == (lo, hi)  # seeded
     assert A.accept_length_ci(steps.drop(columns="request")) is None  # no requests, no interval
     assert A.accept_length_ci(steps[steps["request"] == 1]) is None
+    with_gap = pd.concat([steps, pd.DataFrame({"request": [4], "accepted": [np.nan]})])
+    assert A.accept_length_ci(with_gap) == (lo, hi)  # a step without a count is left out
     alike = pd.DataFrame({"request": [0, 0, 1, 1], "accept_len": [2, 3, 3, 2]})
     assert A.accept_length_ci(alike) == pytest.approx((2.5, 2.5))

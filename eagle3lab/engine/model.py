@@ -287,7 +287,7 @@ class DraftModel:
         cos, sin = rotary_rows(self.cos, self.sin, start, end, position_ids)
         if attn_mask is None and T > 1:
             attn_mask = self.causal[start:end, :end]
-        # Run 7 times per verify step, so written with as few torch calls as the maths allows
+        # Run once per draft token, so written with as few torch calls as the maths allows
         # (fused RMSNorm, residual adds inside addmm, no batch dimension): at lab size a
         # draft step costs its op count, not its arithmetic.
         nh, nkv, hd, H = self.num_heads, self.num_kv_heads, self.head_dim, self.hidden_size
