@@ -171,7 +171,8 @@ def test_cli_bench_on_a_lab_folder(lab, capsys):
     assert rc == 0 and json.loads(out.strip().splitlines()[-1])["lossless"] is True
 
 
-def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
+def _wiring_benchmark():
+    """benchmarks/wiring_sensitivity.py as a module (benchmarks/ is not a package)."""
     import importlib.util
     from pathlib import Path
 
@@ -179,6 +180,11 @@ def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
     spec = importlib.util.spec_from_file_location("wiring_sensitivity", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
+    module = _wiring_benchmark()
     assert module.main(["--lab-dir", str(lab.root), "--prompts", "2", "--max-new-tokens", "16",
                         "--spec", "2/1/3"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -198,16 +204,10 @@ def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
 
 def test_wire_slots_as_trained_reproduces_the_embedding_patch(lab):
     """The benchmark's per-slot rewiring, given the trained boundaries, is the patched server."""
-    import importlib.util
-    from pathlib import Path
-
     from eagle3lab.engine import run_bench
     from eagle3lab.engine.faults import build_engine, plan_faults
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wiring_sensitivity.py"
-    spec = importlib.util.spec_from_file_location("wiring_sensitivity", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _wiring_benchmark()
     seed = lab.load_draft("seed")
     prompts = lab.heldout_prompts(2, 32)
     patched = run_bench(lab, (3, 1, 4), ["embed-patch"], prompts=prompts, max_new_tokens=24,
