@@ -21,7 +21,7 @@ from statistics import fmean as mean
 
 import torch
 
-from eagle3lab.engine.cli_bench import prompt_count
+from eagle3lab.commands.lab_bench import prompt_count
 
 
 def boundary_similarity(lab, fc: torch.Tensor, trained: list[int], served: list[int],

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from eagle3lab.commands import (bench, config, lab, logs, patch, report, serve, sweep,
+                                wiring)
 from eagle3lab.errors import EagleLabError
 
 # name -> module under eagle3lab.commands (each has HELP, add_arguments, run).
-COMMANDS = ["logs", "config", "wiring", "lab", "serve", "bench", "sweep", "patch", "report"]
+COMMANDS = {"logs": logs, "config": config, "wiring": wiring, "lab": lab, "serve": serve,
+            "bench": bench, "sweep": sweep, "patch": patch, "report": report}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,13 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         "wiring, a real CPU lab, benchmarks and the rendered post-mortem.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"eagle3lab.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"eagle3lab.commands.{name}":
-                continue  # not built yet
-            raise
+    for name, module in COMMANDS.items():
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_run=module.run)

@@ -218,7 +218,7 @@ def rules_for(version: str) -> tuple[SglangRules, list[str]]:
 
 
 @dataclass(frozen=True)
-class Finding:
+class ConfigFinding:
     """One lint result: a short code, 'error' | 'warning' | 'info', and the reason with numbers."""
 
     code: str
@@ -335,7 +335,7 @@ class ResolvedSpec:
     max_running_requests: int | None = None
     cuda_graph_max_bs: int | None = None
     warnings: list[str] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[ConfigFinding] = field(default_factory=list)
     changed: dict = field(default_factory=dict)   # field -> (asked, effective)
     notes: list[str] = field(default_factory=list)
     error: str | None = None                      # the engine refuses to start: why
@@ -669,10 +669,10 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
 TRAINED_DEPTH = 7
 
 
-def lint(spec: SpecConfig, res: ResolvedSpec) -> list[Finding]:
+def lint(spec: SpecConfig, res: ResolvedSpec) -> list[ConfigFinding]:
     """Our findings about the effective config; each message carries its numbers."""
-    out: list[Finding] = []
-    add = lambda code, sev, msg: out.append(Finding(code, sev, msg))  # noqa: E731
+    out: list[ConfigFinding] = []
+    add = lambda code, sev, msg: out.append(ConfigFinding(code, sev, msg))  # noqa: E731
     if res.error:
         add("engine-refuses", "error", f"{res.engine} {res.version} will not start: {res.error}")
         return out
@@ -914,7 +914,7 @@ def _log_frame_and_lines(source):
     return read_log(text), text.splitlines()
 
 
-__all__ = ["SpecConfig", "ResolvedSpec", "Finding", "SglangRules", "SGLANG_RULES",
+__all__ = ["SpecConfig", "ResolvedSpec", "ConfigFinding", "SglangRules", "SGLANG_RULES",
            "rules_for", "resolve_sglang_rules", "resolve_with_sglang", "resolve_vllm",
            "lint", "parse_launch_flags", "from_log", "outcome", "compare_with_sglang",
            "W_ADJUST"]

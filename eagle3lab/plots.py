@@ -25,7 +25,7 @@ def _need(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
 
 
 def _with_depth(df: pd.DataFrame) -> pd.DataFrame:
-    """A ``depth`` column from bench.sweep's effective_num_steps / num_steps when missing."""
+    """A ``depth`` column from loadtest.sweep's effective_num_steps / num_steps when missing."""
     if df is None or "depth" in df:
         return df
     for col in ("effective_num_steps", "num_steps", "k"):
@@ -244,7 +244,7 @@ def token_html(tokens: pd.DataFrame, title: str | None = None) -> str:
     optional, shown on hover).
     """
     _need(tokens, ["text", "kind"], "token view")
-    if "position" not in tokens and "depth" in tokens:  # eagle3lab.engine.bench tokens frame
+    if "position" not in tokens and "depth" in tokens:  # eagle3lab.engine.labbench tokens frame
         tokens = tokens.assign(position=tokens["depth"].where(tokens["depth"] > 0))
     bad = set(tokens["kind"]) - set(TOKEN_KINDS) - set(_KIND_ALIASES)
     if bad:
@@ -320,3 +320,119 @@ def tokens_from_generation(generation, tokenizer, with_prompt: bool = True) -> p
         rows.append({"text": tokenizer.decode([tok]), "kind": _KIND_ALIASES.get(kind, kind),
                      "position": depth or None})
     return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- notebook figures
+
+def speed_plot(measured, title: str = "Tokens/s and accept length"):
+    """Tokens/s per run with the no-speculation baseline, and accept length per run."""
+    from eagle3lab.experiments import BASELINE
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from eagle3lab.style import COLORS, apply_style
+
+    apply_style()
+    runs = measured[measured.index != BASELINE]
+    base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    y = np.arange(len(runs))
+    left.barh(y, runs["tokens_per_s"], color=COLORS["observed"])
+    if base is not None:
+        left.axvline(base, color=COLORS["baseline"], ls="--", label=f"{BASELINE}: {base:.1f} tok/s")
+        left.legend(fontsize="small", loc="lower right")
+    for yi, (tps, sp) in enumerate(zip(runs["tokens_per_s"], runs["speedup"])):
+        left.annotate(f"{tps:.1f}" + (f" ({sp:.2f}×)" if sp == sp else ""), (tps, yi),
+                      xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
+    left.set_yticks(y, runs.index)
+    left.invert_yaxis()
+    left.set(xlabel="tokens/s", title="Throughput")
+    right.barh(y, runs["accept_length"], color=COLORS["accepted"])
+    if "draft tokens run" in runs:
+        right.scatter(runs["draft tokens run"], y, marker="|", s=300, color=COLORS["rejected"],
+                      label="draft tokens verified per step", zorder=5)
+        right.legend(fontsize="small", loc="lower right")
+    right.set_yticks(y, [""] * len(y))
+    right.invert_yaxis()
+    right.set(xlabel="accept length (tokens per verify step)", title="Accept length")
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def show_matrix(matrix, rows: str, columns: str, title: str):
+    """Heatmap of a wiring_matrix with labelled axes (eagle3lab.wiring.plot_wiring_matrix)."""
+    import matplotlib.pyplot as plt
+
+    from eagle3lab.wiring import plot_wiring_matrix
+
+    matrix = matrix.copy()
+    matrix.index.name, matrix.columns.name = rows, columns
+    ax = plot_wiring_matrix(matrix, title=title)
+    fig = ax.figure
+    plt.close(fig)
+    return fig
+
+
+def accuracy_plot(accuracy, title: str = "Standalone accuracy by unrolled depth"):
+    """acc@1..k per wiring (evaluate_draft's frames, with a `wiring` column)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from eagle3lab.style import apply_style
+
+    apply_style()
+    fig, ax = plt.subplots()
+    sns.barplot(data=accuracy, x="depth", y="accuracy", hue="wiring", ax=ax)
+    ax.set(ylim=(0, 1), xlabel="unrolled depth j", ylabel="top-1 accuracy (acc@j)", title=title)
+    ax.legend(fontsize="small", title=None)
+    plt.close(fig)
+    return fig
+
+
+def _interval_errors(table):
+    """Error-bar lengths [below, above] from a table's `accept_length_ci95` (0 where absent)."""
+    import numpy as np
+
+    below, above = [], []
+    for al, ci in zip(table["accept_length"], table.get("accept_length_ci95", [None] * len(table))):
+        has = isinstance(ci, (list, tuple)) and len(ci) == 2
+        below.append(max(0.0, al - ci[0]) if has else 0.0)
+        above.append(max(0.0, ci[1] - al) if has else 0.0)
+    return np.array([below, above])
+
+
+def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"):
+    """Accept length and speed-up per hypothesis, and conditional acceptance by position."""
+    from eagle3lab.experiments import SEED_AFTER_FIX
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from eagle3lab.style import COLORS, apply_style
+
+    apply_style()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    y = np.arange(len(table))
+    colors = [COLORS["accepted"] if name.startswith("healthy") else
+              COLORS["rejected"] if name == SEED_AFTER_FIX else COLORS["observed"] for name in table.index]
+    errors = _interval_errors(table)
+    left.barh(y, table["accept_length"], color=colors, xerr=errors, ecolor="0.3", capsize=3)
+    for yi, (al, sp, above) in enumerate(zip(table["accept_length"], table["speedup"], errors[1])):
+        left.annotate(f"{al:.2f} ({sp:.2f}×)", (al + above, yi), xytext=(4, 0), textcoords="offset points",
+                      va="center", fontsize="small")
+    left.set_yticks(y, table.index)
+    left.invert_yaxis()
+    left.set(xlabel="accept length (speed-up over no speculation); bars: 95% CI over prompts",
+             title="Accept length")
+    for (name, row), color in zip(table.iterrows(), colors):
+        rates = row["per_position"]
+        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=name, color=color
+                   if color != COLORS["observed"] else None, lw=2.5 if color != COLORS["observed"] else 1.2)
+    right.set(xlabel="draft position", ylabel="P(accept | earlier accepted)", ylim=(-0.02, 1.02),
+              title="Where the chain breaks")
+    right.legend(fontsize="x-small", ncol=2)
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -342,7 +342,7 @@ def render_html(nb, title: str | None = None, *, exclude_input: bool = False) ->
     return _REMOTE_SCRIPT.sub("", html)
 
 
-HEADLINE_KEY = "eagle3lab_headline"  # output metadata set by eagle3lab.story.headline
+HEADLINE_KEY = "eagle3lab_headline"  # output metadata set by eagle3lab.prose.headline
 
 
 def headlines(nb) -> list[str]:

@@ -8,7 +8,7 @@ exceptions, Ctrl-C and interpreter exit) takes the whole group down and waits un
 free again. ``connect(url)`` drives a server started elsewhere (a GPU box, a cluster).
 
     with launch("lab", lab.target_dir, lab.draft_dir("healthy"), spec={"num_steps": 3}) as srv:
-        result = bench.run(srv.url, prompts, max_new_tokens=64)
+        result = loadtest.run(srv.url, prompts, max_new_tokens=64)
         srv.logs()      # eagle3lab.logs.read_log DataFrame
 """
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from eagle3lab.engine import FAULTS, SpecEngine, make_lab_engine, run_bench
-from eagle3lab.engine.bench import bench_prompts, lab_train_seq_len
+from eagle3lab.engine.labbench import bench_prompts, lab_train_seq_len
 from eagle3lab.engine.speculate import SamplingParams, SpecParams
 
 
@@ -223,12 +223,12 @@ def test_wire_slots_as_trained_reproduces_the_embedding_patch(lab):
 
 
 def _result_with_requests(accepted_by_request: dict[int, list[int]]):
-    from eagle3lab.engine.bench import BenchResult
+    from eagle3lab.engine.labbench import LabBenchResult
     from eagle3lab.engine.faults import plan_faults
 
     rows = [{"request": r, "accepted": a, "accept_len": a + 1, "drafted": 3}
             for r, accepted in accepted_by_request.items() for a in accepted]
-    return BenchResult(spec=SpecParams(3, 1, 4), plan=plan_faults([], 8), boundaries=[2, 4, 5],
+    return LabBenchResult(spec=SpecParams(3, 1, 4), plan=plan_faults([], 8), boundaries=[2, 4, 5],
                        temperature=0.0, steps=pd.DataFrame(rows), tokens=pd.DataFrame(),
                        requests=pd.DataFrame(), lossless=True)
 

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from eagle3lab.engine import server as srv
+from eagle3lab.engine import frontend as srv
 
 
 def ci_lab_root():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import bench, server
+from eagle3lab import loadtest, server
 
 # A /health server that also starts a grandchild (to prove the whole group goes), writes the
 # grandchild's pid to argv[2], and optionally ignores SIGTERM (argv[3] == "stubborn").
@@ -210,7 +210,7 @@ def test_lab_server_launch_and_stop_20_times_leaves_nothing(ci_lab, tmp_path):
 def test_killing_the_lab_server_mid_benchmark_returns_partial_failed_result(ci_lab, tmp_path):
     prompts = ci_lab.heldout_prompts(12, 32)
     with launch_lab(ci_lab, tmp_path) as handle:
-        first = bench.run(handle.url, prompts[:1], max_new_tokens=8, progress=False)
+        first = loadtest.run(handle.url, prompts[:1], max_new_tokens=8, progress=False)
         assert not first.failed and first.accept_length >= 1.0  # the lab speculates
         done = threading.Event()
 
@@ -231,7 +231,7 @@ def test_killing_the_lab_server_mid_benchmark_returns_partial_failed_result(ci_l
         killer = threading.Thread(target=kill_after_three)
         killer.start()
         try:
-            result = bench.run(handle.url, prompts, max_new_tokens=24, progress=False)
+            result = loadtest.run(handle.url, prompts, max_new_tokens=24, progress=False)
         finally:
             bench._one_request = real
             done.set()

@@ -76,7 +76,7 @@ def launch_target(args) -> tuple:
 def run(args) -> int:
     import json
 
-    from eagle3lab import bench, server
+    from eagle3lab import loadtest, server
 
     prompts = load_prompts(args)
     spec = {"num_steps": args.num_steps, "topk": args.topk, "num_draft_tokens": args.num_draft_tokens,
@@ -85,23 +85,23 @@ def run(args) -> int:
                   temperature=args.temperature)
     results = {}
     if args.url:
-        results["run"] = bench.run(server.connect(args.url[0]).url, prompts, **kwargs)
+        results["run"] = loadtest.run(server.connect(args.url[0]).url, prompts, **kwargs)
     else:
         model, draft = launch_target(args)
         with server.launch(args.backend, model, draft, spec=spec, log_file=args.log_file,
                            timeout=args.timeout) as srv:
             print(f"launched {srv!r}; log {srv.log_file}")
-            results["run"] = bench.run(srv.url, prompts, **kwargs)
+            results["run"] = loadtest.run(srv.url, prompts, **kwargs)
         if args.baseline:
             with server.launch(args.backend, model, None, spec={"fault": spec["fault"]},
                                timeout=args.timeout) as srv:
-                results["baseline"] = bench.run(srv.url, prompts, **kwargs)
+                results["baseline"] = loadtest.run(srv.url, prompts, **kwargs)
     if args.requests:
         print(results["run"].requests.drop(columns=["text"]).to_string(index=False))
     summary = results["run"].summary()
     if "baseline" in results:
         summary["baseline_tokens_per_s"] = results["baseline"].tokens_per_s
-        summary["speedup"] = bench.speedup(results["run"], results["baseline"])
+        summary["speedup"] = loadtest.speedup(results["run"], results["baseline"])
     if args.json:
         print(json.dumps(summary, default=str))
     else:

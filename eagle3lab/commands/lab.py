@@ -1,20 +1,10 @@
-"""`eagle3lab lab`: build the lab (tokenizer, target, drafts) and, when present, bench it."""
+"""`eagle3lab lab`: build the lab (tokenizer, target, drafts), show it, or bench it."""
 
 from __future__ import annotations
 
-import importlib
+from eagle3lab.commands import lab_bench
 
 HELP = "build the embedded lab (a tiny Llama target and EAGLE-3 drafts) or bench it"
-
-
-def _bench_module():
-    """The engine engineer's `lab bench` (eagle3lab.engine.cli_bench), if it exists yet."""
-    try:
-        return importlib.import_module("eagle3lab.engine.cli_bench")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("eagle3lab.engine.cli_bench", "eagle3lab.engine"):
-            return None
-        raise
 
 
 def add_arguments(parser) -> None:
@@ -41,17 +31,15 @@ def add_arguments(parser) -> None:
     show.add_argument("--out", default=None, help="lab folder (default data/lab/<preset>)")
     show.add_argument("--json", action="store_true", help="print the whole manifest")
     show.set_defaults(_lab_run=_run_show)
-    bench = _bench_module()
-    if bench is not None:
-        p = sub.add_parser("bench", help=getattr(bench, "HELP", "bench speculative decoding"))
-        bench.add_arguments(p)
-        p.set_defaults(_lab_run=bench.run)
+    p = sub.add_parser("bench", help=lab_bench.HELP, description=lab_bench.HELP)
+    lab_bench.add_arguments(p)
+    p.set_defaults(_lab_run=lab_bench.run)
 
 
 def run(args) -> int:
     handler = getattr(args, "_lab_run", None)
     if handler is None:
-        print("usage: eagle3lab lab {build,show" + (",bench" if _bench_module() else "") + "} ...")
+        print("usage: eagle3lab lab {build,show,bench} ...")
         return 2
     return handler(args)
 

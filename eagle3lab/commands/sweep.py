@@ -40,7 +40,7 @@ def _value(text: str):
 
 
 def run(args) -> int:
-    from eagle3lab import bench
+    from eagle3lab import loadtest
     from eagle3lab.commands.bench import launch_target, load_prompts
 
     grid = parse_grid(args.grid)
@@ -49,10 +49,10 @@ def run(args) -> int:
                   temperature=args.temperature, out=args.out, version=args.version,
                   baseline=args.baseline)
     if args.url:
-        df = bench.sweep(grid, prompts, urls=args.url, **kwargs)
+        df = loadtest.sweep(grid, prompts, urls=args.url, **kwargs)
     else:
         model, draft = launch_target(args)
-        df = bench.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
+        df = loadtest.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
                          launch_timeout=args.timeout, **kwargs)
     cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
     cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed")

@@ -1,4 +1,5 @@
-"""The lab's EAGLE-3 speculative decoder, its fault switches, benchmark and SGLang-style server.
+"""The lab's EAGLE-3 speculative decoder, its fault switches, the lab bench and the lab's
+SGLang-style HTTP front end (`eagle3lab.engine.frontend`).
 
     from eagle3lab.lab import load_lab
     from eagle3lab.engine import run_bench, make_lab_engine
@@ -6,29 +7,20 @@
     lab = load_lab("ci")
     result = run_bench(lab, spec=(3, 1, 4), faults=["wiring-seed"])
     result.summary(); result.steps; result.tokens
-
-Heavy modules load on first attribute access.
 """
 
 from __future__ import annotations
 
-_EXPORTS = {
-    "TargetModel": "model", "DraftModel": "model", "fake_quantize_": "model",
-    "SpecEngine": "speculate", "SpecParams": "speculate", "SamplingParams": "speculate",
-    "Generation": "speculate", "StepRecord": "speculate", "DraftTree": "speculate",
-    "accept_path": "speculate", "target_probs": "speculate",
-    "FAULTS": "faults", "FaultPlan": "faults", "FaultError": "faults", "plan_faults": "faults",
-    "normalize_faults": "faults", "build_engine": "faults", "domain_shift_texts": "faults",
-    "run_bench": "bench", "BenchResult": "bench", "make_lab_engine": "bench",
-    "bench_prompts": "bench", "steps_frame": "bench", "tokens_frame": "bench",
-}
+from eagle3lab.engine.faults import (FAULTS, FaultError, FaultPlan, build_engine, domain_shift_texts,
+                                     normalize_faults, plan_faults)
+from eagle3lab.engine.labbench import (LabBenchResult, bench_prompts, make_lab_engine, run_bench,
+                                       steps_frame, tokens_frame)
+from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
+from eagle3lab.engine.speculate import (DraftTree, Generation, SamplingParams, SpecEngine, SpecParams,
+                                        StepRecord, accept_path, target_probs)
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name):
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(f"eagle3lab.engine.{_EXPORTS[name]}"), name)
-    raise AttributeError(name)
+__all__ = ["DraftModel", "DraftTree", "FAULTS", "FaultError", "FaultPlan", "Generation",
+           "LabBenchResult", "SamplingParams", "SpecEngine", "SpecParams", "StepRecord", "TargetModel",
+           "accept_path", "bench_prompts", "build_engine", "domain_shift_texts", "fake_quantize_",
+           "make_lab_engine", "normalize_faults", "plan_faults", "run_bench", "steps_frame",
+           "target_probs", "tokens_frame"]

@@ -26,13 +26,13 @@ SGLANG_VERSION = "0.5.23"  # the SGLang version whose rules the resolver applies
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import story
+from eagle3lab import experiments, plots, prose
 from eagle3lab.style import apply_style
 
 apply_style()
-budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
-flag_sets = story.SEED_FLAG_SETS
-story.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in flag_sets.items()))
+budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+flag_sets = experiments.SEED_FLAG_SETS
+prose.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in flag_sets.items()))
 
 # %% [markdown]
 # ## What will SGLang actually run?
@@ -41,15 +41,15 @@ story.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in
 # `srt/server_args.py`); `num_draft_tokens` is what the server verifies per step.
 
 # %%
-arch = story.target_arch(TARGET_DIR, LAB)
-resolved = story.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch)
+arch = experiments.target_arch(TARGET_DIR, LAB)
+resolved = experiments.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch)
 resolved.drop(columns=["warnings"])
 
 # %%
-story.warnings_table(resolved)
+experiments.warnings_table(resolved)
 
 # %%
-story.headline(story.resolution_sentence(resolved))
+prose.headline(prose.resolution_sentence(resolved))
 
 # %% [markdown]
 # ### SGLang's own resolver
@@ -58,14 +58,14 @@ story.headline(story.resolution_sentence(resolved))
 # `ServerArgs` resolution, the ground truth for the table above.
 
 # %%
-ground_truth = story.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch, use_sglang=True) \
-    if story.sglang_installed() else None
+ground_truth = experiments.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch, use_sglang=True) \
+    if experiments.sglang_installed() else None
 if ground_truth is None:
-    story.markdown("*SGLang is not installed here; skipping the cross-check.*")
+    prose.markdown("*SGLang is not installed here; skipping the cross-check.*")
 else:
-    agree = story.compare_resolutions(resolved, ground_truth)
+    agree = experiments.compare_resolutions(resolved, ground_truth)
     display(agree)
-    story.markdown(f"SGLang's resolver agrees with eagle3lab's on **{int(agree['agree'].sum())} of "
+    prose.markdown(f"SGLang's resolver agrees with eagle3lab's on **{int(agree['agree'].sum())} of "
                    f"{len(agree)}** flag sets.")
 
 # %% [markdown]
@@ -75,13 +75,13 @@ else:
 # servers, see the parameters — and the same held-out prompts are decoded greedily.
 
 # %%
-measured = story.measure_flag_sets(
+measured = experiments.measure_flag_sets(
     flag_sets, lab=LAB, backend=BACKEND, server_url=SERVER_URL, target_dir=TARGET_DIR,
     draft_dir=DRAFT_DIR, draft="seed", faults=FAULTS, **budget)
 measured
 
 # %%
-story.speed_plot(measured, title="The seed's flag sets on the lab")
+plots.speed_plot(measured, title="The seed's flag sets on the lab")
 
 # %%
-story.headline(story.flag_set_sentence(measured))
+prose.headline(prose.flag_set_sentence(measured))

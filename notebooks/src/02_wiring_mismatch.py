@@ -28,11 +28,11 @@ DEPTH = 5                # unrolled depth for standalone accuracy (the seed serv
 %matplotlib inline
 import pandas as pd
 from IPython.display import display
-from eagle3lab import story
+from eagle3lab import experiments, plots, prose
 from eagle3lab.style import apply_style
 
 apply_style()
-budget = story.budget(LAB, eval_texts=EVAL_TEXTS)
+budget = experiments.budget(LAB, eval_texts=EVAL_TEXTS)
 
 # %%
 from eagle3lab.lab import load_lab
@@ -40,8 +40,8 @@ from eagle3lab.lab import load_lab
 lab = load_lab(LAB)
 draft_dir = DRAFT_DIR or lab.draft_dir("seed")
 target_dir = TARGET_DIR or lab.target_dir
-target, tokenizer = story.load_target(TARGET_DIR, lab)
-story.markdown(f"Target: `{target_dir}` ({lab.num_layers} layers) · draft: `{draft_dir}`")
+target, tokenizer = experiments.load_target(TARGET_DIR, lab)
+prose.markdown(f"Target: `{target_dir}` ({lab.num_layers} layers) · draft: `{draft_dir}`")
 
 # %% [markdown]
 # ## The wiring report
@@ -58,7 +58,7 @@ wiring_table
 
 # %%
 bad = wiring_table[wiring_table["verdict"] != "ok"]
-story.headline(
+prose.headline(
     f"**{len(bad)} of {len(wiring_table)} slots** are fed a different boundary than training used."
     if len(bad) else "Every slot is fed the boundary training used.")
 
@@ -79,7 +79,7 @@ serve_b = list(report.fed)
 train_capture = capture.capture(target, ids, train_b)
 serve_capture = capture.capture(target, ids, serve_b)
 matrix = wiring.wiring_matrix(train_capture, serve_capture)
-story.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
+plots.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
                   "Cosine similarity: training capture vs served capture")
 
 # %% [markdown]
@@ -101,8 +101,8 @@ accuracy = pd.concat([
 accuracy
 
 # %%
-story.accuracy_plot(accuracy)
+plots.accuracy_plot(accuracy)
 
 # %%
 right, served = (accuracy[accuracy["wiring"] == w] for w in accuracy["wiring"].unique())
-story.headline(story.accuracy_sentence(right, served))
+prose.headline(prose.accuracy_sentence(right, served))

@@ -22,11 +22,11 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import story
+from eagle3lab import experiments, plots, prose
 from eagle3lab.style import apply_style
 
 apply_style()
-budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 
 # %% [markdown]
 # ## The patch
@@ -37,14 +37,14 @@ budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKEN
 # %%
 from eagle3lab import patching
 
-sglang_copy = story.sglang_source_copy(SGLANG_DIR)
+sglang_copy = experiments.sglang_source_copy(SGLANG_DIR)
 plan = patching.check(sglang_copy)
-story.markdown(f"SGLang **{plan.version}** at `{story.short_path(SGLANG_DIR or 'installed sglang')}`: "
+prose.markdown(f"SGLang **{plan.version}** at `{prose.short_path(SGLANG_DIR or 'installed sglang')}`: "
                f"{plan.summary()}")
 plan.to_frame()
 
 # %%
-story.show_diff(patching.diff(sglang_copy))
+prose.show_diff(patching.diff(sglang_copy))
 
 # %% [markdown]
 # ## What the patch changes
@@ -57,7 +57,7 @@ story.show_diff(patching.diff(sglang_copy))
 from eagle3lab.lab import load_lab
 
 lab = load_lab(LAB)
-capture_table = story.capture_before_after(sglang_copy, lab.num_layers)
+capture_table = experiments.capture_before_after(sglang_copy, lab.num_layers)
 capture_table
 
 # %% [markdown]
@@ -67,16 +67,16 @@ capture_table
 # with the fix (embedding capture, the ids it was trained on), and no speculation.
 
 # %%
-flags = story.spec_flags(STEPS, TOPK, DRAFT_TOKENS)
-fix = story.measure_variants(
+flags = experiments.spec_flags(STEPS, TOPK, DRAFT_TOKENS)
+fix = experiments.measure_variants(
     {"before the fix (wiring-seed)": ["wiring-seed"],
      "with the embedding patch (embed-patch)": ["embed-patch"]},
     flags, lab=LAB, server_url=SERVER_URL, draft="seed", **budget)
 fix
 
 # %%
-story.speed_plot(fix, title="The embedding fix on the lab")
+plots.speed_plot(fix, title="The embedding fix on the lab")
 
 # %%
-story.headline(story.fix_sentence(fix, "before the fix (wiring-seed)",
+prose.headline(prose.fix_sentence(fix, "before the fix (wiring-seed)",
                                   "with the embedding patch (embed-patch)"))

@@ -24,11 +24,11 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import story, analysis, plots
+from eagle3lab import analysis, experiments, plots, prose
 from eagle3lab.style import apply_style
 
 apply_style()
-budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 served_rates, observed, standalone = None, None, None
 
 # %% [markdown]
@@ -39,8 +39,8 @@ served_rates, observed, standalone = None, None, None
 # against it, exactly as one would against SGLang.
 
 # %%
-run = story.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
-                          flags=story.spec_flags(STEPS, TOPK, DRAFT_TOKENS), **budget)
+run = experiments.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
+                          flags=experiments.spec_flags(STEPS, TOPK, DRAFT_TOKENS), **budget)
 log = run.log
 measured = log[log["accept_len"].notna()]  # SGLang decode lines, vLLM / llama.cpp metric lines
 measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
@@ -49,7 +49,7 @@ measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "ge
 plots.log_timeline(log, title="Accept length and throughput, as logged")
 
 # %%
-story.headline(story.log_sentence(log, None if LOG_FILE else DRAFT_TOKENS))
+prose.headline(prose.log_sentence(log, None if LOG_FILE else DRAFT_TOKENS))
 
 # %% [markdown]
 # ## Per-position acceptance
@@ -61,7 +61,7 @@ story.headline(story.log_sentence(log, None if LOG_FILE else DRAFT_TOKENS))
 # %%
 per_pos, standalone = run.per_position, run.standalone_acc
 if per_pos is None:
-    story.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
+    prose.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
                    "length); vLLM and llama.cpp logs, and the lab engine, do.*")
 else:
     # a position no step reached has no rate: count it as never accepted
@@ -75,7 +75,7 @@ if per_pos is not None and standalone is not None:
     gap = analysis.gap_table(standalone, per_pos)
     display(gap)
     display(plots.gap_plot(gap))
-    story.markdown(f"Standalone accuracy predicts an accept length of "
+    prose.markdown(f"Standalone accuracy predicts an accept length of "
                    f"**{gap['accept_length_standalone'].iloc[-1]:.2f}** if it held when served; the served "
                    f"per-position rates give **{gap['accept_length_served'].iloc[-1]:.2f}**.")
 
@@ -90,7 +90,7 @@ from eagle3lab import widgets
 
 observed = run.observed
 explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed,
-                                      cost_ratio=story.cost_ratio(run))
+                                      cost_ratio=experiments.cost_ratio(run))
 explorer
 
 # %% [markdown]
@@ -114,8 +114,8 @@ findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
 analysis.findings_frame(findings)
 
 # %%
-story.headline(story.diagnosis_sentence(findings, short=True))
-story.markdown(story.diagnosis_sentence(findings))
+prose.headline(prose.diagnosis_sentence(findings, short=True))
+prose.markdown(prose.diagnosis_sentence(findings))
 
 # %% [markdown]
 # ## One generation, token by token
@@ -124,4 +124,4 @@ story.markdown(story.diagnosis_sentence(findings))
 # accepted chain; red: the target's token that replaced a rejected draft.
 
 # %%
-run.token_view if run.token_view is not None else story.markdown("*Token provenance needs the lab engine.*")
+run.token_view if run.token_view is not None else prose.markdown("*Token provenance needs the lab engine.*")

@@ -23,11 +23,11 @@ SWEEP_FILE = None        # with SERVER_URLS: append points to this file and resu
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import story, analysis, plots
+from eagle3lab import analysis, experiments, plots, prose
 from eagle3lab.style import apply_style
 
 apply_style()
-budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
+budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 
 # %% [markdown]
 # ## Which hypothesis explains the gap?
@@ -39,14 +39,14 @@ budget = story.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKEN
 # runs on the lab).
 
 # %%
-hypotheses = story.fault_sweep(FAULTS, lab=LAB, spec=SEED_SPEC, **budget)
+hypotheses = experiments.fault_sweep(FAULTS, lab=LAB, spec=SEED_SPEC, **budget)
 hypotheses
 
 # %%
-story.fault_plot(hypotheses)
+plots.fault_plot(hypotheses)
 
 # %%
-story.headline(story.hypothesis_sentence(hypotheses))
+prose.headline(prose.hypothesis_sentence(hypotheses))
 
 # %% [markdown]
 # ## What wins once it is fixed: depth, topk and draft tokens
@@ -55,12 +55,12 @@ story.headline(story.hypothesis_sentence(hypotheses))
 # rules make effective next to the one asked for.
 
 # %%
-grid = story.config_grid(CHAIN_STEPS, TREES)
-sweep = story.config_sweep(grid, lab=LAB, urls=SERVER_URLS, draft=DRAFT, file=SWEEP_FILE, **budget)
+grid = experiments.config_grid(CHAIN_STEPS, TREES)
+sweep = experiments.config_sweep(grid, lab=LAB, urls=SERVER_URLS, draft=DRAFT, file=SWEEP_FILE, **budget)
 sweep.drop(columns=["per_position"], errors="ignore")
 
 # %%
-chains = story.chain_rows(sweep)
+chains = experiments.chain_rows(sweep)
 plots.throughput_vs_depth(chains, baseline_tokens_per_s=float(chains["baseline_tokens_per_s"].mean()),
                           title="Measured tokens/s vs chain depth")
 
@@ -70,4 +70,4 @@ plots.sweep_heatmap(sweep.assign(config=[f"{t}/{d}" for t, d in zip(sweep["topk"
                     title="Speed-up over no speculation (rows: topk/draft tokens)")
 
 # %%
-story.headline(story.winner_sentence(sweep))
+prose.headline(prose.winner_sentence(sweep))

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from eagle3lab import bench, server
+from eagle3lab import loadtest, server
 
 # Speaks SGLang's /health, /get_server_info and /generate (SSE when stream=true). Every request
 # emits max_new_tokens tokens in rounds of --accept tokens (the last round may be shorter), so
@@ -97,7 +97,7 @@ PROMPTS = ["one two three", [1, 2, 3, 4, 5], "a b", "c d e f"] * 3
 
 def test_run_reports_throughput_ttft_latency_and_accept_length(fake_script, tmp_path):
     with start_fake(fake_script, tmp_path, "--accept", "3") as srv:
-        result = bench.run(srv.url, PROMPTS, max_new_tokens=10, concurrency=3, progress=False)
+        result = loadtest.run(srv.url, PROMPTS, max_new_tokens=10, concurrency=3, progress=False)
     df = result.requests
     assert not result.failed and len(result.completed) == len(PROMPTS) and result.meta["stream"]
     assert list(df["completion_tokens"]) == [10] * len(PROMPTS)
@@ -113,7 +113,7 @@ def test_run_reports_throughput_ttft_latency_and_accept_length(fake_script, tmp_
 @pytest.mark.parametrize("mode", ["--no-stream", "--refuse-stream"])
 def test_a_server_without_streaming_still_measures_but_no_ttft(fake_script, tmp_path, mode):
     with start_fake(fake_script, tmp_path, mode, "--accept", "2") as srv:
-        result = bench.run(srv.url, PROMPTS[:4], max_new_tokens=6, concurrency=2, progress=False)
+        result = loadtest.run(srv.url, PROMPTS[:4], max_new_tokens=6, concurrency=2, progress=False)
     assert not result.failed and len(result.completed) == 4
     assert result.requests["ttft_s"].isna().all() and result.meta["stream"] is False
     assert result.accept_length == pytest.approx(2.0)
@@ -121,7 +121,7 @@ def test_a_server_without_streaming_still_measures_but_no_ttft(fake_script, tmp_
 
 def test_server_dying_mid_run_returns_completed_rows_marked_failed(fake_script, tmp_path):
     with start_fake(fake_script, tmp_path, "--die-after", "5") as srv:
-        result = bench.run(srv.url, PROMPTS, max_new_tokens=4, concurrency=1, progress=False)
+        result = loadtest.run(srv.url, PROMPTS, max_new_tokens=4, concurrency=1, progress=False)
         assert srv.process.wait(timeout=10) == 1  # it really died
     assert result.failed and "did not complete" in result.error
     assert len(result.completed) == 5
@@ -132,18 +132,18 @@ def test_server_dying_mid_run_returns_completed_rows_marked_failed(fake_script, 
 def test_speedup_and_compare(fake_script, tmp_path):
     with start_fake(fake_script, tmp_path, "--accept", "4", "--delay", "0.03") as fast, \
             start_fake(fake_script, tmp_path, "--accept", "1", "--delay", "0.03") as slow:
-        spec = bench.run(fast.url, PROMPTS[:4], max_new_tokens=8, progress=False)
-        base = bench.run(slow.url, PROMPTS[:4], max_new_tokens=8, progress=False)
-    assert bench.speedup(spec, base) == pytest.approx(spec.tokens_per_s / base.tokens_per_s)
-    assert bench.speedup(spec, base) > 1.5  # 2 rounds vs 8 rounds of the same delay
-    table = bench.compare({"eagle3": spec, "baseline": base}, baseline="baseline")
+        spec = loadtest.run(fast.url, PROMPTS[:4], max_new_tokens=8, progress=False)
+        base = loadtest.run(slow.url, PROMPTS[:4], max_new_tokens=8, progress=False)
+    assert loadtest.speedup(spec, base) == pytest.approx(spec.tokens_per_s / base.tokens_per_s)
+    assert loadtest.speedup(spec, base) > 1.5  # 2 rounds vs 8 rounds of the same delay
+    table = loadtest.compare({"eagle3": spec, "baseline": base}, baseline="baseline")
     assert table.set_index("run").loc["baseline", "speedup"] == pytest.approx(1.0)
 
 
 def test_grid_points_and_effective_config():
-    points = bench.grid_points({"num_steps": [1, 3], "topk": [1, 4]})
+    points = loadtest.grid_points({"num_steps": [1, 3], "topk": [1, 4]})
     assert len(points) == 4 and {"num_steps": 3, "topk": 4} in points
-    eff = bench.effective_config({"num_steps": 3, "topk": 1, "num_draft_tokens": 8})
+    eff = loadtest.effective_config({"num_steps": 3, "topk": 1, "num_draft_tokens": 8})
     assert eff["effective_num_steps"] == 3 and eff["effective_topk"] == 1
     assert eff["effective_num_draft_tokens"] == 4  # chain: SGLang sets num_steps + 1
     assert eff["effective_changed"]
@@ -154,20 +154,20 @@ def test_sweep_over_running_servers_is_resumable(fake_script, tmp_path):
     grid = {"num_steps": [2, 5], "max_new_tokens": [4, 6]}
     with start_fake(fake_script, tmp_path, "--steps", "2") as a, \
             start_fake(fake_script, tmp_path, "--steps", "5", "--accept", "4") as b:
-        df = bench.sweep(grid, PROMPTS[:3], out=out, urls=[a.url, b.url], progress=False)
+        df = loadtest.sweep(grid, PROMPTS[:3], out=out, urls=[a.url, b.url], progress=False)
         assert len(df) == 4 and not df["failed"].any()
         by_steps = df.groupby("asked_num_steps")["url"].unique()
         assert list(by_steps[2]) == [a.url] and list(by_steps[5]) == [b.url]  # matched by config
         assert (df["server_num_steps"] == df["asked_num_steps"]).all()
         assert set(df["effective_num_steps"]) == {2, 5}
-        assert len(bench.load_points(out)) == 4
+        assert len(loadtest.load_points(out)) == 4
         # Rerun with more points: only the new ones are measured and appended.
-        again = bench.sweep({**grid, "max_new_tokens": [4, 6, 8]}, PROMPTS[:3], out=out,
+        again = loadtest.sweep({**grid, "max_new_tokens": [4, 6, 8]}, PROMPTS[:3], out=out,
                             urls=[a.url, b.url], progress=False)
-        assert len(again) == 6 and len(bench.load_points(out)) == 6
+        assert len(again) == 6 and len(loadtest.load_points(out)) == 6
         assert again["wall_s"].tolist()[:2] == df["wall_s"].tolist()[:2]  # old rows reused
-        with pytest.raises(bench.BenchError, match="no running server matches"):
-            bench.sweep({"num_steps": [7]}, PROMPTS[:1], urls=[a.url, b.url], progress=False)
+        with pytest.raises(loadtest.LoadTestError, match="no running server matches"):
+            loadtest.sweep({"num_steps": [7]}, PROMPTS[:1], urls=[a.url, b.url], progress=False)
 
 
 def test_sweep_launching_a_server_per_point(fake_script, tmp_path):
@@ -183,7 +183,7 @@ def test_sweep_launching_a_server_per_point(fake_script, tmp_path):
         os.execv(sys.executable, [sys.executable, {str(fake_script)!r}, "--port", port, "--delay", "0.05", *spec, *extra])
     '''))
     out = tmp_path / "launched.jsonl"
-    df = bench.sweep({"num_steps": [1, 3], "fault": ["none", "no-d2t"]}, PROMPTS[:2], max_new_tokens=6,
+    df = loadtest.sweep({"num_steps": [1, 3], "fault": ["none", "no-d2t"]}, PROMPTS[:2], max_new_tokens=6,
                      out=out, backend="lab", model_path="unused", progress=False, baseline=True,
                      launch_kwargs={"command": lambda argv: [sys.executable, str(wrapper), *argv[4:]]})
     assert len(df) == 5 and not df["failed"].any()  # one baseline (no quantization) + 4 points
@@ -218,9 +218,9 @@ def test_cli_sweep_over_urls_resumes(fake_script, tmp_path):
                "--grid", "concurrency=1,2", "--baseline", "--out", str(out)]
         first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
-        assert len(bench.load_points(out)) == 4 and "speedup" in first.stdout  # 2 points + 2 baselines
+        assert len(loadtest.load_points(out)) == 4 and "speedup" in first.stdout  # 2 points + 2 baselines
         again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and len(bench.load_points(out)) == 4  # nothing re-measured
+    assert again.returncode == 0 and len(loadtest.load_points(out)) == 4  # nothing re-measured
     bad = subprocess.run([sys.executable, "-m", "eagle3lab", "sweep", "--url", "http://x", "--grid",
                           "num_steps", "--out", str(out), "--prompts", str(prompts)],
                          capture_output=True, text=True, timeout=60)
@@ -229,11 +229,11 @@ def test_cli_sweep_over_urls_resumes(fake_script, tmp_path):
 
 def test_point_flags_per_backend():
     point = {"num_steps": 3, "topk": 1, "quantization": "int4", "fault": "wiring-seed", "concurrency": 4}
-    assert bench._point_spec(point, "lab") == {"num_steps": 3, "topk": 1, "fault": "quant-int4,wiring-seed"}
-    assert bench._point_spec({"num_steps": 2, "quantization": "fp8"}, "sglang") == {"num_steps": 2, "quantization": "fp8"}
+    assert loadtest._point_spec(point, "lab") == {"num_steps": 3, "topk": 1, "fault": "quant-int4,wiring-seed"}
+    assert loadtest._point_spec({"num_steps": 2, "quantization": "fp8"}, "sglang") == {"num_steps": 2, "quantization": "fp8"}
     # The no-speculation twin keeps only what changes the target, plus the request settings.
-    assert bench.baseline_points([point], "lab") == [{"baseline": True, "fault": "quant-int4", "concurrency": 4}]
-    argv = server.build_command("lab", "/t", "/d", spec=bench._point_spec(point, "lab"))
+    assert loadtest.baseline_points([point], "lab") == [{"baseline": True, "fault": "quant-int4", "concurrency": 4}]
+    argv = server.build_command("lab", "/t", "/d", spec=loadtest._point_spec(point, "lab"))
     assert argv[argv.index("--fault") + 1] == "quant-int4" and argv.count("--fault") == 2
-    with pytest.raises(bench.BenchError, match="lab switches"):
-        bench.sweep({"fault": ["no-d2t"]}, ["x"], backend="sglang", model_path="/m", progress=False)
+    with pytest.raises(loadtest.LoadTestError, match="lab switches"):
+        loadtest.sweep({"fault": ["no-d2t"]}, ["x"], backend="sglang", model_path="/m", progress=False)

@@ -1,6 +1,7 @@
-"""Notebook-level glue for the seed's investigation: the flag sets, the measurements the
-notebooks repeat, and small display helpers. Logic the notebooks need but that belongs to no
-library module lives here, so it is tested like the rest.
+"""Experiments the notebooks and the CLI share: the seed's flag sets, measuring a set of
+configurations on fresh servers, serving and reading a log back, fault and configuration sweeps.
+Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.prose`, figures in
+`eagle3lab.plots`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ SEED_FLAG_SETS: dict[str, list[str]] = {
         "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6"],
 }
 
+
 # How much each lab preset decodes in the notebooks: enough to be meaningful on the default
 # lab, small enough that CI executes every notebook in a few minutes on the ci lab.
 BUDGETS = {
@@ -35,41 +37,6 @@ def budget(lab: str, **overrides) -> dict[str, int]:
     base.update({k: v for k, v in overrides.items() if v is not None})
     return base
 
-
-def markdown(text: str):
-    """Display Markdown from a notebook (figures interpolated by the caller, never typed in)."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(text))
-
-
-# --------------------------------------------------------------------------- display helpers
-
-def short_path(path) -> str:
-    """A path relative to the repo or home, for prose."""
-    from pathlib import Path
-
-    from eagle3lab.paths import REPO_DIR
-
-    text = str(path)
-    for root, name in ((REPO_DIR, "."), (Path.home(), "~")):
-        if text.startswith(str(root) + "/"):
-            return name + text[len(str(root)):]
-    return text
-
-
-def show_diff(diff_text: str, max_lines: int = 400):
-    """Display a unified diff, highlighted (or say there is nothing to change)."""
-    from IPython.display import Code, display
-
-    if not diff_text.strip():
-        return markdown("*No change: this SGLang already does what the patch would.*")
-    lines = diff_text.splitlines()
-    more = f"\n... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else ""
-    display(Code("\n".join(lines[:max_lines]) + more, language="diff"))
-
-
-# --------------------------------------------------------------------------- SGLang sources
 
 def sglang_source_copy(sglang_dir=None, dest=None):
     """Copy the files the embedding patch reads from an sglang package (default: the installed
@@ -134,8 +101,6 @@ def cost_ratio(run=None, default: float = 0.1) -> float:
     value = getattr(run, "cost_ratio", None) if run is not None else None
     return float(value) if value else default
 
-
-# --------------------------------------------------------------------------- configuration (01)
 
 def spec_flags(steps: int, topk: int, draft_tokens: int, algorithm: str = "EAGLE3") -> list[str]:
     """SGLang launch flags for one speculative configuration."""
@@ -206,9 +171,9 @@ def compare_resolutions(ours, sglang):
     return out
 
 
-# --------------------------------------------------------------------------- measurements
-
 BASELINE = "no speculation"
+
+
 # The lab server's request caps, sized for the lab targets' 1024 positions.
 LAB_SERVER_ARGS = ("--max-prompt-tokens", "512", "--max-new-tokens", "384")
 
@@ -232,7 +197,7 @@ def _int(value):
 
 
 def _tidy(frame, labels: list[str]):
-    """bench.sweep's rows as one row per label (baseline first)."""
+    """loadtest.sweep's rows as one row per label (baseline first)."""
     import pandas as pd
 
     rows = []
@@ -255,20 +220,20 @@ def _tidy(frame, labels: list[str]):
 def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str | None = None,
                    target_dir=None, draft_dir=None, num_prompts: int = 4,
                    max_new_tokens: int = 64, **_):
-    """Benchmark labelled points (dicts of bench.sweep keys) plus a no-speculation baseline,
+    """Benchmark labelled points (dicts of loadtest.sweep keys) plus a no-speculation baseline,
     each on its own freshly launched server; or just the server at `server_url` as it runs.
 
     Returns one row per run: tokens/s, accept length, speed-up over the baseline.
     """
     import pandas as pd
 
-    from eagle3lab import bench, server
+    from eagle3lab import loadtest, server
     from eagle3lab.paths import lab_dir
 
     if server_url:
         prompts = bench_prompts(lab, num_prompts, backend="sglang")
         info = server.connect(server_url).server_info()
-        result = bench.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
+        result = loadtest.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
         s = result.summary()
         return pd.DataFrame([{"run": f"{server_url} as running",
                               "draft tokens run": info.get("speculative_num_draft_tokens"),
@@ -284,7 +249,7 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
             point.pop("draft", None)
         grid.append({"label": label, **point})
     prompts = bench_prompts(lab, num_prompts, backend=backend)
-    frame = bench.sweep(grid, prompts, max_new_tokens=max_new_tokens, backend=backend,
+    frame = loadtest.sweep(grid, prompts, max_new_tokens=max_new_tokens, backend=backend,
                         model_path=model_path, draft_path=draft_dir, baseline=True, progress=False,
                         extra_args=LAB_SERVER_ARGS if backend == "lab" else ())
     labels = [BASELINE if row.get("asked_baseline") is True else row.get("asked_label")
@@ -315,128 +280,6 @@ def measure_variants(variants: dict, flags: list[str], lab: str, draft: str = "s
     return measure_points(points, lab, **kwargs)
 
 
-def speed_plot(measured, title: str = "Tokens/s and accept length"):
-    """Tokens/s per run with the no-speculation baseline, and accept length per run."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from eagle3lab.style import COLORS, apply_style
-
-    apply_style()
-    runs = measured[measured.index != BASELINE]
-    base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    y = np.arange(len(runs))
-    left.barh(y, runs["tokens_per_s"], color=COLORS["observed"])
-    if base is not None:
-        left.axvline(base, color=COLORS["baseline"], ls="--", label=f"{BASELINE}: {base:.1f} tok/s")
-        left.legend(fontsize="small", loc="lower right")
-    for yi, (tps, sp) in enumerate(zip(runs["tokens_per_s"], runs["speedup"])):
-        left.annotate(f"{tps:.1f}" + (f" ({sp:.2f}×)" if sp == sp else ""), (tps, yi),
-                      xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
-    left.set_yticks(y, runs.index)
-    left.invert_yaxis()
-    left.set(xlabel="tokens/s", title="Throughput")
-    right.barh(y, runs["accept_length"], color=COLORS["accepted"])
-    if "draft tokens run" in runs:
-        right.scatter(runs["draft tokens run"], y, marker="|", s=300, color=COLORS["rejected"],
-                      label="draft tokens verified per step", zorder=5)
-        right.legend(fontsize="small", loc="lower right")
-    right.set_yticks(y, [""] * len(y))
-    right.invert_yaxis()
-    right.set(xlabel="accept length (tokens per verify step)", title="Accept length")
-    fig.suptitle(title, fontweight="bold")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
-
-
-def _ratio_words(ratio: float) -> str:
-    if ratio != ratio:
-        return "could not be compared with"
-    if ratio > 1.05:
-        return f"{ratio:.2f}× faster than"
-    if ratio < 0.95:
-        return f"{1 / ratio:.2f}× slower than"
-    return "about as fast as"
-
-
-def flag_set_sentence(measured) -> str:
-    """Prose for notebook 01, every figure taken from `measured`."""
-    if BASELINE not in measured.index:
-        row = measured.iloc[0]
-        return (f"The server ran at **{row['tokens_per_s']:.1f} tok/s** with accept length "
-                f"**{row['accept_length']:.2f}**.")
-    base = measured.loc[BASELINE, "tokens_per_s"]
-    lines = [f"Without speculation the lab server decodes **{base:.1f} tok/s**."]
-    for label, row in measured.drop(index=BASELINE).iterrows():
-        lines.append(f"- *{label}*: {_int(row['draft tokens run'])} draft tokens verified per step, accept "
-                     f"length **{row['accept_length']:.2f}**, **{row['tokens_per_s']:.1f} tok/s** — "
-                     f"{_ratio_words(row['speedup'])} no speculation.")
-    best = measured.drop(index=BASELINE)["speedup"].max()
-    lines.append("" if best != best else
-                 ("\nNo flag set beats plain decoding: fixing the flags alone cannot help while the "
-                  "draft accepts this little." if best < 1 else
-                  "\nAt least one flag set beats plain decoding on this draft."))
-    return "\n".join(lines)
-
-
-def fix_sentence(measured, before: str, after: str) -> str:
-    """Prose for notebook 03: how much the fix moved accept length and tokens/s."""
-    b, a = measured.loc[before], measured.loc[after]
-    base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else float("nan")
-    return (f"Accept length went from **{b['accept_length']:.2f}** to **{a['accept_length']:.2f}** and "
-            f"throughput from **{b['tokens_per_s']:.1f}** to **{a['tokens_per_s']:.1f} tok/s** "
-            f"(no speculation: {base:.1f} tok/s). With the fix the server is "
-            f"{_ratio_words(a['speedup'])} plain decoding.")
-
-
-# --------------------------------------------------------------------------- wiring (02)
-
-def show_matrix(matrix, rows: str, columns: str, title: str):
-    """Heatmap of a wiring_matrix with labelled axes (eagle3lab.wiring.plot_wiring_matrix)."""
-    import matplotlib.pyplot as plt
-
-    from eagle3lab.wiring import plot_wiring_matrix
-
-    matrix = matrix.copy()
-    matrix.index.name, matrix.columns.name = rows, columns
-    ax = plot_wiring_matrix(matrix, title=title)
-    fig = ax.figure
-    plt.close(fig)
-    return fig
-
-
-def accuracy_plot(accuracy, title: str = "Standalone accuracy by unrolled depth"):
-    """acc@1..k per wiring (evaluate_draft's frames, with a `wiring` column)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from eagle3lab.style import apply_style
-
-    apply_style()
-    fig, ax = plt.subplots()
-    sns.barplot(data=accuracy, x="depth", y="accuracy", hue="wiring", ax=ax)
-    ax.set(ylim=(0, 1), xlabel="unrolled depth j", ylabel="top-1 accuracy (acc@j)", title=title)
-    ax.legend(fontsize="small", title=None)
-    plt.close(fig)
-    return fig
-
-
-def accuracy_sentence(right, served) -> str:
-    """Prose for notebook 02 from two evaluate_draft frames."""
-    r1, s1 = float(right["accuracy"].iloc[0]), float(served["accuracy"].iloc[0])
-    k = int(right["depth"].max())
-    rk, sk = float(right["accuracy"].iloc[-1]), float(served["accuracy"].iloc[-1])
-    deep_r = f" (acc@{k} **{rk:.1%}**)" if k > 1 else ""
-    deep_s = f" (acc@{k} **{sk:.1%}**)" if k > 1 else ""
-    return (f"With the boundaries it was trained on, the draft's acc@1 is **{r1:.1%}**{deep_r}; fed what "
-            f"the server feeds it, acc@1 is **{s1:.1%}**{deep_s}. "
-            + ("The served wiring costs most of the draft's accuracy." if s1 < 0.5 * r1 else
-               "The served wiring costs little accuracy." if s1 > 0.9 * r1 else
-               "The served wiring costs a noticeable part of the draft's accuracy."))
-
-
 def load_target(target_dir=None, lab=None):
     """(model, tokenizer) of a transformers target: the directory given, else the lab's."""
     if target_dir is None:
@@ -446,8 +289,6 @@ def load_target(target_dir=None, lab=None):
     model = AutoModelForCausalLM.from_pretrained(target_dir, torch_dtype="auto").eval()
     return model, AutoTokenizer.from_pretrained(target_dir)
 
-
-# --------------------------------------------------------------------------- acceptance (04)
 
 @dataclass
 class ServedRun:
@@ -518,7 +359,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     """Read a given log; or benchmark a running server and read `log_file`; or, on the lab,
     serve `flags` + `faults`, benchmark it, read its log back, and run the same prompts through
     the lab engine for per-step statistics and the draft's standalone accuracy."""
-    from eagle3lab import bench, logs, server
+    from eagle3lab import loadtest, logs, server
     from eagle3lab.config import SpecConfig
     from eagle3lab.errors import EagleLabError
 
@@ -529,7 +370,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
                 raise EagleLabError("with SERVER_URL, also set LOG_FILE (the server's log, as a file "
                                     "this notebook can read) so the decode lines can be read back")
             prompts = bench_prompts(lab, num_prompts, backend="sglang")
-            bench.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
+            loadtest.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
         log = logs.read_log(log_file)
         return ServedRun(log, cfg.num_steps or 0, cfg.num_draft_tokens)
 
@@ -544,7 +385,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     with server.launch("lab", lab_obj.target_dir, lab_obj.draft_dir(draft), spec=spec,
                        extra_args=(*LAB_SERVER_ARGS, "--decode-log-interval", "8")) as srv:
         info = srv.server_info()
-        bench.run(srv.url, prompts, max_new_tokens=max_new_tokens, progress=False)
+        loadtest.run(srv.url, prompts, max_new_tokens=max_new_tokens, progress=False)
         log = srv.logs()
     result = run_bench(lab_obj, spec=resolved.triple, faults=list(faults), prompts=prompts,
                        max_new_tokens=max_new_tokens, progress=False)
@@ -558,44 +399,11 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
                      cost_ratio=result.costs.get("draft_over_target"), server_info=info)
 
 
-def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
-    """Prose for the log section: how many decode lines, accept length range, throughput."""
-    decode = log[log["accept_len"].notna()]
-    lens = decode["accept_len"]
-    if not len(lens):
-        return "The log has no line with an accept length."
-    text = (f"The log has **{len(decode)}** lines with an accept length; it ranges from **{lens.min():.2f}** "
-            f"to **{lens.max():.2f}** (mean **{lens.mean():.2f}**)")
-    if requested_draft_tokens:
-        text += f", out of at most {requested_draft_tokens} tokens per verify step"
-    tput = decode["gen_throughput"].dropna() if "gen_throughput" in decode else []
-    if len(tput):
-        text += f"; generation throughput averages **{tput.mean():.1f} tok/s**"
-    return text + "."
-
-
-def diagnosis_sentence(findings, short: bool = False) -> str:
-    """The top findings, in words (`short`: the top cause and its confidence only)."""
-    if not findings:
-        return "No finding."
-    top = findings[0]
-    if short:
-        return (f"Diagnosis from the served statistics alone: **{top.cause}** "
-                f"(confidence {top.confidence:.0%}).")
-    text = (f"Most likely cause: **{top.cause}** (confidence {top.confidence:.0%}). "
-            + " ".join(top.evidence) + f"\n\nNext check: {top.next_check}")
-    if len(findings) > 1:
-        text += "\n\nAlso considered: " + ", ".join(f"{f.cause} ({f.confidence:.0%})" for f in findings[1:])
-    return text
-
-
-# --------------------------------------------------------------------------- what-if sweeps (05)
-
 SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
 
 
 def _bench_row(result, **extra) -> dict:
-    """One tidy row from an engine BenchResult: speed, acceptance, conditional per-position."""
+    """One tidy row from a LabBenchResult: speed, acceptance, conditional per-position."""
     from eagle3lab import analysis
 
     s = result.summary()
@@ -632,52 +440,6 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
     return pd.DataFrame(rows).set_index("hypothesis")
 
 
-def _interval_errors(table):
-    """Error-bar lengths [below, above] from a table's `accept_length_ci95` (0 where absent)."""
-    import numpy as np
-
-    below, above = [], []
-    for al, ci in zip(table["accept_length"], table.get("accept_length_ci95", [None] * len(table))):
-        has = isinstance(ci, (list, tuple)) and len(ci) == 2
-        below.append(max(0.0, al - ci[0]) if has else 0.0)
-        above.append(max(0.0, ci[1] - al) if has else 0.0)
-    return np.array([below, above])
-
-
-def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"):
-    """Accept length and speed-up per hypothesis, and conditional acceptance by position."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from eagle3lab.style import COLORS, apply_style
-
-    apply_style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    y = np.arange(len(table))
-    colors = [COLORS["accepted"] if name.startswith("healthy") else
-              COLORS["rejected"] if name == SEED_AFTER_FIX else COLORS["observed"] for name in table.index]
-    errors = _interval_errors(table)
-    left.barh(y, table["accept_length"], color=colors, xerr=errors, ecolor="0.3", capsize=3)
-    for yi, (al, sp, above) in enumerate(zip(table["accept_length"], table["speedup"], errors[1])):
-        left.annotate(f"{al:.2f} ({sp:.2f}×)", (al + above, yi), xytext=(4, 0), textcoords="offset points",
-                      va="center", fontsize="small")
-    left.set_yticks(y, table.index)
-    left.invert_yaxis()
-    left.set(xlabel="accept length (speed-up over no speculation); bars: 95% CI over prompts",
-             title="Accept length")
-    for (name, row), color in zip(table.iterrows(), colors):
-        rates = row["per_position"]
-        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=name, color=color
-                   if color != COLORS["observed"] else None, lw=2.5 if color != COLORS["observed"] else 1.2)
-    right.set(xlabel="draft position", ylabel="P(accept | earlier accepted)", ylim=(-0.02, 1.02),
-              title="Where the chain breaks")
-    right.legend(fontsize="x-small", ncol=2)
-    fig.suptitle(title, fontweight="bold")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
-
-
 def closest_hypothesis(table, reference: str = SEED_AFTER_FIX) -> tuple[str, float]:
     """The hypothesis whose per-position profile is nearest the reference's (mean |difference|)."""
     import numpy as np
@@ -695,26 +457,6 @@ def closest_hypothesis(table, reference: str = SEED_AFTER_FIX) -> tuple[str, flo
     return best, best_d
 
 
-def rates_text(rates) -> str:
-    """Per-position rates for prose: two decimals, a dash where no step reached the position."""
-    return "[" + ", ".join("–" if r != r else f"{r:.2f}" for r in rates) + "]"
-
-
-def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
-    """Which hypothesis reproduces the seed-after-fix signature, and what the healthy draft gets."""
-    ref = table.loc[reference]
-    name, distance = closest_hypothesis(table, reference)
-    healthy = table.loc[[n for n in table.index if n.startswith("healthy")][0]]
-    return (f"The seed after its fix (`{reference}`) accepts **{ref['accept_length']:.2f}** tokens per step "
-            f"(per position {rates_text(ref['per_position'])}) for a speed-up of **{ref['speedup']:.2f}×**. "
-            f"Of the other hypotheses, **{name}** has the closest per-position profile "
-            f"(mean difference {distance:.2f}): accept length {table.loc[name, 'accept_length']:.2f}, "
-            f"per position {rates_text(table.loc[name, 'per_position'])}. "
-            f"The healthy draft — trained with training-time test, served with the wiring it was "
-            f"trained on — accepts **{healthy['accept_length']:.2f}** at the same configuration, a "
-            f"speed-up of **{healthy['speedup']:.2f}×**.")
-
-
 def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
     """(num_steps, topk, num_draft_tokens) points: chains at each depth, then the given trees."""
     return [(int(s), 1, int(s) + 1) for s in chain_steps] + [tuple(int(x) for x in t) for t in trees]
@@ -723,17 +465,17 @@ def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
 def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, num_prompts: int = 4,
                  max_new_tokens: int = 64, version: str = "0.5.23", **_):
     """Measure each configuration of `grid`: on the lab engine (healthy draft, interleaved
-    baseline), or spread over running servers (`urls`) with eagle3lab.bench.sweep."""
+    baseline), or spread over running servers (`urls`) with eagle3lab.loadtest.sweep."""
     import pandas as pd
 
     from eagle3lab.config import SpecConfig
 
     if urls:
-        from eagle3lab import bench
+        from eagle3lab import loadtest
 
         points = [{"algorithm": "EAGLE3", "num_steps": s, "topk": t, "num_draft_tokens": d}
                   for s, t, d in grid]
-        frame = bench.sweep(points, bench_prompts(lab, num_prompts, backend="sglang"),
+        frame = loadtest.sweep(points, bench_prompts(lab, num_prompts, backend="sglang"),
                             max_new_tokens=max_new_tokens, urls=list(urls), out=file, progress=False,
                             baseline=True)
         base = frame[frame["asked_baseline"].eq(True)]["tokens_per_s"].mean()
@@ -762,30 +504,6 @@ def chain_rows(sweep):
     return chains.sort_values("depth")
 
 
-def winner_sentence(sweep) -> str:
-    """The measured best configuration and its speed-up."""
-    best = sweep.loc[sweep["speedup"].idxmax()]
-    worst = sweep.loc[sweep["speedup"].idxmin()]
-    return (f"Best measured configuration: **{int(best['num_steps'])} steps, topk {int(best['topk'])}, "
-            f"{int(best['num_draft_tokens'])} draft tokens** — accept length **{best['accept_length']:.2f}**, "
-            f"**{best['tokens_per_s']:.1f} tok/s** against {best['baseline_tokens_per_s']:.1f} without "
-            f"speculation: a speed-up of **{best['speedup']:.2f}×**. The worst point "
-            f"({int(worst['num_steps'])}/{int(worst['topk'])}/{int(worst['num_draft_tokens'])}) "
-            f"reaches {worst['speedup']:.2f}×.")
-
-
-# --------------------------------------------------------------------------- headlines
-
-def headline(text: str):
-    """Display Markdown and mark it as a headline: the rendered post-mortem (eagle3lab.report)
-    repeats every headline at the top of the page, under the notebook it came from."""
-    from IPython.display import Markdown, display
-
-    from eagle3lab.report import HEADLINE_KEY
-
-    display(Markdown(text), metadata={HEADLINE_KEY: True})
-
-
 def warnings_table(resolved):
     """Each distinct engine warning once, with the flag sets that trigger it."""
     import pandas as pd
@@ -795,13 +513,3 @@ def warnings_table(resolved):
         for warning in row["warnings"]:
             seen.setdefault(warning, []).append(label)
     return pd.DataFrame({"SGLang warns": list(seen), "for": ["; ".join(v) for v in seen.values()]})
-
-
-def resolution_sentence(resolved) -> str:
-    """Which flag sets run something else than asked, in words."""
-    changed = resolved[resolved["changed"]]
-    if not len(changed):
-        return "Every flag set runs as asked."
-    parts = [f"*{label}* asks for {row['asked steps/topk/draft'][2]} draft tokens but runs "
-             f"**{row['num_draft_tokens']}**" for label, row in changed.iterrows()]
-    return "; ".join(parts) + " — with one warning line in the server log and nothing else."

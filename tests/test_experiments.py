@@ -1,4 +1,4 @@
-"""The notebooks' glue (eagle3lab.story): flag sets, tidy measurements, prose from numbers."""
+"""The notebooks' experiments, prose and figures: flag sets, tidy measurements, prose from numbers."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import math
 import pandas as pd
 import pytest
 
-from eagle3lab import story
+from eagle3lab import experiments, plots, prose
 
 
 def test_seed_flag_sets_resolve_to_the_silent_adjustment():
-    table = story.resolve_flag_sets(story.SEED_FLAG_SETS, version="0.5.23")
+    table = experiments.resolve_flag_sets(experiments.SEED_FLAG_SETS, version="0.5.23")
     first = table.iloc[0]
     assert first["asked steps/topk/draft"] == (1, 1, 16)
     assert (first["num_steps"], first["topk"], first["num_draft_tokens"]) == (1, 1, 2)
@@ -20,32 +20,32 @@ def test_seed_flag_sets_resolve_to_the_silent_adjustment():
 
 
 def test_compare_resolutions_flags_a_disagreement():
-    ours = story.resolve_flag_sets(story.SEED_FLAG_SETS)
+    ours = experiments.resolve_flag_sets(experiments.SEED_FLAG_SETS)
     theirs = ours.copy()
     theirs.iloc[0, theirs.columns.get_loc("num_draft_tokens")] = 16
-    agree = story.compare_resolutions(ours, theirs)
+    agree = experiments.compare_resolutions(ours, theirs)
     assert list(agree["agree"]) == [False, True, True]
 
 
 def test_budget_and_spec_flags():
-    assert story.budget("ci", num_prompts=None)["num_prompts"] == story.BUDGETS["ci"]["num_prompts"]
-    assert story.budget("default", max_new_tokens=7)["max_new_tokens"] == 7
-    assert story.spec_flags(5, 1, 6)[-2:] == ["--speculative-num-draft-tokens", "6"]
-    assert story.config_grid([1, 3], [(5, 2, 8)]) == [(1, 1, 2), (3, 1, 4), (5, 2, 8)]
-    assert story.seed_fix_ids(61) == [-1, 1, 29]
+    assert experiments.budget("ci", num_prompts=None)["num_prompts"] == experiments.BUDGETS["ci"]["num_prompts"]
+    assert experiments.budget("default", max_new_tokens=7)["max_new_tokens"] == 7
+    assert experiments.spec_flags(5, 1, 6)[-2:] == ["--speculative-num-draft-tokens", "6"]
+    assert experiments.config_grid([1, 3], [(5, 2, 8)]) == [(1, 1, 2), (3, 1, 4), (5, 2, 8)]
+    assert experiments.seed_fix_ids(61) == [-1, 1, 29]
 
 
 def _measured():
     return pd.DataFrame({"draft tokens run": [None, 2, 16], "tokens_per_s": [90.0, 56.8, 46.7],
                          "accept_length": [math.nan, 1.5, 1.9], "speedup": [1.0, 56.8 / 90, 46.7 / 90]},
-                        index=[story.BASELINE, "steps 1", "steps 15"])
+                        index=[experiments.BASELINE, "steps 1", "steps 15"])
 
 
 def test_prose_states_only_the_measured_figures():
-    text = story.flag_set_sentence(_measured())
+    text = prose.flag_set_sentence(_measured())
     assert "90.0 tok/s" in text and "56.8 tok/s" in text and "46.7 tok/s" in text
     assert "1.58× slower" in text and "1.93× slower" in text and "No flag set beats" in text
-    fix = story.fix_sentence(_measured(), "steps 1", "steps 15")
+    fix = prose.fix_sentence(_measured(), "steps 1", "steps 15")
     assert "**1.50** to **1.90**" in fix and "56.8" in fix and "46.7" in fix
 
 
@@ -53,10 +53,10 @@ def test_closest_hypothesis_matches_the_per_position_profile():
     table = pd.DataFrame({
         "per_position": [[0.9, 0.8, 0.8], [0.9, 0.3, 0.1], [0.9, 0.35, 0.15], [0.1, 0.0, 0.0]],
         "accept_length": [3.3, 2.0, 2.1, 1.1], "speedup": [1.8, 0.9, 0.95, 0.6]},
-        index=["healthy (no fault)", story.SEED_AFTER_FIX, "no-ttt", "wiring-seed"])
-    name, distance = story.closest_hypothesis(table)
+        index=["healthy (no fault)", experiments.SEED_AFTER_FIX, "no-ttt", "wiring-seed"])
+    name, distance = experiments.closest_hypothesis(table)
     assert name == "no-ttt" and distance == pytest.approx(0.05 / 3 * 2)
-    text = story.hypothesis_sentence(table)
+    text = prose.hypothesis_sentence(table)
     assert "**no-ttt**" in text and "**3.30**" in text and "**1.80×**" in text
 
 
@@ -64,13 +64,13 @@ def test_winner_sentence_names_the_fastest_point():
     sweep = pd.DataFrame({"num_steps": [1, 3, 5], "topk": [1, 1, 2], "num_draft_tokens": [2, 4, 8],
                           "accept_length": [1.8, 3.1, 3.5], "tokens_per_s": [120.0, 190.0, 150.0],
                           "baseline_tokens_per_s": [100.0] * 3, "speedup": [1.2, 1.9, 1.5]})
-    text = story.winner_sentence(sweep)
+    text = prose.winner_sentence(sweep)
     assert "3 steps, topk 1, 4 draft tokens" in text and "1.90×" in text and "1/1/2" in text
 
 
 def test_capture_before_after_on_the_installed_sglang(tmp_path):
-    copy = story.sglang_source_copy(dest=tmp_path)
-    table = story.capture_before_after(copy, lab_layers=8).set_index("model file")
+    copy = experiments.sglang_source_copy(dest=tmp_path)
+    table = experiments.capture_before_after(copy, lab_layers=8).set_index("model file")
     deepseek = table.loc["srt/models/deepseek_v2.py"]
     assert deepseek["after patch"][0] == 0  # the embedding is captured once patched
     assert deepseek["before patch"] != deepseek["after patch"]
@@ -88,12 +88,12 @@ def test_fault_plot_draws_each_rows_interval():
         "accept_length_ci95": [[3.5, 4.6], None, [1.8, 2.1]],
         "speedup": [2.1, 0.7, 1.0],
         "per_position": [[0.8, 0.7], [0.3, 0.0], [0.8, 0.1]],
-    }, index=["healthy (no fault)", "wiring-seed", story.SEED_AFTER_FIX])
-    errors = story._interval_errors(table)
+    }, index=["healthy (no fault)", "wiring-seed", experiments.SEED_AFTER_FIX])
+    errors = plots._interval_errors(table)
     assert errors.shape == (2, 3)
     assert errors[:, 0] == pytest.approx([0.5, 0.6]) and list(errors[:, 1]) == [0.0, 0.0]
     assert errors[:, 2] == pytest.approx([0.1, 0.2])
-    fig = story.fault_plot(table)
+    fig = plots.fault_plot(table)
     bars = fig.axes[0]
     assert "95% CI" in bars.get_xlabel()
     assert len(bars.lines) + len(bars.collections) > 0  # the error bars are drawn

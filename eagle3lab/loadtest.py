@@ -1,10 +1,10 @@
 """Benchmarks and what-if sweeps against any server speaking SGLang's ``/generate``.
 
-``run`` sends prompts (text or token ids) at a given concurrency and returns a ``BenchResult``:
+``run`` sends prompts (text or token ids) at a given concurrency and returns a ``LoadTestResult``:
 one row per request with time to first token, latency, tokens/s and the accept length SGLang
 reports in ``meta_info``. Accept length per request is ``spec_accept_length`` when the server
 sends it, else ``completion_tokens / spec_verify_ct`` (sglang PR#3152: one verify per round,
-and each round emits accepted drafts + 1). ``BenchResult.accept_length`` is the *pooled* value
+and each round emits accepted drafts + 1). ``LoadTestResult.accept_length`` is the *pooled* value
 (sum of tokens / sum of verifies, what the server log prints); ``accept_length_mean`` is the
 unweighted mean of per-request values (what SpecForge's benchmark prints) - both are kept
 because they differ (vllm#42508).
@@ -38,12 +38,12 @@ REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_
                    "started_s", "text"]
 
 
-class BenchError(EagleLabError):
+class LoadTestError(EagleLabError):
     """A benchmark or sweep was asked for something that cannot run."""
 
 
 @dataclass
-class BenchResult:
+class LoadTestResult:
     """One benchmark run: per-request rows plus the figures people quote."""
 
     url: str
@@ -103,12 +103,12 @@ class BenchResult:
 
     def __repr__(self):
         s = self.summary()
-        return (f"BenchResult({s['completed']}/{s['requests']} ok{', FAILED' if self.failed else ''}, "
+        return (f"LoadTestResult({s['completed']}/{s['requests']} ok{', FAILED' if self.failed else ''}, "
                 f"{s['tokens_per_s']:.1f} tok/s, ttft {s['ttft_s']:.3f} s, latency {s['latency_s']:.3f} s, "
                 f"accept length {s['accept_length']:.2f})")
 
 
-def speedup(result: BenchResult, baseline: BenchResult) -> float:
+def speedup(result: LoadTestResult, baseline: LoadTestResult) -> float:
     """Throughput of a speculative run over a no-speculation run on the same prompts."""
     return result.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s > 0 else math.nan
 
@@ -214,7 +214,7 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
 # --------------------------------------------------------------------------- a benchmark
 
 def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, temperature: float = 0.0,
-        stream: bool = True, timeout: float = 600.0, progress: bool = True) -> BenchResult:
+        stream: bool = True, timeout: float = 600.0, progress: bool = True) -> LoadTestResult:
     """Send every prompt (str or token-id list) to ``url``/generate, ``concurrency`` at a time.
 
     When the server goes away mid-run (connection refused/reset), no further requests are
@@ -225,10 +225,10 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     from tqdm.auto import tqdm
 
     if concurrency < 1:
-        raise BenchError(f"concurrency must be at least 1, got {concurrency}")
+        raise LoadTestError(f"concurrency must be at least 1, got {concurrency}")
     prompts = list(prompts)
     if not prompts:
-        raise BenchError("no prompts to benchmark")
+        raise LoadTestError("no prompts to benchmark")
     url = getattr(url, "url", url).rstrip("/")  # a url or an eagle3lab.server handle
     lost = threading.Event()
     opts = {"stream": stream}
@@ -269,7 +269,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     if failed:
         error = (f"{len(prompts) - int(frame['ok'].sum())} of {len(prompts)} requests did not complete"
                  + (f"; first error: {errors.iloc[0]}" if len(errors) else ""))
-    return BenchResult(url, frame, wall, concurrency, max_new_tokens, temperature, failed, error,
+    return LoadTestResult(url, frame, wall, concurrency, max_new_tokens, temperature, failed, error,
                        meta={"prompts": len(prompts), "stream": opts["stream"]})
 
 
@@ -288,7 +288,7 @@ SERVER_KEYS = ("num_steps", "topk", "num_draft_tokens", "fault", "faults", "quan
                "algorithm", "page_size", "attention_backend", "cuda_graph_max_bs",
                "max_running_requests")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
-# Lab faults that act without a draft (eagle3lab.engine.server.load_state keeps them when no
+# Lab faults that act without a draft (eagle3lab.engine.frontend.load_state keeps them when no
 # speculative algorithm is given): they belong to the no-speculation baseline too.
 NON_DRAFT_FAULTS = ("quant-int8", "quant-int4", "domain-shift", "long-context")
 _RESOLVE_KEYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "page_size",
@@ -458,7 +458,7 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
 
     points = grid_points(grid)
     if backend == "sglang" and not urls and any(_point_spec(p, backend).get("fault") for p in points):
-        raise BenchError("faults are lab switches: use backend='lab' for a grid with 'fault'")
+        raise LoadTestError("faults are lab switches: use backend='lab' for a grid with 'fault'")
     if baseline:
         points = baseline_points(points, backend) + points
     out = Path(out) if out else None
@@ -531,7 +531,7 @@ def _sweep_urls(urls: list[str], todo: list[dict], measure, finish) -> None:
     servers_for = {point_key(p): [u for u in urls if _matches(p, reported[u])] for p in todo}
     orphans = [p for p in todo if not servers_for[point_key(p)]]
     if orphans:
-        raise BenchError(f"no running server matches {len(orphans)} point(s), e.g. {orphans[0]}; "
+        raise LoadTestError(f"no running server matches {len(orphans)} point(s), e.g. {orphans[0]}; "
                          f"servers report: {reported}")
     pending = list(todo)
     lock = threading.Lock()

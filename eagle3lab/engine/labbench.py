@@ -2,7 +2,7 @@
 
 `run_bench(lab, spec=(3, 1, 4), faults=["wiring-seed"])` decodes held-out prompts with and
 without speculation in the same process, alternating which goes first, and returns a
-`BenchResult` with per-step and per-token DataFrames, accept length, per-position acceptance,
+`LabBenchResult` with per-step and per-token DataFrames, accept length, per-position acceptance,
 tokens/s of both, measured draft-step and verify costs, and whether greedy outputs matched.
 """
 
@@ -19,7 +19,7 @@ from eagle3lab.engine.speculate import Generation, SamplingParams, SpecEngine, S
 
 
 @dataclass
-class BenchResult:
+class LabBenchResult:
     spec: SpecParams
     plan: FaultPlan
     boundaries: list[int]
@@ -175,7 +175,7 @@ def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None) -> tuple[
 def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None = None,
               n_prompts: int = 8, prompt_tokens: int = 64, max_new_tokens: int = 128,
               temperature: float = 0.0, seed: int = 0, engine: SpecEngine | None = None,
-              progress: bool = True) -> BenchResult:
+              progress: bool = True) -> LabBenchResult:
     """Decode prompts plainly and speculatively (interleaved) and measure both."""
     spec = SpecParams.of(spec)
     if engine is None:
@@ -221,7 +221,7 @@ def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None
         step_rows += steps_frame_rows(sg, r)
         token_rows += token_frame_rows(sg, r, lab.tokenizer if lab is not None else None)
     lossless = all(matched) if sampling.greedy else _greedy_check(engine, prompts[:2], spec)
-    return BenchResult(spec=spec, plan=plan, boundaries=list(engine.boundaries),
+    return LabBenchResult(spec=spec, plan=plan, boundaries=list(engine.boundaries),
                        temperature=temperature, steps=pd.DataFrame(step_rows),
                        tokens=pd.DataFrame(token_rows), requests=pd.DataFrame(req_rows),
                        lossless=lossless, preset=getattr(lab, "preset", None))

@@ -65,7 +65,7 @@ def run(args) -> int:
 
     import torch
 
-    from eagle3lab.engine.bench import run_bench
+    from eagle3lab.engine.labbench import run_bench
     from eagle3lab.engine.faults import normalize_faults
     from eagle3lab.errors import EagleLabError
     from eagle3lab.lab import load_lab
