@@ -1,0 +1,8 @@
+"""Sources of acceptance observations: server logs, per-request `meta_info`, a metrics endpoint,
+the lab engine. Each source module turns what it reads into one `Observation`, so analysis,
+diagnosis, notebooks and the CLI never care where the numbers came from.
+"""
+
+from eagle3lab.sources.observation import Observation
+
+__all__ = ["Observation"]

@@ -1,0 +1,56 @@
+"""One observation of a speculative deployment: what ran, and how much of each draft it kept.
+
+Why one type: accept length and per-position rates come from server logs (SGLang logs only the
+mean, vLLM and llama.cpp per position), per-request `meta_info`, Prometheus counters or the lab
+engine's step records, with different conventions. An `Observation` states its convention
+(`conditional`) and its sample size, so a consumer never guesses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+SPEC_KEYS = ("num_steps", "topk", "num_draft_tokens")
+
+
+@dataclass
+class Observation:
+    """What one source says about one served configuration.
+
+    effective: the configuration the server ran (num_steps, topk, num_draft_tokens; None where the
+        source does not say), read from the source itself where it can (a log's adjustment
+        warning, server info); requested: what the user asked for, when known.
+    per_position: DataFrame(position, rate, lo, hi, n), position 1..k; `conditional` says whether
+        rate is P(accept i | 1..i-1 accepted) (True) or P(at least i accepted) (False).
+    accept_length: mean tokens per verify step, bonus token included.
+    n_steps / n_requests: the sample size behind the figures (verify steps or drafts; requests).
+    """
+
+    source: str
+    engine: str | None = None
+    effective: dict = field(default_factory=dict)
+    requested: dict = field(default_factory=dict)
+    accept_length: float | None = None
+    accept_length_ci95: tuple[float, float] | None = None
+    per_position: pd.DataFrame | None = None
+    conditional: bool | None = None
+    tokens_per_s: float | None = None
+    costs: dict = field(default_factory=dict)
+    n_steps: int | None = None
+    n_requests: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    frame: Any = None
+
+    def summary(self) -> dict:
+        """A flat dict for a table row or JSON."""
+        rates = None if self.per_position is None else [round(float(r), 4) for r in self.per_position["rate"]]
+        return {"source": self.source, "engine": self.engine,
+                **{f"effective_{k}": self.effective.get(k) for k in SPEC_KEYS},
+                **{f"requested_{k}": self.requested.get(k) for k in SPEC_KEYS},
+                "accept_length": self.accept_length, "accept_length_ci95": self.accept_length_ci95,
+                "per_position": rates, "per_position_conditional": self.conditional,
+                "tokens_per_s": self.tokens_per_s, "n_steps": self.n_steps, "n_requests": self.n_requests,
+                "warnings": list(self.warnings)}
