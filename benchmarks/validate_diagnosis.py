@@ -34,28 +34,19 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eagle3lab import analysis  # noqa: E402
+from eagle3lab.engine.faults import EXPECTED_CAUSES  # noqa: E402
 
-# The cause a fault should be diagnosed as (scoring only; diagnose never sees it).
+# The cause a fault should be diagnosed as (scoring only; diagnose never sees it): the fault
+# table's causes, plus the scenarios that are not lab faults.
 EXPECTED = {
     "none": ("healthy",),
     "sampled": ("healthy",),  # no fault, temperature > 0 with sampled drafts
     "config-adjusted": ("config_adjusted",),
-    # the seed's draft is also trained without TTT: wrong wiring on top of a multi-step weakness
-    "wiring-seed": ("wiring", "multi_step"),
-    "no-embed-patch": ("wiring", "multi_step"),
-    "normed-last": ("wiring",),
-    "embed-patch": ("multi_step",),  # the seed's fix: wiring right, draft still without TTT
-    "no-ttt": ("multi_step",),
-    "quant-int8": ("quantization",),
-    "quant-int4": ("quantization",),
-    "no-d2t": ("vocab_mapping",),
-    "domain-shift": ("distribution_shift",),
-    "long-context": ("context_length",),
-    "greedy-draft": ("sampling",),
+    **EXPECTED_CAUSES,
 }
 
-SINGLES = ["none", "sampled", "config-adjusted", "wiring-seed", "normed-last", "embed-patch", "no-ttt",
-           "quant-int8", "quant-int4", "no-d2t", "domain-shift", "long-context", "greedy-draft"]
+# every lab fault alone (no-embed-patch wires like wiring-seed), after the scenarios above
+SINGLES = ["none", "sampled", "config-adjusted"] + [f for f in EXPECTED_CAUSES if f != "no-embed-patch"]
 PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "quant-int8"),
          ("normed-last", "long-context"), ("embed-patch", "quant-int4"),
          ("quant-int4", "domain-shift"), ("no-ttt", "long-context"), ("config-adjusted", "no-ttt"),

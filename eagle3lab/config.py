@@ -21,16 +21,11 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from eagle3lab.errors import EagleLabError
+from eagle3lab.versions import LATEST_SGLANG, SGLANG_RELEASES
 
 # ----------------------------------------------------------------------------- versions
 
-# Every sglang release on PyPI from 0.4.0 (pip's list, 2026-11): tells "published but not
-# read" apart from "unknown".
-PUBLISHED_SGLANG = (
-    "0.4.0 0.4.1 0.4.2 0.4.3 0.4.4 0.4.5 0.4.6 0.4.7 0.4.8 0.4.9 0.4.10 0.5.0rc0 0.5.0rc1 "
-    "0.5.0rc2 0.5.1 0.5.2 0.5.3 0.5.4 0.5.5 0.5.6 0.5.7 0.5.8 0.5.9 0.5.10 0.5.11 0.5.12 "
-    "0.5.13 0.5.14 0.5.15 0.5.16 0.5.17 0.5.18 0.5.19 0.5.20 0.5.21 0.5.22 0.5.23").split()
-LATEST_SGLANG = "0.5.23"
+PUBLISHED_SGLANG = SGLANG_RELEASES  # eagle3lab.versions: tells "published but not read" from "unknown"
 
 
 def parse_version(text: str) -> tuple[int, int, int]:

@@ -57,6 +57,7 @@ import re
 from itertools import product
 
 from eagle3lab.errors import EagleLabError
+from eagle3lab.versions import LATEST_SGLANG, SGLANG_CAPTURE_READ
 
 
 class ConventionError(EagleLabError):
@@ -96,6 +97,12 @@ def default_boundaries(num_layers: int) -> list[int]:
     return [2, num_layers // 2, num_layers - 3]
 
 
+def served_by_lab(layer_ids, num_layers: int) -> Boundaries:
+    """What the lab engine feeds its draft: the newest SGLang's rule for a llama target (the
+    lab serves SGLang's HTTP API for a llama-shaped target). No ids -> the default boundaries."""
+    return serve_boundaries("sglang", LATEST_SGLANG, "LlamaForCausalLM", layer_ids, num_layers)
+
+
 def describe_boundary(b: int | None, num_layers: int, post_norm: bool = False) -> str:
     """Human name of a boundary: 'embedding', 'layer 3 out', 'final (post-norm)'."""
     if b is None:
@@ -109,8 +116,7 @@ def describe_boundary(b: int | None, num_layers: int, post_norm: bool = False) -
 
 # --------------------------------------------------------------------------- versions
 
-SGLANG_VERSIONS = ("0.4.4", "0.4.4.post1", "0.4.4.post3", "0.4.5", "0.4.6", "0.4.7", "0.4.8",
-                   "0.4.9", "0.4.10", "0.5.0rc2") + tuple(f"0.5.{i}" for i in range(1, 24))
+SGLANG_VERSIONS = SGLANG_CAPTURE_READ  # eagle3lab.versions: the one SGLang version list
 # vLLM: rule changes at these versions (0.9.0 .. 0.33.0 read, reference s.6).
 VLLM_VERSIONS = ("0.9.0", "0.11.0", "0.11.1", "0.12.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
                  "0.20.0", "0.21.0", "0.22.0", "0.26.0", "0.29.0", "0.31.0", "0.33.0")

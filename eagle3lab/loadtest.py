@@ -288,9 +288,6 @@ SERVER_KEYS = ("num_steps", "topk", "num_draft_tokens", "fault", "faults", "quan
                "algorithm", "page_size", "attention_backend", "cuda_graph_max_bs",
                "max_running_requests")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
-# Lab faults that act without a draft (eagle3lab.engine.frontend.load_state keeps them when no
-# speculative algorithm is given): they belong to the no-speculation baseline too.
-NON_DRAFT_FAULTS = ("quant-int8", "quant-int4", "domain-shift", "long-context")
 _RESOLVE_KEYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "page_size",
                  "attention_backend", "cuda_graph_max_bs", "max_running_requests")
 _SERVER_INFO_KEYS = {"num_steps": "speculative_num_steps", "topk": "speculative_eagle_topk",
@@ -400,6 +397,9 @@ def _point_spec(point: dict, backend: str = "lab") -> dict:
         spec["fault"] = ",".join(faults)
     if point.get("baseline"):  # no speculation: keep only what changes the target or its inputs
         spec = {k: v for k, v in spec.items() if k == "quantization"}
+        # lab faults that act without a draft belong to the no-speculation baseline too
+        from eagle3lab.engine.faults import NON_DRAFT_FAULTS
+
         kept = [f for f in faults if f.startswith("quant-") or f in NON_DRAFT_FAULTS]
         if kept:
             spec["fault"] = ",".join(kept)

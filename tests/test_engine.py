@@ -200,6 +200,36 @@ def test_quantization_is_groupwise_and_bounded(pair):
     fake_quantize_(TargetModel(target, 64), 8)
 
 
+def test_fault_table_is_the_one_list():
+    from pathlib import Path
+
+    from eagle3lab.analysis import CAUSES
+    from eagle3lab.engine.faults import EXCLUSIVE, FAULTS, NON_DRAFT_FAULTS
+
+    assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context")
+    assert ("embed-patch", "no-embed-patch") in EXCLUSIVE and ("quant-int4", "quant-int8") in EXCLUSIVE
+    for fault in FAULTS.values():
+        assert fault.causes and set(fault.causes) <= set(CAUSES), fault.name
+        assert set(fault.excludes) <= set(FAULTS), fault.name
+        for other in fault.excludes:  # exclusion is symmetric whichever row names it
+            with pytest.raises(FaultError, match="contradict"):
+                normalize_faults([fault.name, other])
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = readme.split("Lab faults (`--fault`, combinable):")[1].split("\n\n")[0]
+    assert sorted(n.strip("`") for n in listed.replace("\n", " ").rstrip(".").split(", ")
+                  for n in [n.strip()]) == sorted(FAULTS)
+
+
+def test_served_boundaries_follow_sglang_capture_rule():
+    from eagle3lab.conventions import serve_boundaries
+
+    seed = type("D", (), {"aux_layer_ids": [1, 11, 20]})()
+    assert plan_faults(["wiring-seed"], 24).boundaries(seed, 24) == [2, 12, 21]
+    assert plan_faults(["embed-patch"], 24).boundaries(seed, 24) == [0, 2, 12]
+    assert plan_faults([], 24).boundaries(type("D", (), {"aux_layer_ids": []})(), 24) == [2, 12, 21]
+    assert serve_boundaries("sglang", "0.5.23", "LlamaForCausalLM", [-1, 1, 11], 24) == [0, 2, 12]
+
+
 def test_fault_names_and_plans():
     assert normalize_faults("wiring-seed,quant-int4") == ("wiring-seed", "quant-int4")
     with pytest.raises(FaultError):

@@ -6,7 +6,7 @@ HELP = "benchmark speculative decoding on the lab (accept length, per-position, 
 
 
 def add_arguments(parser) -> None:
-    from eagle3lab.engine.faults import FAULTS
+    from eagle3lab.engine.faults import describe_faults
 
     parser.add_argument("--preset", default="default", help="lab preset: default or ci")
     parser.add_argument("--lab-dir", default=None, metavar="DIR",
@@ -17,7 +17,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--draft-tokens", type=int, default=None,
                         help="--speculative-num-draft-tokens (resolved as SGLang 0.5.23 would)")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME",
-                        help="repeatable: " + "; ".join(f"{k}: {v}" for k, v in FAULTS.items()))
+                        help="repeatable: " + describe_faults())
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--prompts", type=prompt_count, default=8,
                         help="held-out prompts to decode, or 'all' (every held-out passage with "

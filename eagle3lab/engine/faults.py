@@ -1,36 +1,87 @@
 """Named fault switches that reproduce real EAGLE-3 deployment failures in the lab engine.
 
 Each fault is off by default and they combine: `plan_faults(["wiring-seed", "quant-int4"])`.
-A `FaultPlan` says which lab draft to serve, which target boundaries feed it, how the target
-is quantized, and which prompts to decode; `build_engine` turns a plan into a `SpecEngine`.
+`FAULTS` is the one table of them: what each changes, whether it needs a draft, which prompts it
+decodes, the cause `analysis.diagnose()` should name and what it cannot be combined with. Every
+list that names faults (the CLI's help, the sweep's no-draft faults, the lab front end, the
+validation benchmark's expectations, the README) is derived from it. A `FaultPlan` says which
+lab draft to serve, which target boundaries feed it, how the target is quantized, and which
+prompts to decode; `build_engine` turns a plan into a `SpecEngine`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eagle3lab import conventions
 from eagle3lab.errors import EagleLabError
 
-FAULTS: dict[str, str] = {
-    "wiring-seed": "serve the seed's draft (trained on [embedding, low, mid]) with SGLang's +1 rule "
-                   "on its config ids, i.e. boundaries [2, N//2, N-3]",
-    "embed-patch": "serve the seed's draft with ids [-1, 1, N//2-1] -> boundaries [0, 2, N//2] "
-                   "(the seed's fix: embedding capture patched in)",
-    "no-embed-patch": "serve the seed's draft without embedding capture (SGLang's +1 rule on its "
-                      "config ids; same wiring as wiring-seed)",
-    "no-ttt": "serve the draft trained without training-time test (k = 1)",
-    "quant-int8": "group-wise int8 weight-only quantization of the target at serve time",
-    "quant-int4": "group-wise int4 weight-only quantization of the target at serve time",
-    "no-d2t": "drop the draft->target vocabulary map: draft ids are read as target ids",
-    "normed-last": "apply the target's final norm to the last captured boundary",
-    "domain-shift": "decode prompts unlike the training corpus (English prose, numbers)",
-    "long-context": "decode prompts longer than the draft saw in training",
-    "greedy-draft": "draft by argmax even at temperature > 0 (acceptance becomes p(argmax q))",
-}
-
-EXCLUSIVE = [("embed-patch", "no-embed-patch"), ("quant-int8", "quant-int4"),
-             ("no-ttt", "wiring-seed"), ("no-ttt", "embed-patch"), ("no-ttt", "no-embed-patch")]
 QUANT_GROUP_SIZE = 64
+LAB_ARCH = "LlamaForCausalLM"  # the lab target's architecture (its capture rule is llama.py's)
+
+
+def seed_fix_ids(num_layers: int) -> list[int]:
+    """The seed's fixed draft ids: embedding, low, mid ([-1, 2, 30] on its 61-layer target,
+    [-1, 1, N//2-1] on the lab)."""
+    return [-1, 1, num_layers // 2 - 1]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: what it changes (`changes`, and the FaultPlan fields it sets in `plan`, a
+    value or a function of the target's layer count), whether it acts only on a draft,
+    which prompts it decodes, the cause(s) `diagnose()` should name, and what it excludes."""
+
+    name: str
+    changes: str
+    plan: dict = field(default_factory=dict)
+    needs_draft: bool = True
+    prompts: str | None = None          # a prompt kind (labbench.bench_prompts)
+    causes: tuple[str, ...] = ()        # analysis.CAUSES names diagnose() should rank first
+    excludes: tuple[str, ...] = ()
+
+
+_TABLE = [
+    Fault("wiring-seed", "serve the seed's draft (trained on [embedding, low, mid]) with SGLang's "
+          "+1 rule on its config ids, i.e. boundaries [2, N//2, N-3]",
+          plan={"draft_name": "seed"}, causes=("wiring", "multi_step"), excludes=("no-ttt",)),
+    Fault("embed-patch", "serve the seed's draft with ids [-1, 1, N//2-1] -> boundaries [0, 2, N//2] "
+          "(the seed's fix: embedding capture patched in)",
+          plan={"draft_name": "seed", "layer_ids": seed_fix_ids}, causes=("multi_step",),
+          excludes=("no-embed-patch", "no-ttt")),
+    Fault("no-embed-patch", "serve the seed's draft without embedding capture (SGLang's +1 rule on "
+          "its config ids; same wiring as wiring-seed)",
+          plan={"draft_name": "seed"}, causes=("wiring", "multi_step"),
+          excludes=("embed-patch", "no-ttt")),
+    Fault("no-ttt", "serve the draft trained without training-time test (k = 1)",
+          plan={"draft_name": "no-ttt"}, causes=("multi_step",),
+          excludes=("wiring-seed", "embed-patch", "no-embed-patch")),
+    Fault("quant-int8", "group-wise int8 weight-only quantization of the target at serve time",
+          plan={"quant_bits": 8}, needs_draft=False, causes=("quantization",), excludes=("quant-int4",)),
+    Fault("quant-int4", "group-wise int4 weight-only quantization of the target at serve time",
+          plan={"quant_bits": 4}, needs_draft=False, causes=("quantization",), excludes=("quant-int8",)),
+    Fault("no-d2t", "drop the draft->target vocabulary map: draft ids are read as target ids",
+          plan={"use_d2t": False}, causes=("vocab_mapping",)),
+    Fault("normed-last", "apply the target's final norm to the last captured boundary",
+          plan={"normed_last": True}, causes=("wiring",)),
+    Fault("domain-shift", "decode prompts unlike the training corpus (English prose, numbers)",
+          needs_draft=False, prompts="domain-shift", causes=("distribution_shift",)),
+    Fault("long-context", "decode prompts longer than the draft saw in training",
+          needs_draft=False, prompts="long-context", causes=("context_length",)),
+    Fault("greedy-draft", "draft by argmax even at temperature > 0 (acceptance becomes p(argmax q))",
+          plan={"greedy_draft": True}, causes=("sampling",)),
+]
+FAULTS: dict[str, Fault] = {f.name: f for f in _TABLE}
+
+# Derived views (nothing below names a fault).
+NON_DRAFT_FAULTS = tuple(f.name for f in _TABLE if not f.needs_draft)
+EXCLUSIVE = sorted({tuple(sorted((f.name, other))) for f in _TABLE for other in f.excludes})
+EXPECTED_CAUSES = {f.name: f.causes for f in _TABLE}
+
+
+def describe_faults() -> str:
+    """'name: what it changes; ...' (the CLI's help text)."""
+    return "; ".join(f"{f.name}: {f.changes}" for f in _TABLE)
 
 
 class FaultError(EagleLabError):
@@ -49,12 +100,10 @@ class FaultPlan:
     prompt_kinds: list[str] = field(default_factory=list)  # subset of domain-shift, long-context
 
     def boundaries(self, draft, num_layers: int) -> list[int]:
-        """Target boundaries the served draft reads: SGLang 0.5.23 llama's id + 1 rule
-        (llama.py:929-941) on the served ids; no ids -> [2, N//2, N-3]."""
+        """Target boundaries the served draft reads: SGLang's capture rule for a llama target
+        (`conventions.served_by_lab`) on the served ids."""
         ids = self.layer_ids if self.layer_ids is not None else list(draft.aux_layer_ids)
-        if not ids:
-            return [2, num_layers // 2, num_layers - 3]
-        return [i + 1 for i in ids]
+        return conventions.served_by_lab(ids or None, num_layers)
 
 
 def normalize_faults(faults) -> tuple[str, ...]:
@@ -79,24 +128,21 @@ def normalize_faults(faults) -> tuple[str, ...]:
     return tuple(names)
 
 
+def draft_faults(faults) -> tuple[str, ...]:
+    """The faults among `faults` that act on a draft (ignored when nothing speculates)."""
+    return tuple(f for f in normalize_faults(faults) if FAULTS[f].needs_draft)
+
+
 def plan_faults(faults, num_layers: int) -> FaultPlan:
-    """What each named fault changes, combined."""
+    """What each named fault changes (its table row's `plan`), combined."""
     names = normalize_faults(faults)
     plan = FaultPlan(faults=names)
-    if {"wiring-seed", "embed-patch", "no-embed-patch"} & set(names):
-        plan.draft_name = "seed"
-    if "embed-patch" in names:
-        plan.layer_ids = [-1, 1, num_layers // 2 - 1]
-    if "no-ttt" in names:
-        plan.draft_name = "no-ttt"
-    if "quant-int8" in names:
-        plan.quant_bits = 8
-    if "quant-int4" in names:
-        plan.quant_bits = 4
-    plan.use_d2t = "no-d2t" not in names
-    plan.normed_last = "normed-last" in names
-    plan.greedy_draft = "greedy-draft" in names
-    plan.prompt_kinds = [n for n in names if n in ("domain-shift", "long-context")]
+    for name in names:
+        fault = FAULTS[name]
+        for key, value in fault.plan.items():
+            setattr(plan, key, value(num_layers) if callable(value) else value)
+        if fault.prompts:
+            plan.prompt_kinds.append(fault.prompts)
     return plan
 
 

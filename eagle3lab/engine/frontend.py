@@ -450,7 +450,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from eagle3lab.config import SpecConfig
-    from eagle3lab.engine.faults import build_engine, plan_faults
+    from eagle3lab.engine.faults import build_engine, draft_faults, plan_faults
     from eagle3lab.engine.speculate import SpecParams
     from eagle3lab.lab.draft import Eagle3Draft
 
@@ -476,7 +476,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str
         spec = SpecParams(resolved.num_steps, resolved.topk, resolved.num_draft_tokens)
         draft_dir = _draft_dir(draft_path, lab_root, plan)
         draft = Eagle3Draft.from_pretrained(draft_dir, embed_weight=target.model.embed_tokens.weight.detach())
-    elif draft_path or any(f for f in plan.faults if f not in ("domain-shift", "long-context", "quant-int8", "quant-int4")):
+    elif draft_path or draft_faults(plan.faults):
         logger.warning("no --speculative-algorithm: serving plain decoding (draft and draft faults ignored)")
     max_pos = int(getattr(target.config, "max_position_embeddings", 2048))
     if max_prompt_tokens is None:  # what the context leaves after the largest answer

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from eagle3lab import conventions
 from eagle3lab.engine.model import DraftModel, TargetModel
 
 
@@ -200,8 +201,8 @@ class SpecEngine:
 
     target: a transformers LlamaForCausalLM or a `TargetModel`.
     draft: an `Eagle3Draft` (or `DraftModel`), or None for plain decoding only.
-    boundaries: target boundaries fed to the draft's fc (default: SGLang's rule on the
-        draft's config ids, `[id + 1 for id in ids]`, sglang 0.5.23 llama.py:929-941).
+    boundaries: target boundaries fed to the draft's fc (default: what SGLang feeds a llama
+        target for the draft's config ids, `conventions.served_by_lab`).
     normed_last / use_d2t / greedy_draft: fault switches (see eagle3lab.engine.faults).
     """
 
@@ -217,8 +218,7 @@ class SpecEngine:
         n = self.target.num_layers
         if boundaries is None and draft is not None:
             src = draft.source if isinstance(draft, DraftModel) else draft
-            ids = list(src.aux_layer_ids)
-            boundaries = [i + 1 for i in ids] if ids else [2, n // 2, n - 3]
+            boundaries = conventions.served_by_lab(list(src.aux_layer_ids) or None, n)
         self.boundaries = tuple(sorted(set(boundaries or ())))  # capture is by layer membership
         if any(b < 0 or b > n for b in self.boundaries):
             raise ValueError(f"boundaries {list(self.boundaries)} outside 0..{n}")
