@@ -18,7 +18,7 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 
-from eagle3lab.logs import read_log
+from eagle3lab.sources.logfile import read_log
 
 
 def synthetic_sglang_log(num_lines: int, seed: int = 0) -> str:

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from eagle3lab import analysis  # noqa: E402
 from eagle3lab.engine.faults import EXPECTED_CAUSES  # noqa: E402
+from eagle3lab.versions import LATEST_SGLANG  # noqa: E402
 
 # The cause a fault should be diagnosed as (scoring only; diagnose never sees it): the fault
 # table's causes, plus the scenarios that are not lab faults.
@@ -182,7 +183,7 @@ class Runner:
         gens = [engine.generate(p, self.args.new_tokens, spec=spec, sampling=sampling)
                 for p in self.prompts(plan)]
         frame = analysis.steps_frame(gens)
-        table = analysis.per_position(frame, k=steps, n_boot=300)
+        table = analysis.per_position(frame, k=steps, conditional=True, n_boot=300)
         return {
             "per_position": [round(float(r), 4) if r == r else None for r in table["rate"]],
             "accept_len": round(analysis.accept_length(frame), 4),
@@ -201,7 +202,7 @@ def resolve_draft_tokens(steps: int, topk: int, requested: int) -> int:
         from eagle3lab.config import SpecConfig
 
         resolved = SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=requested).resolve(
-            engine="sglang", version="0.5.23", arch="LlamaForCausalLM")
+            engine="sglang", version=LATEST_SGLANG, arch="LlamaForCausalLM")
         return int(resolved.num_draft_tokens)
     except Exception:  # config module not there yet or a different constructor
         # sglang 0.5.23 server_args: topk == 1 -> num_draft_tokens = num_steps + 1

@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         s = r.summary()
         fed = list(slots) if slots is not None else list(engine.boundaries)  # boundary per slot
         row = {"run": label, "boundaries": fed, "accept_length": s["accept_length"],
-               "per_position": s["per_position"], "speedup": s["speedup"], "lossless": s["lossless"]}
+               "per_position": s["per_position_unconditional"], "speedup": s["speedup"], "lossless": s["lossless"]}
         rows.append(row)
         print(f"{label:28s} boundaries {str(row['boundaries']):14s} L={row['accept_length']:.2f}  "
               f"per position {' '.join(f'{x:.2f}' for x in row['per_position'])}  "

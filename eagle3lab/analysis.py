@@ -125,17 +125,23 @@ def accept_length_ci(steps, ci: float = 0.95, n_boot: int = 2000, seed: int = 0)
     return float(lo), float(hi)
 
 
-def accept_length_from_meta(meta_infos: Iterable[dict]) -> float:
-    """Pooled accept length from SGLang ``/generate`` meta_info dicts.
+def accept_length_pooled(tokens, verify_steps) -> float:
+    """Pooled accept length from per-request counts: sum(tokens) / sum(verify steps), NaN with
+    no verify step. Pooled is what the server log reports; the mean of per-request accept
+    lengths weights short requests up (sglang PR #3152)."""
+    tokens = np.nansum(np.asarray(tokens, dtype=float))
+    verify = np.nansum(np.asarray(verify_steps, dtype=float))
+    return float(tokens / verify) if verify > 0 else float("nan")
 
-    Pooled = sum(completion_tokens) / sum(spec_verify_ct) (sglang PR #3152), which is what the
-    server log reports; the mean of per-request ``spec_accept_length`` weights short requests up.
-    """
+
+def accept_length_from_meta(meta_infos: Iterable[dict]) -> float:
+    """Pooled accept length from SGLang ``/generate`` meta_info dicts (`accept_length_pooled`
+    of completion_tokens over spec_verify_ct; the per-request spec_accept_length mean when no
+    verify count is given)."""
     metas = list(meta_infos)
-    tokens = sum(int(m.get("completion_tokens", 0)) for m in metas)
-    verify = sum(int(m.get("spec_verify_ct", 0)) for m in metas)
-    if verify > 0:
-        return tokens / verify
+    verify = [int(m.get("spec_verify_ct") or 0) for m in metas]
+    if sum(verify) > 0:
+        return accept_length_pooled([int(m.get("completion_tokens", 0)) for m in metas], verify)
     lengths = [float(m["spec_accept_length"]) for m in metas if m.get("spec_accept_length")]
     if not lengths:
         raise AnalysisError("meta_info has neither spec_verify_ct nor spec_accept_length "
@@ -167,12 +173,19 @@ def _rates_from_histograms(hist: np.ndarray, conditional: bool) -> tuple[np.ndar
     return rates, at_risk
 
 
-def per_position(steps, k: int | None = None, conditional: bool = True, ci: float = 0.95,
+def position_rates(steps, k: int | None = None, *, conditional: bool) -> np.ndarray:
+    """Acceptance at draft positions 1..k, without intervals (see `per_position`)."""
+    rates, _ = _rates_from_histograms(accept_histogram(steps, k), conditional)
+    return rates
+
+
+def per_position(steps, k: int | None = None, *, conditional: bool, ci: float = 0.95,
                  n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Acceptance at draft positions 1..k with bootstrap confidence intervals.
 
-    conditional=True gives c_i = P(accept position i | positions < i accepted) (EAGLE's n-alpha);
-    False gives vLLM's r_i = P(at least i accepted). The bootstrap resamples requests when a
+    conditional (required: the two conventions differ by a lot past position 1): True gives
+    c_i = P(accept position i | positions < i accepted) (EAGLE's n-alpha); False gives vLLM's
+    r_i = P(at least i accepted). The bootstrap resamples requests when a
     ``request`` column is present (steps of one request are correlated), otherwise steps; either
     way it is one multinomial/gather over histograms, so 2000 resamples cost milliseconds.
     Returns DataFrame(position, rate, lo, hi, n) where n is the number of steps at risk.
@@ -207,7 +220,7 @@ def per_position(steps, k: int | None = None, conditional: bool = True, ci: floa
 _per_position_table = per_position  # diagnose() takes an argument of the same name
 
 
-def per_position_from_log(rows: pd.DataFrame, conditional: bool = True) -> pd.DataFrame:
+def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFrame:
     """Pooled per-position acceptance from read_log rows carrying vLLM/llama.cpp per-position rates.
 
     Each row's ``per_position`` is unconditional (vLLM metrics.py: accepted_per_pos / num_drafts)
@@ -658,7 +671,7 @@ def acceptance_signature(rates, standalone_acc=None) -> dict:
     return sig
 
 
-def diagnose(per_position=None, accept_len: float | None = None,
+def diagnose(observation=None, *, per_position=None, accept_len: float | None = None,
              standalone_acc=None,
              requested_draft_tokens: int | None = None,
              effective_draft_tokens: int | None = None,
@@ -667,6 +680,11 @@ def diagnose(per_position=None, accept_len: float | None = None,
              depth: int | None = None, draft_max_context: int | None = None) -> list[Finding]:
     """Rank likely causes of a low accept length from observed statistics, most likely first.
 
+    observation: an `eagle3lab.sources.Observation` (a log, meta_info or the lab engine read
+    back); it supplies whatever of the arguments below it carries (per-position rates, made
+    conditional if the source's are not; accept length; requested and effective draft tokens,
+    the effective ones read from the source, e.g. SGLang's adjustment warning in a log; the
+    lab's per-step frame). Numbers given explicitly win over the observation's.
     per_position: served conditional per-position rates (sequence or per_position()'s frame).
     standalone_acc: the draft's own acc@1..m as its training evaluation reports it (a scalar,
     a sequence or evaluate_draft's DataFrame). standalone_acc_served: the same measured on the
@@ -676,8 +694,18 @@ def diagnose(per_position=None, accept_len: float | None = None,
     draft_max_context: the longest sequence the draft was trained on (its training seq_len).
     Served rates are compared with standalone_acc when given (else standalone_acc_served).
     """
+    adjusted_evidence = None
+    if observation is not None:
+        given = _from_observation(observation)
+        per_position = per_position if per_position is not None else given["per_position"]
+        accept_len = accept_len if accept_len is not None else given["accept_len"]
+        requested_draft_tokens = requested_draft_tokens or given["requested"]
+        effective_draft_tokens = effective_draft_tokens or given["effective"]
+        steps = steps if steps is not None else given["steps"]
+        adjusted_evidence = given["adjusted"]
     if steps is not None:
-        per_position = per_position if per_position is not None else _per_position_table(steps, depth)
+        per_position = per_position if per_position is not None else _per_position_table(
+            steps, depth, conditional=True)
         accept_len = accept_len if accept_len is not None else accept_length(steps)
     rates = _as_rates(per_position)
     findings: list[Finding] = []
@@ -688,6 +716,10 @@ def diagnose(per_position=None, accept_len: float | None = None,
             f"{effective_draft_tokens} draft tokens are verified per step although "
             f"{requested_draft_tokens} were requested (SGLang sets num_draft_tokens = "
             f"num_steps + 1 when topk = 1), so accept length cannot exceed {effective_draft_tokens}."],
+            NEXT_CHECKS["config_adjusted"]))
+    elif adjusted_evidence:
+        findings.append(Finding("config_adjusted", 0.9, [
+            f"The server says it changed the requested config: \"{adjusted_evidence}\"."],
             NEXT_CHECKS["config_adjusted"]))
     if rates is not None and len(rates):
         depth = depth or len(rates)
@@ -707,6 +739,20 @@ def diagnose(per_position=None, accept_len: float | None = None,
         findings.append(Finding("healthy", 0.3, ["Not enough statistics to point at a cause."],
                                 NEXT_CHECKS["healthy"]))
     return findings
+
+
+def _from_observation(obs) -> dict:
+    """What diagnose() reads from an Observation: conditional rates, accept length, the draft
+    tokens asked and run, the per-step frame (lab) and the engine's adjustment warning."""
+    rates = obs.per_position
+    if rates is not None and obs.conditional is False:
+        rates = conditional_from_unconditional(rates["rate"].to_numpy(float))
+    adjusted = next((w for w in obs.warnings if "adjusted to speculative_num_steps + 1" in w), None)
+    steps = obs.frame if obs.source == "lab" and isinstance(obs.frame, pd.DataFrame) else None
+    return {"per_position": rates, "accept_len": obs.accept_length,
+            "requested": obs.requested.get("num_draft_tokens"),
+            "effective": obs.effective.get("num_draft_tokens"), "steps": steps,
+            "adjusted": adjusted}
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

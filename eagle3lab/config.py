@@ -3,7 +3,8 @@
 The seed's first bug: `--speculative-num-steps 1 --speculative-eagle-topk 1
 --speculative-num-draft-tokens 16` runs with 2 draft tokens, because SGLang sets
 num_draft_tokens = num_steps + 1 whenever topk == 1 and says so in one warning line.
-`SpecConfig(...).resolve(...)` predicts that before launch; `from_log` finds it afterwards.
+`SpecConfig(...).resolve(...)` predicts that before launch;
+`eagle3lab.sources.logfile.config_from_log` finds it afterwards.
 
 Every rule below was read in the SGLang wheels' source (`pip download --no-deps sglang==X`):
 `sglang/srt/server_args.py` up to 0.5.9, and `sglang/srt/arg_groups/speculative_hook.py`
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from eagle3lab.errors import EagleLabError
 from eagle3lab.versions import LATEST_SGLANG, SGLANG_RELEASES
@@ -261,12 +262,62 @@ class SpecConfig:
     # --------------------------------------------------------------- construction
 
     @classmethod
-    def from_cli(cls, argv: list[str] | str) -> "SpecConfig":
+    def from_flags(cls, argv: list[str] | str) -> "SpecConfig":
         """Parse `python -m sglang.launch_server` flags (other known flags are accepted and ignored)."""
         return cls(**parse_launch_flags(argv))
 
+    from_cli = from_flags
+
+    @classmethod
+    def from_server_info(cls, info: dict) -> "SpecConfig | None":
+        """What a running server says it runs (SGLang's /get_server_info, top level or nested
+        under `server_args`; the lab front end answers the same); None without speculation."""
+        fields = server_info_fields(info)
+        if str(fields.get("algorithm") or "").upper() not in ALGORITHMS:
+            return None
+        return cls(**fields)
+
     def asked(self) -> dict:
         return asdict(self)
+
+    def given(self) -> dict:
+        """The fields set away from their defaults (what a launch command must pass)."""
+        defaults = SpecConfig()
+        return {k: v for k, v in asdict(self).items() if v != getattr(defaults, k)}
+
+    def to_flags(self, engine: str = "sglang") -> list[str]:
+        """Launch flags: SGLang's `launch_server`, or the lab server (`eagle3lab serve`, which
+        takes SGLang's speculative flags and nothing else). `model_path` is left to the caller."""
+        if engine not in ("sglang", "lab"):
+            raise EagleLabError(f"no launch flags for engine {engine!r}: use 'sglang' or 'lab'")
+        given = self.given()
+        if engine == "lab":
+            extra = sorted(set(given) - set(LAB_FIELDS) - {"model_path", "device"})
+            if extra:
+                raise EagleLabError(f"the lab server takes only {', '.join(LAB_FIELDS)}; "
+                                    f"not {', '.join(extra)}")
+        flags = ["--speculative-algorithm", self.algorithm]
+        for name, (flag, _) in SPEC_NAMES.items():
+            if name in ("algorithm", "model_path") or name not in given:
+                continue
+            value = given[name]
+            flags += [flag] if value is True else [flag, str(value)]
+        return flags
+
+    def server_info(self) -> dict:
+        """The speculative keys of /get_server_info for this config, as the lab front end
+        reports them (SGLang's ServerArgs names)."""
+        return {SPEC_NAMES[name][1]: getattr(self, name) for name in LAB_FIELDS}
+
+    def to_engine_params(self):
+        """The lab engine's `SpecParams` (needs the three numbers: resolve the config first)."""
+        from eagle3lab.engine.speculate import SpecParams
+
+        missing = [n for n in ("num_steps", "topk", "num_draft_tokens") if getattr(self, n) is None]
+        if missing:
+            raise EagleLabError(f"{', '.join(missing)} unset: resolve the config first "
+                                "(SpecConfig.resolve(...).effective)")
+        return SpecParams(self.num_steps, self.topk, self.num_draft_tokens)
 
     # --------------------------------------------------------------- resolution
 
@@ -346,6 +397,22 @@ class ResolvedSpec:
     @property
     def triple(self) -> tuple:
         return (self.num_steps, self.topk, self.num_draft_tokens)
+
+    @property
+    def effective(self) -> SpecConfig:
+        """The config that runs, as a SpecConfig (what to launch, report or decode with)."""
+        if self.error:
+            raise EagleLabError(f"{self.engine} {self.version} will not start: {self.error}")
+        asked = self.asked or SpecConfig(algorithm=self.algorithm)
+        return replace(asked, algorithm=self.algorithm, num_steps=self.num_steps, topk=self.topk,
+                       num_draft_tokens=self.num_draft_tokens, page_size=self.page_size,
+                       attention_backend=self.attention_backend,
+                       max_running_requests=self.max_running_requests,
+                       cuda_graph_max_bs=self.cuda_graph_max_bs)
+
+    def to_engine_params(self):
+        """The lab engine's SpecParams for what runs."""
+        return self.effective.to_engine_params()
 
     def to_frame(self):
         """One row per setting: asked, effective, changed, and the reason if any."""
@@ -607,16 +674,10 @@ def compare_with_sglang(specs: list[SpecConfig], arch: str | list[str] = "LlamaF
 
 def _server_args(spec: SpecConfig) -> dict:
     """ServerArgs keyword arguments for `spec` (the draft path is the config-only dir)."""
-    args = {"speculative_algorithm": spec.algorithm,
-            "speculative_num_steps": spec.num_steps, "speculative_eagle_topk": spec.topk,
-            "speculative_num_draft_tokens": spec.num_draft_tokens,
-            "max_running_requests": spec.max_running_requests,
-            "attention_backend": spec.attention_backend, "device": spec.device,
-            "disable_overlap_schedule": spec.disable_overlap_schedule}
-    if spec.page_size is not None:
-        args["page_size"] = spec.page_size
-    if spec.cuda_graph_max_bs is not None:
-        args["cuda_graph_max_bs_decode"] = spec.cuda_graph_max_bs
+    args = {SPEC_NAMES[name][1]: getattr(spec, name) for name in _SERVER_ARGS_ALWAYS}
+    for name in ("page_size", "cuda_graph_max_bs"):
+        if getattr(spec, name) is not None:
+            args[SPEC_NAMES[name][1]] = getattr(spec, name)
     if spec.draft_model_path is not None or spec.algorithm == "EAGLE3":
         args["speculative_draft_model_path"] = "@model"
     return args
@@ -742,26 +803,48 @@ def lint(spec: SpecConfig, res: ResolvedSpec) -> list[ConfigFinding]:
 
 # ----------------------------------------------------------------------------- CLI flags
 
-_FLAG_FIELDS = {
-    "--speculative-algorithm": "algorithm",
-    "--speculative-num-steps": "num_steps",
-    "--speculative-eagle-topk": "topk",
-    "--speculative-num-draft-tokens": "num_draft_tokens",
-    "--page-size": "page_size",
-    "--attention-backend": "attention_backend",
-    "--decode-attention-backend": "attention_backend",
-    "--cuda-graph-max-bs": "cuda_graph_max_bs",
-    "--cuda-graph-max-bs-decode": "cuda_graph_max_bs",
-    "--max-running-requests": "max_running_requests",
-    "--device": "device",
-    "--model-path": "model_path",
-    "--model": "model_path",
-    "--speculative-draft-model-path": "draft_model_path",
-    "--speculative-draft-model": "draft_model_path",
-    # vLLM
-    "--num-speculative-tokens": "num_steps",
+# The one name table: SpecConfig field -> (SGLang launch flag, SGLang ServerArgs and
+# /get_server_info key). Flags, server info and ServerArgs are all derived from it.
+SPEC_NAMES = {
+    "algorithm": ("--speculative-algorithm", "speculative_algorithm"),
+    "num_steps": ("--speculative-num-steps", "speculative_num_steps"),
+    "topk": ("--speculative-eagle-topk", "speculative_eagle_topk"),
+    "num_draft_tokens": ("--speculative-num-draft-tokens", "speculative_num_draft_tokens"),
+    "draft_model_path": ("--speculative-draft-model-path", "speculative_draft_model_path"),
+    "page_size": ("--page-size", "page_size"),
+    "attention_backend": ("--attention-backend", "attention_backend"),
+    "cuda_graph_max_bs": ("--cuda-graph-max-bs", "cuda_graph_max_bs_decode"),
+    "max_running_requests": ("--max-running-requests", "max_running_requests"),
+    "device": ("--device", "device"),
+    "disable_overlap_schedule": ("--disable-overlap-schedule", "disable_overlap_schedule"),
+    "model_path": ("--model-path", "model_path"),
 }
-_SWITCH_FIELDS = {"--disable-overlap-schedule": "disable_overlap_schedule"}
+# Other spellings of the same settings: launch_server aliases, older ServerArgs keys, vLLM.
+FLAG_ALIASES = {"--decode-attention-backend": "attention_backend",
+                "--cuda-graph-max-bs-decode": "cuda_graph_max_bs", "--model": "model_path",
+                "--speculative-draft-model": "draft_model_path",
+                "--num-speculative-tokens": "num_steps"}  # vLLM
+SERVER_KEY_ALIASES = {"cuda_graph_max_bs": "cuda_graph_max_bs"}
+LAB_FIELDS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "draft_model_path")
+_SERVER_ARGS_ALWAYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "max_running_requests",
+                       "attention_backend", "device", "disable_overlap_schedule")
+_SWITCHES = ("disable_overlap_schedule",)
+_FLAG_FIELDS = {flag: name for name, (flag, _) in SPEC_NAMES.items() if name not in _SWITCHES}
+_FLAG_FIELDS.update(FLAG_ALIASES)
+_SWITCH_FIELDS = {SPEC_NAMES[name][0]: name for name in _SWITCHES}
+
+
+def server_info_fields(info: dict) -> dict:
+    """SpecConfig fields a /get_server_info answer reports (top level, else `server_args`)."""
+    nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
+    keys = {key: name for name, (_, key) in SPEC_NAMES.items()}
+    keys.update({alias: name for alias, name in SERVER_KEY_ALIASES.items()})
+    out = {}
+    for key, name in keys.items():
+        value = info.get(key, nested.get(key))
+        if value is not None and name not in out:
+            out[name] = value
+    return out
 
 
 def parse_launch_flags(argv: list[str] | str) -> dict:
@@ -847,70 +930,8 @@ def _vllm_speculative_config(text: str) -> dict:
     return out
 
 
-# ----------------------------------------------------------------------------- from a log
-
-
-_SERVER_ARGS_FIELD = re.compile(
-    r"\b(speculative_num_steps|speculative_eagle_topk|speculative_num_draft_tokens|"
-    r"speculative_algorithm|page_size|max_running_requests)=('?[\w.]+'?)")
-
-
-def from_log(source) -> dict:
-    """Evidence in a log about which speculative config ran.
-
-    `source`: a read_log() DataFrame, or what read_log accepts (a path or the log text); with
-    the latter the printed `server_args=ServerArgs(...)` line (resolved values, which
-    read_log does not keep) is read too. Looks for SGLang's adjustment warning, the
-    ServerArgs values, and the largest accept length (it cannot exceed num_steps + 1).
-    Returns {"adjusted", "server_args", "max_accept_len", "evidence"}.
-    """
-    df, texts = _log_frame_and_lines(source)
-    evidence, server_args = [], {}
-    adjusted = False
-    for t in texts:
-        if "speculative_num_draft_tokens is adjusted" in t:
-            adjusted = True
-            evidence.append(t.strip())
-        if "ServerArgs(" in t or "server_args=" in t:
-            for key, value in _SERVER_ARGS_FIELD.findall(t):
-                value = value.strip("'")
-                server_args[key] = int(value) if value.isdigit() else value
-    max_al = None
-    if df is not None and "accept_len" in df.columns:
-        col = df["accept_len"].dropna()
-        max_al = float(col.max()) if len(col) else None
-    steps = server_args.get("speculative_num_steps")
-    if max_al is not None and isinstance(steps, int) and max_al > steps + 1 + 1e-6:
-        evidence.append(f"accept len {max_al:.2f} > num_steps + 1 = {steps + 1}: the logged "
-                        "ServerArgs is not the config that produced these metrics")
-    if server_args:
-        evidence.append("ServerArgs: " + ", ".join(f"{k}={v}" for k, v in server_args.items()))
-    return {"adjusted": adjusted, "server_args": server_args, "max_accept_len": max_al,
-            "evidence": evidence}
-
-
-def _log_frame_and_lines(source):
-    """(read_log frame or None, text lines to scan) for a DataFrame, a path or log text."""
-    from pathlib import Path
-
-    if hasattr(source, "columns"):
-        for col in ("raw", "message"):
-            if col in source.columns:
-                return source, [str(t) for t in source[col].dropna().tolist()]
-        return source, []
-    from eagle3lab.logs import read_log
-
-    path = Path(source) if isinstance(source, Path) or (
-        isinstance(source, str) and "\n" not in source and len(source) < 4096) else None
-    if path is not None and path.is_file():
-        text = path.read_text(errors="replace")
-    else:
-        text = str(source)
-    return read_log(text), text.splitlines()
-
-
 __all__ = ["SpecConfig", "ResolvedSpec", "ConfigFinding", "SglangRules", "SGLANG_RULES",
            "rules_for", "resolve_sglang_rules", "resolve_with_sglang", "resolve_vllm",
-           "lint", "parse_launch_flags", "from_log", "outcome", "compare_with_sglang",
+           "lint", "parse_launch_flags", "outcome", "compare_with_sglang",
            "W_ADJUST"]
 

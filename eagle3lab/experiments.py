@@ -7,19 +7,20 @@ Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.pros
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-# The seed's three launch configurations, in the order the investigator tried them.
-SEED_FLAG_SETS: dict[str, list[str]] = {
-    "seed: steps 1, topk 1, 16 draft tokens": [
-        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "1",
-        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16"],
-    "steps 15, topk 1, 16 draft tokens": [
-        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "15",
-        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "16"],
-    "steps 5, topk 1, 6 draft tokens": [
-        "--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5",
-        "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "6"],
+from eagle3lab.config import SpecConfig
+
+if TYPE_CHECKING:
+    from eagle3lab.sources.observation import Observation
+from eagle3lab.versions import LATEST_SGLANG
+
+# The seed's three launch configurations, in the order the investigator tried them (the flags
+# it typed are `cfg.to_flags()`).
+SEED_FLAG_SETS: dict[str, SpecConfig] = {
+    "seed: steps 1, topk 1, 16 draft tokens": SpecConfig(num_steps=1, topk=1, num_draft_tokens=16),
+    "steps 15, topk 1, 16 draft tokens": SpecConfig(num_steps=15, topk=1, num_draft_tokens=16),
+    "steps 5, topk 1, 6 draft tokens": SpecConfig(num_steps=5, topk=1, num_draft_tokens=6),
 }
 
 
@@ -57,12 +58,6 @@ def sglang_source_copy(sglang_dir=None, dest=None):
     return root
 
 
-def seed_fix_ids(num_layers: int) -> list[int]:
-    """The seed's fixed draft ids for a target of `num_layers`: embedding, low, mid
-    ([-1, 2, 30] for the seed's 61-layer target; [-1, 1, N//2-1] on the lab)."""
-    return [-1, 1, num_layers // 2 - 1]
-
-
 def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
     """The boundaries SGLang's setter selects for the seed's fixed ids, before and after the
     patch, for the lab's Llama target and the seed's DeepSeek-V3-style target.
@@ -76,6 +71,7 @@ def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
     import pandas as pd
 
     from eagle3lab import patching
+    from eagle3lab.engine.faults import seed_fix_ids
 
     patched = Path(tempfile.mkdtemp(prefix="eagle3lab-sglang-patched-")) / "sglang"
     shutil.copytree(sglang_dir, patched)
@@ -102,12 +98,6 @@ def cost_ratio(run=None, default: float = 0.1) -> float:
     return float(value) if value else default
 
 
-def spec_flags(steps: int, topk: int, draft_tokens: int, algorithm: str = "EAGLE3") -> list[str]:
-    """SGLang launch flags for one speculative configuration."""
-    return ["--speculative-algorithm", algorithm, "--speculative-num-steps", str(steps),
-            "--speculative-eagle-topk", str(topk), "--speculative-num-draft-tokens", str(draft_tokens)]
-
-
 def target_arch(target_dir=None, lab: str | None = None) -> str:
     """``architectures[0]`` of a target's config.json (the lab's when no directory is given)."""
     import json
@@ -132,16 +122,16 @@ def sglang_installed() -> bool:
     return importlib.util.find_spec("sglang") is not None
 
 
-def resolve_flag_sets(flag_sets: dict, version: str = "0.5.23", arch: str = "LlamaForCausalLM",
+def resolve_flag_sets(flag_sets: dict, version: str = LATEST_SGLANG, arch: str = "LlamaForCausalLM",
                       use_sglang: bool = False):
-    """One row per flag set: what was asked, what SGLang runs, its warnings and our findings."""
+    """One row per labelled SpecConfig: what was asked, what SGLang runs, its warnings and our
+    findings."""
     import pandas as pd
-
-    from eagle3lab.config import SpecConfig
 
     from eagle3lab import config
 
-    asked_all = [SpecConfig.from_cli(flags) for flags in flag_sets.values()]
+    asked_all = list(flag_sets.values())
+    version = version or LATEST_SGLANG
     if use_sglang:  # one subprocess for all flag sets: importing SGLang takes a while
         resolved = config.resolve_with_sglang(asked_all, version=version, arch=arch)
     else:
@@ -257,26 +247,20 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     return _tidy(frame, labels)
 
 
-def measure_flag_sets(flag_sets: dict, lab: str, faults=(), draft: str = "seed", **kwargs):
-    """The seed's flag sets, measured (see `measure_points`)."""
-    from eagle3lab.config import SpecConfig
+def _point(cfg: SpecConfig, faults, draft) -> dict:
+    """A loadtest.sweep point for a config served with lab faults and a lab draft."""
+    return {"algorithm": cfg.algorithm, **cfg.given(), "fault": list(faults), "draft": draft}
 
-    points = {}
-    for label, flags in flag_sets.items():
-        cfg = SpecConfig.from_cli(flags)
-        points[label] = {"algorithm": cfg.algorithm, "num_steps": cfg.num_steps, "topk": cfg.topk,
-                         "num_draft_tokens": cfg.num_draft_tokens, "fault": list(faults), "draft": draft}
+
+def measure_flag_sets(flag_sets: dict, lab: str, faults=(), draft: str = "seed", **kwargs):
+    """The seed's flag sets (label -> SpecConfig), measured (see `measure_points`)."""
+    points = {label: _point(cfg, faults, draft) for label, cfg in flag_sets.items()}
     return measure_points(points, lab, **kwargs)
 
 
-def measure_variants(variants: dict, flags: list[str], lab: str, draft: str = "seed", **kwargs):
+def measure_variants(variants: dict, spec: SpecConfig, lab: str, draft: str = "seed", **kwargs):
     """One configuration served with different fault sets (label -> faults), measured."""
-    from eagle3lab.config import SpecConfig
-
-    cfg = SpecConfig.from_cli(flags)
-    points = {label: {"algorithm": cfg.algorithm, "num_steps": cfg.num_steps, "topk": cfg.topk,
-                      "num_draft_tokens": cfg.num_draft_tokens, "fault": list(faults), "draft": draft}
-              for label, faults in variants.items()}
+    points = {label: _point(spec, faults, draft) for label, faults in variants.items()}
     return measure_points(points, lab, **kwargs)
 
 
@@ -292,40 +276,43 @@ def load_target(target_dir=None, lab=None):
 
 @dataclass
 class ServedRun:
-    """A served configuration read back: the server log, and on the lab the engine's
-    per-step statistics for the same prompts (per-position acceptance needs them: SGLang logs
-    only the mean accept length)."""
+    """A served configuration read back: its `Observation` (on the lab, the engine's step
+    records for the same prompts: per-position acceptance needs them, SGLang logs only the
+    mean accept length; else the server log), the log itself, and what the notebook shows."""
 
-    log: Any
-    num_steps: int
-    effective_draft_tokens: int | None = None
-    steps: Any = None            # one row per verify step (lab engine)
+    observation: Observation
+    log: Any                     # the server log, read_log's frame
     tokens: Any = None           # one row per generated token (lab engine)
     prompt_text: str | None = None
     standalone_acc: list | None = None
-    cost_ratio: float | None = None
     server_info: dict = field(default_factory=dict)
 
     @property
-    def accept_length(self) -> float:
-        from eagle3lab import analysis
+    def num_steps(self) -> int:
+        obs = self.observation
+        return int(obs.effective.get("num_steps") or obs.requested.get("num_steps") or 0)
 
-        if self.steps is not None and len(self.steps):
-            return analysis.accept_length(self.steps)
-        lens = self.log["accept_len"].dropna()
-        return float(lens.mean()) if len(lens) else float("nan")
+    @property
+    def effective_draft_tokens(self) -> int | None:
+        return self.observation.effective.get("num_draft_tokens")
+
+    @property
+    def accept_length(self) -> float:
+        value = self.observation.accept_length
+        return float("nan") if value is None else value
 
     @property
     def per_position(self):
         """Conditional per-position acceptance with bootstrap CIs (None when unknown)."""
-        from eagle3lab import analysis
+        return self.observation.per_position
 
-        if self.steps is not None and len(self.steps):
-            return analysis.per_position(self.steps, k=self.num_steps)
-        if "per_position" in self.log and self.log["per_position"].map(
-                lambda v: isinstance(v, (list, tuple)) and len(v) > 0).any():
-            return analysis.per_position_from_log(self.log)
-        return None
+    @property
+    def steps(self):
+        return self.observation.frame if self.observation.source == "lab" else None
+
+    @property
+    def cost_ratio(self) -> float | None:
+        return self.observation.costs.get("draft_over_target")
 
     @property
     def observed(self):
@@ -354,16 +341,19 @@ class ServedRun:
 
 
 def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: str = "seed",
-                  faults=(), flags=(), num_prompts: int = 4, max_new_tokens: int = 64,
-                  eval_texts: int = 8, **_) -> ServedRun:
+                  faults=(), spec: SpecConfig | None = None, num_prompts: int = 4,
+                  max_new_tokens: int = 64, eval_texts: int = 8, **_) -> ServedRun:
     """Read a given log; or benchmark a running server and read `log_file`; or, on the lab,
-    serve `flags` + `faults`, benchmark it, read its log back, and run the same prompts through
-    the lab engine for per-step statistics and the draft's standalone accuracy."""
-    from eagle3lab import loadtest, logs, server
-    from eagle3lab.config import SpecConfig
+    serve `spec` + `faults`, benchmark it, read its log back, and run the same prompts through
+    the lab engine at the config the server reports it runs, for per-step statistics and the
+    draft's standalone accuracy. `spec`: the SpecConfig asked for (what the log's effective
+    config is compared with)."""
+    from eagle3lab import loadtest, server
     from eagle3lab.errors import EagleLabError
+    from eagle3lab.sources.lab import observe_lab
+    from eagle3lab.sources.logfile import observe_log
 
-    cfg = SpecConfig.from_cli(list(flags)) if flags else SpecConfig()
+    spec = spec or SpecConfig()
     if server_url or log_file:
         if server_url:
             if not log_file:
@@ -371,32 +361,29 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
                                     "this notebook can read) so the decode lines can be read back")
             prompts = bench_prompts(lab, num_prompts, backend="sglang")
             loadtest.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
-        log = logs.read_log(log_file)
-        return ServedRun(log, cfg.num_steps or 0, cfg.num_draft_tokens)
+        observation = observe_log(log_file, requested=spec)
+        return ServedRun(observation, observation.frame)
 
     from eagle3lab.engine import run_bench
     from eagle3lab.lab import evaluate_draft, load_lab
 
     lab_obj = load_lab(lab)
     prompts = lab_obj.heldout_prompts(num_prompts, 48)
-    resolved = cfg.resolve(engine="sglang", arch=target_arch(lab=lab))
-    spec = {"algorithm": cfg.algorithm, "num_steps": cfg.num_steps, "topk": cfg.topk,
-            "num_draft_tokens": cfg.num_draft_tokens, "fault": list(faults)}
+    fault_flags = [a for f in faults for a in ("--fault", f)]
     with server.launch("lab", lab_obj.target_dir, lab_obj.draft_dir(draft), spec=spec,
-                       extra_args=(*LAB_SERVER_ARGS, "--decode-log-interval", "8")) as srv:
+                       extra_args=(*LAB_SERVER_ARGS, "--decode-log-interval", "8", *fault_flags)) as srv:
         info = srv.server_info()
         loadtest.run(srv.url, prompts, max_new_tokens=max_new_tokens, progress=False)
-        log = srv.logs()
-    result = run_bench(lab_obj, spec=resolved.triple, faults=list(faults), prompts=prompts,
+        logged = srv.observation(requested=spec)
+    running = SpecConfig.from_server_info(info)  # resolved once, by the server
+    result = run_bench(lab_obj, spec=running.to_engine_params(), faults=list(faults), prompts=prompts,
                        max_new_tokens=max_new_tokens, progress=False)
     served_draft = lab_obj.load_draft(result.plan.draft_name)
     acc = evaluate_draft(lab_obj, served_draft, lab_obj.heldout_texts(eval_texts),
-                         wiring=served_draft.train_boundaries, depth=resolved.num_steps)
-    return ServedRun(log, resolved.num_steps, info.get("speculative_num_draft_tokens", resolved.num_draft_tokens),
-                     steps=result.steps, tokens=result.tokens,
-                     prompt_text=lab_obj.tokenizer.decode(prompts[0]),
-                     standalone_acc=acc["accuracy"].tolist(),
-                     cost_ratio=result.costs.get("draft_over_target"), server_info=info)
+                         wiring=served_draft.train_boundaries, depth=running.num_steps)
+    return ServedRun(observe_lab(result, requested=spec, warnings=logged.warnings), logged.frame,
+                     tokens=result.tokens, prompt_text=lab_obj.tokenizer.decode(prompts[0]),
+                     standalone_acc=acc["accuracy"].tolist(), server_info=info)
 
 
 SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
@@ -407,7 +394,8 @@ def _bench_row(result, **extra) -> dict:
     from eagle3lab import analysis
 
     s = result.summary()
-    rates = analysis.per_position(result.steps, k=result.spec.num_steps, n_boot=200)["rate"] \
+    rates = analysis.per_position(result.steps, k=result.spec.num_steps, conditional=True,
+                                   n_boot=200)["rate"] \
         if len(result.steps) else []
     return {**extra, "draft": s["draft"], "num_steps": s["num_steps"], "topk": s["topk"],
             "num_draft_tokens": s["num_draft_tokens"], "accept_length": s["accept_length"],
@@ -463,7 +451,7 @@ def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
 
 
 def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, num_prompts: int = 4,
-                 max_new_tokens: int = 64, version: str = "0.5.23", **_):
+                 max_new_tokens: int = 64, version: str = LATEST_SGLANG, **_):
     """Measure each configuration of `grid`: on the lab engine (healthy draft, interleaved
     baseline), or spread over running servers (`urls`) with eagle3lab.loadtest.sweep."""
     import pandas as pd
@@ -492,7 +480,7 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
     rows = []
     for s, t, d in grid:
         res = SpecConfig(num_steps=s, topk=t, num_draft_tokens=d).resolve(engine="sglang", version=version)
-        result = run_bench(lab_obj, spec=res.triple, faults=faults, engine=engine, n_prompts=num_prompts,
+        result = run_bench(lab_obj, spec=res.to_engine_params(), faults=faults, engine=engine, n_prompts=num_prompts,
                            max_new_tokens=max_new_tokens, progress=False)
         rows.append(_bench_row(result, asked=(s, t, d), changed=res.differs))
     return pd.DataFrame(rows)

@@ -31,7 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab.config import SPEC_NAMES, server_info_fields
 from eagle3lab.errors import EagleLabError
+from eagle3lab.versions import LATEST_SGLANG
 
 REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
                    "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
@@ -78,9 +80,16 @@ class LoadTestResult:
     @property
     def accept_length(self) -> float:
         """Pooled: all generated tokens / all verify rounds (NaN without speculation)."""
+        from eagle3lab.analysis import accept_length_pooled
+
         done = self.completed.dropna(subset=["spec_verify_ct"])
-        verify = done["spec_verify_ct"].sum() if len(done) else 0
-        return float(done["completion_tokens"].sum() / verify) if verify > 0 else math.nan
+        return accept_length_pooled(done["completion_tokens"], done["spec_verify_ct"])
+
+    def observation(self, server_info: dict | None = None, requested=None):
+        """The finished requests' meta_info as an `Observation` (eagle3lab.sources.meta_info)."""
+        from eagle3lab.sources.meta_info import observe_meta_info
+
+        return observe_meta_info(self.completed, server_info, requested, tokens_per_s=self.tokens_per_s)
 
     @property
     def accept_length_mean(self) -> float:
@@ -144,12 +153,12 @@ def _chunks(response, state: dict):
 
 
 def _accept_length(meta: dict) -> float:
+    """One request's accept length: the server's own figure, else tokens / verify steps."""
+    from eagle3lab.analysis import accept_length_pooled
+
     if meta.get("spec_accept_length") is not None:
         return float(meta["spec_accept_length"])
-    verify = meta.get("spec_verify_ct")
-    if verify:
-        return meta.get("completion_tokens", 0) / verify
-    return math.nan
+    return accept_length_pooled([meta.get("completion_tokens", 0)], [meta.get("spec_verify_ct") or 0])
 
 
 def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, temperature: float,
@@ -284,15 +293,12 @@ def compare(results: dict, baseline: str) -> "object":
 
 # --------------------------------------------------------------------------- sweeps
 
-SERVER_KEYS = ("num_steps", "topk", "num_draft_tokens", "fault", "faults", "quantization", "draft",
-               "algorithm", "page_size", "attention_backend", "cuda_graph_max_bs",
-               "max_running_requests")
+# Point keys that configure the server: the speculative config's fields (config.SPEC_NAMES),
+# the lab's faults and draft, and quantization.
+_RESOLVE_KEYS = tuple(k for k in SPEC_NAMES if k not in ("model_path", "draft_model_path", "device",
+                                                          "disable_overlap_schedule"))
+SERVER_KEYS = _RESOLVE_KEYS + ("fault", "faults", "quantization", "draft")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
-_RESOLVE_KEYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "page_size",
-                 "attention_backend", "cuda_graph_max_bs", "max_running_requests")
-_SERVER_INFO_KEYS = {"num_steps": "speculative_num_steps", "topk": "speculative_eagle_topk",
-                     "num_draft_tokens": "speculative_num_draft_tokens",
-                     "algorithm": "speculative_algorithm"}
 
 
 def grid_points(grid) -> list[dict]:
@@ -309,7 +315,7 @@ def point_key(point: dict) -> str:
     return json.dumps(point, sort_keys=True, default=str)
 
 
-def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaForCausalLM") -> dict:
+def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "LlamaForCausalLM") -> dict:
     """What the engine runs for this point (``eagle3lab.config``), next to what was asked."""
     from eagle3lab.config import SpecConfig
 
@@ -329,12 +335,8 @@ def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaFor
 
 def _server_reported(info: dict) -> dict:
     """The speculative settings a running server reports (SGLang's /get_server_info)."""
-    nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
-    out = {}
-    for ours, theirs in _SERVER_INFO_KEYS.items():
-        value = info.get(theirs, nested.get(theirs))
-        if value is not None:
-            out[ours] = value
+    fields = server_info_fields(info)
+    out = {k: fields[k] for k in ("algorithm", "num_steps", "topk", "num_draft_tokens") if k in fields}
     for key in ("fault", "faults"):
         if info.get(key) is not None:
             out["fault"] = info[key]
@@ -441,7 +443,7 @@ def _add_speedup(frame, backend: str):
 
 def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, temperature: float = 0.0,
           out=None, backend: str = "lab", model_path=None, draft_path=None, urls=None,
-          extra_args=(), launch_timeout: float = 600.0, version: str = "0.5.23",
+          extra_args=(), launch_timeout: float = 600.0, version: str = LATEST_SGLANG,
           arch: str = "LlamaForCausalLM", progress: bool = True, launch_kwargs: dict | None = None,
           baseline: bool = False):
     """Benchmark every grid point; returns one row per point (asked, effective, measured).

@@ -15,7 +15,6 @@ free again. ``connect(url)`` drives a server started elsewhere (a GPU box, a clu
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import os
 import shlex
 import signal
@@ -32,24 +31,6 @@ DEFAULT_HOST = "127.0.0.1"
 LOG_TAIL_LINES = 30
 
 # Spec keys (ours, SGLang's and eagle3lab.config's names) -> SGLang launch flag.
-_SPEC_FLAGS = {
-    "algorithm": "--speculative-algorithm",
-    "speculative_algorithm": "--speculative-algorithm",
-    "num_steps": "--speculative-num-steps",
-    "speculative_num_steps": "--speculative-num-steps",
-    "topk": "--speculative-eagle-topk",
-    "eagle_topk": "--speculative-eagle-topk",
-    "speculative_eagle_topk": "--speculative-eagle-topk",
-    "num_draft_tokens": "--speculative-num-draft-tokens",
-    "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
-    "draft_path": "--speculative-draft-model-path",
-    "draft_model_path": "--speculative-draft-model-path",
-    "speculative_draft_model_path": "--speculative-draft-model-path",
-    "fault": "--fault",
-    "faults": "--fault",
-}
-
-
 class ServerError(EagleLabError):
     """A server could not be started, reached or stopped."""
 
@@ -78,44 +59,40 @@ class ServerTimeoutError(ServerError):
 # --------------------------------------------------------------------------- command lines
 
 def spec_dict(spec) -> dict:
-    """A spec as a plain dict: a dict as is; a dataclass (``eagle3lab.config.SpecConfig``)
-    without the fields left at their defaults (so ``device="cuda"`` is not forced on anyone)."""
+    """A spec as a plain dict: a dict as is; a ``SpecConfig`` without the fields left at their
+    defaults (so ``device="cuda"`` is not forced on anyone)."""
     if spec is None:
         return {}
     if isinstance(spec, dict):
         return dict(spec)
-    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
-        out = {}
-        for f in dataclasses.fields(spec):
-            value = getattr(spec, f.name)
-            default = (f.default if f.default is not dataclasses.MISSING
-                       else f.default_factory() if f.default_factory is not dataclasses.MISSING
-                       else dataclasses.MISSING)
-            if value != default:
-                out[f.name] = value
-        return out
-    return {k: v for k, v in vars(spec).items() if not k.startswith("_")}
+    return spec.given()
 
 
-def spec_to_args(spec) -> list[str]:
-    """SGLang launch flags for a spec (dict, ``SpecConfig`` or None).
+def spec_to_args(spec, backend: str = "sglang") -> list[str]:
+    """Launch flags for a spec: a ``SpecConfig``, or a dict of its fields plus the lab
+    server's ``fault``/``faults`` (``--fault``) and any other ``key`` (``--key-with-dashes``).
 
-    Known keys map to ``--speculative-*`` flags (and ``fault``/``faults`` to the lab server's
-    ``--fault``); other keys become ``--key-with-dashes value``; None/False are skipped, True
-    is a bare flag. ``model_path`` is left to ``build_command``.
+    The speculative flags come from ``SpecConfig.to_flags`` (one name table, config.SPEC_NAMES);
+    None/False are skipped, True is a bare flag. ``model_path`` is left to ``build_command``.
     """
-    args: list[str] = []
-    for key, value in spec_dict(spec).items():
-        if value is None or value is False or key == "model_path":
+    from eagle3lab.config import SPEC_NAMES, SpecConfig
+
+    items = spec_dict(spec)
+    fields = {k: items.pop(k) for k in list(items) if k in SPEC_NAMES and k != "model_path"}
+    items.pop("model_path", None)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    args = SpecConfig(**fields).to_flags(backend) if fields else []
+    for key, value in items.items():
+        if value is None or value is False:
             continue
-        flag = _SPEC_FLAGS.get(key, "--" + key.replace("_", "-"))
+        if key in ("fault", "faults"):
+            values = value.split(",") if isinstance(value, str) else list(value)
+            args += [a for v in values if str(v).strip() and str(v).strip().lower() != "none"
+                     for a in ("--fault", str(v).strip())]
+            continue
+        flag = "--" + key.replace("_", "-")
         if value is True:
             args.append(flag)
-        elif flag == "--fault":
-            values = value.split(",") if isinstance(value, str) else list(value)
-            for v in values:
-                if str(v).strip() and str(v).strip().lower() != "none":
-                    args += [flag, str(v).strip()]
         elif isinstance(value, (list, tuple)):
             args += [flag, *map(str, value)]
         else:
@@ -136,7 +113,7 @@ def build_command(backend: str, model_path, draft_path=None, spec=None, host: st
     if model_path is None:
         raise ServerError("model_path is required (the target model directory or hub id)")
     args = ["--model-path", str(model_path), "--host", host, "--port", str(port)]
-    spec_args = spec_to_args(spec)
+    spec_args = spec_to_args(spec, backend)
     if draft_path is not None and "--speculative-draft-model-path" not in spec_args:
         args += ["--speculative-draft-model-path", str(draft_path)]
     if ("--speculative-draft-model-path" in args + spec_args
@@ -223,12 +200,21 @@ class Server:
         return self.log_file
 
     def logs(self, engine: str = "auto"):
-        """The server log as ``eagle3lab.logs.read_log``'s DataFrame."""
+        """The server log as ``eagle3lab.sources.logfile.read_log``'s DataFrame."""
+        from eagle3lab.sources.logfile import read_log
+
+        return read_log(self._log_file(), engine=engine)
+
+    def observation(self, requested=None):
+        """The server log as an `Observation` (effective config as the log states it)."""
+        from eagle3lab.sources.logfile import observe_log
+
+        return observe_log(self._log_file(), requested=requested)
+
+    def _log_file(self):
         if self.log_file is None:
             raise ServerError(f"no log file known for {self.url}; pass log_file= to connect()")
-        from eagle3lab.logs import read_log
-
-        return read_log(self.log_file, engine=engine)
+        return self.log_file
 
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_file, n) if self.log_file else ""

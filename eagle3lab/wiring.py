@@ -16,6 +16,7 @@ from pathlib import Path
 from eagle3lab.conventions import (Boundaries, CaptureError, ConventionError, describe_boundary,
                                    ids_for, serve_boundaries, serve_table, train_boundaries)
 from eagle3lab.errors import EagleLabError
+from eagle3lab.versions import LATEST_SGLANG
 
 PATCH_COMMAND = "eagle3lab patch sglang --apply"
 OK = "ok"
@@ -218,7 +219,10 @@ def read_target(target, arch: str | None = None) -> tuple[int, int | None, str]:
 
 
 def _parse_spec(spec, what: str) -> tuple[str, str]:
-    """'sglang==0.5.23' or ('sglang', '0.5.23') -> ('sglang', '0.5.23')."""
+    """'sglang==0.5.23' or ('sglang', '0.5.23') -> ('sglang', '0.5.23'); a bare 'sglang' is
+    the newest SGLang whose rules were read (versions.LATEST_SGLANG)."""
+    if spec == "sglang":
+        return "sglang", LATEST_SGLANG
     if isinstance(spec, str):
         name, sep, version = spec.partition("==")
         if not sep or not name or not version:
@@ -383,7 +387,7 @@ def _train(train, info: DraftInfo, n: int, arch: str) -> tuple[Boundaries, str, 
     return got, label, notes
 
 
-def check(draft_dir, target=None, train=None, serve=("sglang", "0.5.23"), *, arch: str | None = None,
+def check(draft_dir, target=None, train=None, serve=("sglang", LATEST_SGLANG), *, arch: str | None = None,
           cuda_graph: bool = True, patched: bool = False) -> WiringReport:
     """Compare, slot by slot, what training fed the draft with what the server will feed it.
 

@@ -66,7 +66,7 @@ def test_general_formula_matches_simulation():
 
 def test_per_position_recovers_rates_with_honest_intervals():
     rates = [0.8, 0.5, 0.7]
-    table = A.per_position(simulate(rates, n=5000), n_boot=500)
+    table = A.per_position(simulate(rates, n=5000), conditional=True, n_boot=500)
     assert list(table.columns) == ["position", "rate", "lo", "hi", "n"]
     assert (table["lo"] <= table["rate"]).all() and (table["rate"] <= table["hi"]).all()
     assert all(lo <= r <= hi for lo, r, hi in zip(table["lo"], rates, table["hi"]))
@@ -82,15 +82,15 @@ def test_per_position_bootstrap_by_request_is_wider_for_correlated_requests():
     parts = [simulate([p] * 3, n=100, seed=i).assign(request=i)
              for i, p in enumerate(rng.choice([0.2, 0.9], size=20))]
     df = pd.concat(parts, ignore_index=True)
-    by_request = A.per_position(df, n_boot=400)
-    by_step = A.per_position(df.drop(columns="request"), n_boot=400)
+    by_request = A.per_position(df, conditional=True, n_boot=400)
+    by_step = A.per_position(df.drop(columns="request"), conditional=True, n_boot=400)
     width = lambda t: (t["hi"] - t["lo"]).iloc[0]
     assert width(by_request) > 1.5 * width(by_step)
 
 
 def test_per_position_rejects_counts_beyond_depth():
     with pytest.raises(EagleLabError):
-        A.per_position(pd.DataFrame({"accepted": [0, 5]}), k=3)
+        A.per_position(pd.DataFrame({"accepted": [0, 5]}), k=3, conditional=True)
     with pytest.raises(EagleLabError):
         A.accepted_counts(pd.DataFrame({"x": [1]}))
 
@@ -100,7 +100,7 @@ def test_per_position_from_vllm_log_rows():
                          "drafted": [300, 100, None]})
     table = A.per_position_from_log(rows, conditional=False)
     np.testing.assert_allclose(table["rate"], [0.75, 0.375, 0.175])
-    cond = A.per_position_from_log(rows)
+    cond = A.per_position_from_log(rows, conditional=True)
     np.testing.assert_allclose(cond["rate"], [0.75, 0.5, 0.175 / 0.375])
 
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from eagle3lab.cli import main
-from eagle3lab.config import (W_ADJUST, W_MAX_RUNNING, W_TOPK_PAGE, SpecConfig, from_log,
+from eagle3lab.config import (W_ADJUST, W_MAX_RUNNING, W_TOPK_PAGE, SpecConfig,
                               parse_launch_flags, rules_for)
 from eagle3lab.errors import EagleLabError
 
@@ -199,20 +199,6 @@ def test_cli_exit_codes(capsys):
     assert '"differs": true' in capsys.readouterr().out
 
 
-def test_from_log_finds_the_adjustment():
-    df = pd.DataFrame({
-        "message": ["server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
-                    "speculative_num_steps=1, speculative_eagle_topk=1, "
-                    "speculative_num_draft_tokens=2, page_size=1)",
-                    W_ADJUST, "Decode batch, accept len: 1.80"],
-        "accept_len": [None, None, 1.8]})
-    ev = from_log(df)
-    assert ev["adjusted"] and ev["server_args"]["speculative_num_draft_tokens"] == 2
-    assert ev["max_accept_len"] == pytest.approx(1.8)
-    clean = from_log(pd.DataFrame({"message": ["hello"], "accept_len": [None]}))
-    assert not clean["adjusted"] and clean["server_args"] == {}
-
-
 def test_use_sglang_without_sglang_is_a_clear_error(tmp_path, monkeypatch):
     fake = tmp_path / "sglang"
     fake.mkdir()
@@ -227,18 +213,46 @@ def test_parse_launch_flags_switches_do_not_eat_values():
     assert values == {"disable_overlap_schedule": True, "num_steps": 2}
 
 
-def test_from_log_reads_a_log_file_with_server_args(tmp_path):
-    log = tmp_path / "server.log"
-    log.write_text(
-        f"[2026-02-05 02:44:20] WARNING speculative_hook.py:1170: {W_ADJUST}\n"
-        "[2026-02-05 02:44:21] server_args=ServerArgs(model_path='m', "
-        "speculative_algorithm='EAGLE3', speculative_num_steps=1, speculative_eagle_topk=1, "
-        "speculative_num_draft_tokens=2, page_size=1)\n"
-        "[2026-02-05 02:45:00] Decode batch, #running-req: 1, #token: 100, token usage: 0.01, "
-        "accept len: 1.80, accept rate: 0.40, cuda graph: True, gen throughput (token/s): 54.8, "
-        "#queue-req: 0\n")
-    ev = from_log(log)
-    assert ev["adjusted"]
-    assert ev["server_args"]["speculative_num_draft_tokens"] == 2
-    assert ev["max_accept_len"] == pytest.approx(1.8)
-    assert from_log(str(log))["server_args"] == ev["server_args"]
+
+
+def test_spec_config_converts_to_and_from_every_form():
+    seed = SpecConfig.from_flags(SEED_FLAGS)
+    assert seed == SpecConfig(num_steps=1, topk=1, num_draft_tokens=16)
+    assert seed.to_flags() == ["--speculative-algorithm", "EAGLE3", *SEED_FLAGS]
+    assert SpecConfig.from_flags(seed.to_flags("lab")) == seed
+    tree = SpecConfig(num_steps=5, topk=4, num_draft_tokens=8, page_size=16, attention_backend="fa3",
+                      disable_overlap_schedule=True)
+    assert SpecConfig.from_flags(tree.to_flags()) == tree
+    assert "--device" not in tree.to_flags()  # defaults are not forced on the server
+    with pytest.raises(EagleLabError, match="the lab server takes only"):
+        tree.to_flags("lab")
+    with pytest.raises(EagleLabError, match="no launch flags for engine"):
+        seed.to_flags("trtllm")
+    # server info: what the lab front end reports, and SGLang's nested form
+    effective = seed.resolve().effective
+    info = effective.server_info()
+    assert info["speculative_num_draft_tokens"] == 2 and info["speculative_eagle_topk"] == 1
+    assert SpecConfig.from_server_info(info) == SpecConfig(num_steps=1, topk=1, num_draft_tokens=2)
+    nested = {"server_args": {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+                              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+                              "cuda_graph_max_bs_decode": 8}}
+    assert SpecConfig.from_server_info(nested) == SpecConfig(num_steps=3, topk=1, num_draft_tokens=4,
+                                                             cuda_graph_max_bs=8)
+    assert SpecConfig.from_server_info({"speculative_algorithm": None}) is None
+    # the engine's parameters: only once resolved
+    from eagle3lab.engine.speculate import SpecParams
+
+    assert seed.resolve().to_engine_params() == SpecParams(1, 1, 2)
+    with pytest.raises(EagleLabError, match="resolve the config first"):
+        SpecConfig(num_steps=3).to_engine_params()
+    with pytest.raises(EagleLabError, match="will not start"):
+        SpecConfig(num_steps=3).resolve().effective  # topk missing: SGLang refuses
+
+
+def test_one_latest_sglang_everywhere():
+    from eagle3lab import conventions, versions
+    from eagle3lab.engine import frontend
+
+    assert versions.LATEST_SGLANG == versions.SGLANG_RELEASES[-1] == "0.5.23"
+    assert conventions.SGLANG_VERSIONS[-1] == frontend.SGLANG_VERSION == versions.LATEST_SGLANG
+    assert SpecConfig().resolve().version == versions.LATEST_SGLANG

@@ -114,13 +114,13 @@ def test_bench_result_frames_and_summary(lab, prompts):
     r = run_bench(lab, (3, 1, 4), [], prompts=prompts[:2], max_new_tokens=32, progress=False)
     s = r.summary()
     json.dumps(s)
-    for key in ("accept_length", "per_position", "tokens_per_s", "baseline_tokens_per_s", "speedup",
+    for key in ("accept_length", "per_position_unconditional", "tokens_per_s", "baseline_tokens_per_s", "speedup",
                 "lossless", "c_draft_ms", "c_verify_ms", "predicted_speedup"):
         assert key in s
     steps = r.steps
     assert set(steps.columns) >= {"request", "step", "accepted", "accept_len", "drafted"}
     assert abs(r.accept_length - (1 + steps["accepted"].mean())) < 1e-9
-    pp = r.per_position
+    pp = r.per_position_unconditional
     assert len(pp) == 3 and all(a >= b for a, b in zip(pp, pp[1:]))
     tokens = r.tokens
     assert set(tokens["kind"]) <= {"prefill", "draft", "bonus", "replacement"}
@@ -146,7 +146,7 @@ def test_cli_bench_prints_json_last(lab, monkeypatch, capsys):
     result = json.loads(out.strip().splitlines()[-1])
     assert result["num_draft_tokens"] == 3  # SGLang's topk=1 adjustment: steps + 1
     assert "adjusted" in err
-    assert result["lossless"] is True and len(result["per_position"]) == 2
+    assert result["lossless"] is True and len(result["per_position_unconditional"]) == 2
 
 
 def test_cli_bench_rejects_unknown_fault(capsys):

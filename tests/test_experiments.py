@@ -27,12 +27,15 @@ def test_compare_resolutions_flags_a_disagreement():
     assert list(agree["agree"]) == [False, True, True]
 
 
-def test_budget_and_spec_flags():
+def test_budget_and_seed_flags():
     assert experiments.budget("ci", num_prompts=None)["num_prompts"] == experiments.BUDGETS["ci"]["num_prompts"]
     assert experiments.budget("default", max_new_tokens=7)["max_new_tokens"] == 7
-    assert experiments.spec_flags(5, 1, 6)[-2:] == ["--speculative-num-draft-tokens", "6"]
+    assert experiments.SEED_FLAG_SETS["seed: steps 1, topk 1, 16 draft tokens"].to_flags()[-2:] == \
+        ["--speculative-num-draft-tokens", "16"]
     assert experiments.config_grid([1, 3], [(5, 2, 8)]) == [(1, 1, 2), (3, 1, 4), (5, 2, 8)]
-    assert experiments.seed_fix_ids(61) == [-1, 1, 29]
+    from eagle3lab.engine.faults import seed_fix_ids
+
+    assert seed_fix_ids(61) == [-1, 1, 29]
 
 
 def _measured():

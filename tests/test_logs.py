@@ -1,4 +1,4 @@
-"""eagle3lab.logs.read_log and `eagle3lab logs`: real samples, every documented variation,
+"""eagle3lab.sources.logfile.read_log and `eagle3lab logs`: real samples, every documented variation,
 bad input, and the CLI. Values asserted for samples are the numbers printed in those files."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from eagle3lab.cli import main as cli_main
-from eagle3lab.logs import COLUMNS, LogReadError, read_log
+from eagle3lab.sources.logfile import COLUMNS, LogReadError, read_log
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "data" / "samples" / "logs"
@@ -539,7 +539,7 @@ def test_megabyte_line(tmp_path):
 
 
 def test_big_file_is_read_in_blocks(tmp_path, monkeypatch):
-    import eagle3lab.logs as logs
+    import eagle3lab.sources.logfile as logs
 
     monkeypatch.setattr(logs, "_CHUNK_BYTES", 1000)
     monkeypatch.setattr(logs, "_FIRST_BLOCK", 300)
@@ -649,7 +649,7 @@ def test_random_damage_never_raises():
 def test_summarize_and_plot_for_notebooks():
     import matplotlib.pyplot as plt
 
-    from eagle3lab.logs import plot_log, summarize
+    from eagle3lab.sources.logfile import plot_log, summarize
 
     df = sample("sglang_kernel_npu_pr608_tp_ep_npu_graph.log")
     table = summarize(df)
@@ -665,7 +665,7 @@ def test_summarize_and_plot_for_notebooks():
 
 
 def test_sglang_accept_rate_definition_from_printed_values():
-    from eagle3lab.logs import sglang_accept_rate_definition as definition
+    from eagle3lab.sources.logfile import sglang_accept_rate_definition as definition
 
     # log-formats.md: 2.17 -> 0.54 with 3 steps (old, /(steps+1)); 3.05 -> 0.68 with 4 draft
     # tokens (new, (len-1)/(draft_tokens-1)).
@@ -681,7 +681,7 @@ def test_sglang_accept_rate_definition_from_printed_values():
 
 def test_varying_prefix_numbers_share_one_template():
     """kubectl timestamps, pids, source line numbers vary per line: still one line shape."""
-    from eagle3lab.logs import _Parser
+    from eagle3lab.sources.log_parser import _Parser
 
     lines = [f"2025-10-20T03:{i // 60:02d}:{i % 60:02d}.{i:09d}Z worker-{i % 3} | "
              f"[2025-10-20 03:{i // 60:02d}:{i % 60:02d} TP{i % 2}] INFO {1000 + i} "

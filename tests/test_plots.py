@@ -28,7 +28,7 @@ def test_accept_vs_depth_draws_model_curves_and_observed_points():
 
 
 def test_per_position_bars_heights_are_the_rates():
-    table = A.per_position(steps(), n_boot=200)
+    table = A.per_position(steps(), conditional=True, n_boot=200)
     fig = P.per_position_bars(table, standalone=[0.8] * 5)
     heights = [p.get_height() for p in fig.axes[0].patches]
     np.testing.assert_allclose(heights, table["rate"])
@@ -37,7 +37,7 @@ def test_per_position_bars_heights_are_the_rates():
 
 
 def test_gap_plot_and_throughput_and_heatmap():
-    gap = A.gap_table([0.8] * 5, A.per_position(steps(0.5), n_boot=100))
+    gap = A.gap_table([0.8] * 5, A.per_position(steps(0.5), conditional=True, n_boot=100))
     fig = P.gap_plot(gap)
     assert "Lost" in fig.axes[1].get_title()
     table = A.throughput_vs_depth(A.CostModel(0.002, 0.02), a=0.8, max_depth=6)
@@ -69,7 +69,7 @@ def test_log_timeline_from_read_log_rows():
 def test_log_timeline_on_real_sample_logs():
     from pathlib import Path
 
-    from eagle3lab.logs import read_log
+    from eagle3lab.sources.logfile import read_log
 
     logs = Path(__file__).resolve().parents[1] / "data" / "samples" / "logs"
     fig = P.log_timeline(read_log(logs / "sglang_issue11948_eagle3_accept_rate_trailing_comma.log"))

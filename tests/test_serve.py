@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from eagle3lab.config import SpecConfig
 from eagle3lab.engine import frontend as srv
 
 
@@ -49,8 +50,8 @@ def server():
     root = ci_lab_root()
     log = io.StringIO()
     srv.setup_logging(log)
-    state = srv.load_state(str(root / "target"), str(root / "drafts" / "healthy"), algorithm="EAGLE3",
-                           num_steps=3, topk=1, num_draft_tokens=4, max_prompt_tokens=128,
+    state = srv.load_state(str(root / "target"), str(root / "drafts" / "healthy"), 
+                           spec=SpecConfig(num_steps=3, topk=1, num_draft_tokens=4), max_prompt_tokens=128,
                            max_new_tokens=64, decode_log_interval=2)
     httpd = srv.make_server(state, "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
@@ -140,7 +141,7 @@ def test_openai_completions(server):
 
 
 def test_logs_are_sglang_lines_read_log_parses(server):
-    from eagle3lab.logs import read_log
+    from eagle3lab.sources.logfile import read_log
 
     url, state, log = server
     post(url + "/generate", {"input_ids": [7, 8, 9, 10], "sampling_params":
@@ -157,7 +158,7 @@ def test_logs_are_sglang_lines_read_log_parses(server):
 
 def test_topk1_adjustment_is_resolved_like_sglang():
     root = ci_lab_root()
-    state = srv.load_state(str(root), None, algorithm="EAGLE3", num_steps=1, topk=1, num_draft_tokens=16,
+    state = srv.load_state(str(root), None, spec=SpecConfig(num_steps=1, topk=1, num_draft_tokens=16),
                            max_prompt_tokens=64, max_new_tokens=32)
     info = state.info()
     assert info["speculative_num_draft_tokens"] == 2
@@ -167,8 +168,8 @@ def test_topk1_adjustment_is_resolved_like_sglang():
 
 def test_fault_switches_the_served_draft():
     root = ci_lab_root()
-    state = srv.load_state(str(root / "target"), str(root / "drafts" / "healthy"), algorithm="EAGLE3",
-                           num_steps=2, topk=1, num_draft_tokens=3, faults=["wiring-seed"],
+    state = srv.load_state(str(root / "target"), str(root / "drafts" / "healthy"), 
+                           spec=SpecConfig(num_steps=2, topk=1, num_draft_tokens=3), faults=["wiring-seed"],
                            max_prompt_tokens=64, max_new_tokens=32)
     assert state.info()["draft_name"] == "seed" and state.info()["faults"] == ["wiring-seed"]
 

@@ -220,20 +220,20 @@ def test_killing_the_lab_server_mid_benchmark_returns_partial_failed_result(ci_l
             handle.kill()
 
         bench_rows: list = []
-        real = bench._one_request
+        real = loadtest._one_request
 
         def counting(*a, **kw):
             row = real(*a, **kw)
             bench_rows.append(row)
             return row
 
-        bench._one_request = counting
+        loadtest._one_request = counting
         killer = threading.Thread(target=kill_after_three)
         killer.start()
         try:
             result = loadtest.run(handle.url, prompts, max_new_tokens=24, progress=False)
         finally:
-            bench._one_request = real
+            loadtest._one_request = real
             done.set()
             killer.join()
     assert result.failed

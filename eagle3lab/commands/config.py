@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from eagle3lab.versions import LATEST_SGLANG
+
 HELP = "predict the effective speculative config for launch_server flags (exit 1 if it differs)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--engine", default="sglang==0.5.23",
-                        help="engine[==version]: sglang==0.5.23 (default), sglang==0.4.10, vllm")
+    parser.add_argument("--engine", default=f"sglang=={LATEST_SGLANG}",
+                        help=f"engine[==version]: sglang=={LATEST_SGLANG} (default), sglang==0.4.10, vllm")
     parser.add_argument("--arch", default="LlamaForCausalLM",
                         help="the target's config.json architectures[0] (default LlamaForCausalLM)")
     parser.add_argument("--use-sglang", action="store_true",

@@ -43,20 +43,20 @@ def prompt_count(value: str):
 
 
 def resolve_spec(steps, topk, draft_tokens):
-    """SGLang 0.5.23's effective (steps, topk, draft tokens) and its warnings."""
+    """The newest SGLang's effective config as the engine's SpecParams, and its warnings."""
     from eagle3lab.config import SpecConfig
-    from eagle3lab.engine.speculate import SpecParams
     from eagle3lab.errors import EagleLabError
+    from eagle3lab.versions import LATEST_SGLANG
 
     # Our defaults (SGLang itself refuses --speculative-num-steps without a topk).
     steps = 3 if steps is None else steps
     topk = 1 if topk is None else topk
     res = SpecConfig(algorithm="EAGLE3", num_steps=steps, topk=topk,
-                     num_draft_tokens=draft_tokens).resolve(engine="sglang", version="0.5.23",
+                     num_draft_tokens=draft_tokens).resolve(engine="sglang", version=LATEST_SGLANG,
                                                              arch="LlamaForCausalLM")
     if res.error:
-        raise EagleLabError(f"SGLang 0.5.23 refuses this configuration: {res.error}")
-    return SpecParams(res.num_steps, res.topk, res.num_draft_tokens), list(res.warnings)
+        raise EagleLabError(f"SGLang {LATEST_SGLANG} refuses this configuration: {res.error}")
+    return res.to_engine_params(), list(res.warnings)
 
 
 def run(args) -> int:
@@ -96,7 +96,8 @@ def run(args) -> int:
     spread = f"95% CI over prompts {ci[0]:.2f}-{ci[1]:.2f}; " if ci else ""
     print(f"accept length   {s['accept_length']:.2f}  ({spread}bonus included; "
           f"accept rate {s['accept_rate']:.2f})")
-    print("per position    " + "  ".join(f"{p:.2f}" for p in s["per_position"]))
+    print("per position    " + "  ".join(f"{p:.2f}" for p in s["per_position_unconditional"])
+          + "  (share of steps accepting >= i drafts)")
     print(f"tokens/s        spec {s['tokens_per_s']:.1f}   plain {s['baseline_tokens_per_s']:.1f}   "
           f"speed-up {s['speedup']:.2f}x")
     print(f"costs           draft step {s['c_draft_ms']:.2f} ms, verify {s['c_verify_ms']:.2f} ms, "

@@ -20,7 +20,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import pandas as pd
 
-    from eagle3lab.logs import LogReadError, plot_log, read_log
+    from eagle3lab.sources.logfile import LogReadError, plot_log, read_log
 
     frames, failed = [], 0
     for name in args.files:
@@ -46,7 +46,7 @@ def run(args) -> int:
 
 def format_summary(name: str, df) -> str:
     """A header line (lines, records, skipped, malformed) and the per engine/kind table."""
-    from eagle3lab.logs import summarize
+    from eagle3lab.sources.logfile import summarize
 
     attrs = df.attrs
     head = (f"== {name}: {attrs.get('lines', 0):,} lines, {len(df):,} records, "

@@ -34,6 +34,7 @@ def run(args) -> int:
 
     import torch
 
+    from eagle3lab.config import SpecConfig
     from eagle3lab.engine import frontend as srv
     from eagle3lab.errors import EagleLabError
 
@@ -46,10 +47,12 @@ def run(args) -> int:
         raise EagleLabError(f"--port {args.port} is not a port number")
     torch.set_num_threads(args.threads)
     srv.setup_logging(sys.stdout)
+    spec = None if not args.speculative_algorithm else SpecConfig(
+        algorithm=args.speculative_algorithm, num_steps=args.speculative_num_steps,
+        topk=args.speculative_eagle_topk, num_draft_tokens=args.speculative_num_draft_tokens,
+        draft_model_path=args.speculative_draft_model_path)
     state = srv.load_state(
-        args.model_path, args.speculative_draft_model_path, algorithm=args.speculative_algorithm,
-        num_steps=args.speculative_num_steps, topk=args.speculative_eagle_topk,
-        num_draft_tokens=args.speculative_num_draft_tokens, faults=args.fault,
+        args.model_path, args.speculative_draft_model_path, spec=spec, faults=args.fault,
         max_prompt_tokens=args.max_prompt_tokens, max_new_tokens=args.max_new_tokens,
         decode_log_interval=args.decode_log_interval)
     info = state.server_info

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from eagle3lab.versions import LATEST_SGLANG
+
 HELP = "sweep num_steps/topk/draft tokens/faults over launched or running servers (resumable)"
 
 
@@ -13,7 +15,7 @@ def add_arguments(parser) -> None:
                         help="an axis, e.g. num_steps=1,3,5 topk=1,4 fault=none,wiring-seed "
                              "(fault values combine with '+': wiring-seed+quant-int4)")
     parser.add_argument("--out", required=True, help="JSON-lines file; a rerun skips points in it")
-    parser.add_argument("--version", default="0.5.23", help="SGLang version for the effective config")
+    parser.add_argument("--version", default=LATEST_SGLANG, help="SGLang version for the effective config")
     parser.add_argument("--baseline", action="store_true",
                         help="add no-speculation point(s) and a speedup column")
 

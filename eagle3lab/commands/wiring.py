@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eagle3lab.errors import EagleLabError
+from eagle3lab.versions import LATEST_SGLANG
 
 HELP = "check a draft checkpoint's hidden-state wiring: trained vs served boundaries, slot by slot"
 
@@ -17,8 +18,8 @@ def add_arguments(parser) -> None:
                         help="how training captured: specforge==0.2.0, eagle==main, "
                              "hf-hidden-states==5.0.0:0,3,31 (indices), or boundaries 0,3,31 "
                              "(default: the config's eagle3lab.train_boundaries, else specforge==0.2.0)")
-    parser.add_argument("--serve", default="sglang==0.5.23", metavar="ENGINE==VER",
-                        help="serving engine and version (default sglang==0.5.23)")
+    parser.add_argument("--serve", default=f"sglang=={LATEST_SGLANG}", metavar="ENGINE==VER",
+                        help="serving engine and version (default sglang==" + LATEST_SGLANG + ")")
     parser.add_argument("--patched", action="store_true",
                         help="the server has eagle3lab's embedding-capture patch applied")
     parser.add_argument("--no-cuda-graph", action="store_true",

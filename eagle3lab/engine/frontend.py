@@ -4,7 +4,7 @@ Endpoints (SGLang 0.5.23 names and schemas): GET /health, GET /health_generate,
 POST /generate, POST /v1/completions, GET /get_server_info, GET /get_model_info, GET /v1/models.
 Requests are served one at a time under a lock (the others queue), so concurrent clients all
 get correct answers. Scheduler lines are logged in SGLang's format
-(`srt/managers/scheduler_components/metrics_reporter.py`, 0.5.23) so `eagle3lab.logs.read_log`
+(`srt/managers/scheduler_components/metrics_reporter.py`, 0.5.23) so `eagle3lab.sources.logfile.read_log`
 reads a lab server's log like a real one:
 
     [2026-11-29 12:00:00] Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, token usage: 0.03, #running-req: 0, #queue-req: 0, #pending-token: 0, cpu graph: False, input throughput (token/s): 812.40
@@ -18,13 +18,17 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eagle3lab.errors import EagleLabError
+from eagle3lab.versions import LATEST_SGLANG
 
 logger = logging.getLogger("eagle3lab.serve")
-SGLANG_VERSION = "0.5.23"
+SGLANG_VERSION = LATEST_SGLANG  # the SGLang whose rules and log format the front end follows
+NO_SPECULATION = {"speculative_algorithm": None, "speculative_num_steps": None,
+                  "speculative_eagle_topk": None, "speculative_num_draft_tokens": None,
+                  "speculative_draft_model_path": None}
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling_params default
 DECODE_LOG_INTERVAL = 40  # SGLang's --decode-log-interval default
 GRAPH_LABEL = "cpu graph"  # metrics_reporter._graph_backend_label for device "cpu"
@@ -437,21 +441,19 @@ def resolve_model_path(model_path: str):
     raise EagleLabError(f"--model-path {model_path}: not a model directory (config.json) or a lab")
 
 
-def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str | None = None,
-               num_steps: int | None = None, topk: int | None = None,
-               num_draft_tokens: int | None = None, faults=(), max_prompt_tokens: int | None = None,
-               max_new_tokens: int = 256, decode_log_interval: int = DECODE_LOG_INTERVAL,
-               sglang_version: str = SGLANG_VERSION) -> ServerState:
-    """Load target, draft and tokenizer; resolve the speculative flags like SGLang."""
+def load_state(model_path: str, draft_path: str | None = None, *, spec=None, faults=(),
+               max_prompt_tokens: int | None = None, max_new_tokens: int = 256,
+               decode_log_interval: int = DECODE_LOG_INTERVAL,
+               sglang_version: str = LATEST_SGLANG) -> ServerState:
+    """Load target, draft and tokenizer; resolve the speculative config (a `SpecConfig`, None
+    for plain decoding) like SGLang `sglang_version` would."""
     import warnings
     from pathlib import Path
 
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from eagle3lab.config import SpecConfig
     from eagle3lab.engine.faults import build_engine, draft_faults, plan_faults
-    from eagle3lab.engine.speculate import SpecParams
     from eagle3lab.lab.draft import Eagle3Draft
 
     target_dir, lab_root = resolve_model_path(model_path)
@@ -462,22 +464,22 @@ def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str
     num_layers = target.config.num_hidden_layers
     plan = plan_faults(faults, num_layers)
     arch = (target.config.architectures or ["LlamaForCausalLM"])[0]
-    spec, resolved, draft, draft_dir = None, None, None, None
-    if algorithm:
-        if algorithm.upper() not in SUPPORTED_ALGORITHMS:
-            raise EagleLabError(f"--speculative-algorithm {algorithm}: the lab engine runs EAGLE3 only")
-        resolved = SpecConfig(algorithm=algorithm.upper(), num_steps=num_steps, topk=topk,
-                              num_draft_tokens=num_draft_tokens).resolve(
-            engine="sglang", version=sglang_version, arch=arch)
+    effective, resolved, draft, draft_dir = None, None, None, None
+    if spec is not None:
+        if spec.algorithm not in SUPPORTED_ALGORITHMS:
+            raise EagleLabError(f"--speculative-algorithm {spec.algorithm}: the lab engine runs EAGLE3 only")
+        resolved = spec.resolve(engine="sglang", version=sglang_version, arch=arch)
         if resolved.error:
             raise EagleLabError(f"SGLang {sglang_version} refuses this configuration: {resolved.error}")
         for line in resolved.warnings:
             logger.warning(line)
-        spec = SpecParams(resolved.num_steps, resolved.topk, resolved.num_draft_tokens)
-        draft_dir = _draft_dir(draft_path, lab_root, plan)
+        draft_dir = _draft_dir(spec.draft_model_path or draft_path, lab_root, plan)
+        effective = replace(resolved.effective, draft_model_path=str(draft_dir))
         draft = Eagle3Draft.from_pretrained(draft_dir, embed_weight=target.model.embed_tokens.weight.detach())
     elif draft_path or draft_faults(plan.faults):
         logger.warning("no --speculative-algorithm: serving plain decoding (draft and draft faults ignored)")
+    # SGLang 0.5.23 prints its resolved arguments at start (entrypoints/engine.py:311)
+    logger.info(f"server_args={ {'model_path': str(model_path), 'device': 'cpu', **(effective.server_info() if effective else NO_SPECULATION)} }")
     max_pos = int(getattr(target.config, "max_position_embeddings", 2048))
     if max_prompt_tokens is None:  # what the context leaves after the largest answer
         max_prompt_tokens = max(1, min(1024, max_pos - max_new_tokens - 64))
@@ -489,11 +491,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str
     info = {
         "model_path": str(model_path), "tokenizer_path": str(target_dir), "device": "cpu",
         "version": sglang_version, "engine": "eagle3lab",
-        "speculative_algorithm": algorithm.upper() if algorithm else None,
-        "speculative_draft_model_path": str(draft_dir) if draft_dir else None,
-        "speculative_num_steps": spec.num_steps if spec else None,
-        "speculative_eagle_topk": spec.topk if spec else None,
-        "speculative_num_draft_tokens": spec.num_draft_tokens if spec else None,
+        **(effective.server_info() if effective else NO_SPECULATION),
         "speculative_warnings": list(resolved.warnings) if resolved else [],
         "faults": list(plan.faults),
         "draft_name": Path(draft_dir).name if draft_dir else None,
@@ -502,7 +500,8 @@ def load_state(model_path: str, draft_path: str | None = None, *, algorithm: str
         "max_prompt_tokens": max_prompt_tokens, "max_new_tokens": max_new_tokens,
         "context_length": max_seq, "decode_log_interval": decode_log_interval,
     }
-    return ServerState(engine=engine, tokenizer=tokenizer, spec=spec, server_info=info,
+    return ServerState(engine=engine, tokenizer=tokenizer,
+                       spec=effective.to_engine_params() if effective else None, server_info=info,
                        max_prompt_tokens=max_prompt_tokens, max_new_tokens=max_new_tokens,
                        decode_log_interval=decode_log_interval)
 

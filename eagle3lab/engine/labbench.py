@@ -35,7 +35,9 @@ class LabBenchResult:
     @property
     def accept_length(self) -> float:
         """Mean tokens per verify step, bonus included (SGLang's `accept len`)."""
-        return float(self.steps["accept_len"].mean()) if len(self.steps) else float("nan")
+        from eagle3lab.analysis import accept_length
+
+        return accept_length(self.steps) if len(self.steps) else float("nan")
 
     def accept_length_ci(self, level: float = 0.95):
         """Bootstrap interval (95% by default) of the accept length over prompts; None with < 2."""
@@ -50,12 +52,21 @@ class LabBenchResult:
         return float(self.steps["accepted"].sum() / drafted) if drafted else float("nan")
 
     @property
-    def per_position(self) -> list[float]:
-        """Unconditional acceptance at draft position i: share of steps with >= i accepted."""
-        depth = int(self.steps["drafted"].max()) if len(self.steps) else 0
-        depth = min(depth, self.spec.num_steps)
-        acc = self.steps["accepted"].to_numpy()
-        return [float((acc >= i).mean()) for i in range(1, depth + 1)]
+    def per_position_unconditional(self) -> list[float]:
+        """Unconditional acceptance at draft position i: share of steps with >= i accepted
+        (vLLM's convention; `observation().per_position` is the conditional one)."""
+        from eagle3lab.analysis import position_rates
+
+        depth = min(int(self.steps["drafted"].max()) if len(self.steps) else 0, self.spec.num_steps)
+        if not depth:
+            return []
+        return [float(r) for r in position_rates(self.steps, depth, conditional=False)]
+
+    def observation(self):
+        """This run as an `Observation` (eagle3lab.sources.lab)."""
+        from eagle3lab.sources.lab import observe_lab
+
+        return observe_lab(self)
 
     @property
     def tokens_per_s(self) -> float:
@@ -106,7 +117,7 @@ class LabBenchResult:
             "accept_length": self.accept_length,
             "accept_length_ci95": _rounded(self.accept_length_ci()),
             "accept_rate": self.accept_rate,
-            "per_position": self.per_position,
+            "per_position_unconditional": self.per_position_unconditional,
             "tokens_per_s": self.tokens_per_s,
             "baseline_tokens_per_s": self.baseline_tokens_per_s,
             "speedup": self.speedup,

@@ -21,7 +21,7 @@ DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"; None = the lab's 
 FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft as SGLang feeds it)
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
-SGLANG_VERSION = "0.5.23"  # the SGLang version whose rules the resolver applies
+SGLANG_VERSION = None    # the SGLang version whose rules the resolver applies; None = the newest read
 
 # %%
 %matplotlib inline
@@ -32,7 +32,7 @@ from eagle3lab.style import apply_style
 apply_style()
 budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 flag_sets = experiments.SEED_FLAG_SETS
-prose.markdown("\n".join(f"- *{label}*: `{' '.join(flags)}`" for label, flags in flag_sets.items()))
+prose.markdown("\n".join(f"- *{label}*: `{' '.join(cfg.to_flags())}`" for label, cfg in flag_sets.items()))
 
 # %% [markdown]
 # ## What will SGLang actually run?

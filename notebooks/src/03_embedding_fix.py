@@ -23,6 +23,7 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 %matplotlib inline
 from IPython.display import display
 from eagle3lab import experiments, plots, prose
+from eagle3lab.config import SpecConfig
 from eagle3lab.style import apply_style
 
 apply_style()
@@ -67,11 +68,11 @@ capture_table
 # with the fix (embedding capture, the ids it was trained on), and no speculation.
 
 # %%
-flags = experiments.spec_flags(STEPS, TOPK, DRAFT_TOKENS)
+spec = SpecConfig(num_steps=STEPS, topk=TOPK, num_draft_tokens=DRAFT_TOKENS)
 fix = experiments.measure_variants(
     {"before the fix (wiring-seed)": ["wiring-seed"],
      "with the embedding patch (embed-patch)": ["embed-patch"]},
-    flags, lab=LAB, server_url=SERVER_URL, draft="seed", **budget)
+    spec, lab=LAB, server_url=SERVER_URL, draft="seed", **budget)
 fix
 
 # %%

@@ -25,6 +25,7 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 %matplotlib inline
 from IPython.display import display
 from eagle3lab import analysis, experiments, plots, prose
+from eagle3lab.config import SpecConfig
 from eagle3lab.style import apply_style
 
 apply_style()
@@ -34,13 +35,14 @@ served_rates, observed, standalone = None, None, None
 # %% [markdown]
 # ## The log, read back
 #
-# `eagle3lab.logs.read_log` turns the server's `Decode batch` lines into a table; with no log
+# `eagle3lab.sources.logfile.read_log` turns the server's `Decode batch` lines into a table; with no log
 # given, the lab server is started with the seed's fixed configuration and a benchmark is run
 # against it, exactly as one would against SGLang.
 
 # %%
 run = experiments.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
-                          flags=experiments.spec_flags(STEPS, TOPK, DRAFT_TOKENS), **budget)
+                                spec=SpecConfig(num_steps=STEPS, topk=TOPK, num_draft_tokens=DRAFT_TOKENS),
+                                **budget)
 log = run.log
 measured = log[log["accept_len"].notna()]  # SGLang decode lines, vLLM / llama.cpp metric lines
 measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
@@ -49,7 +51,7 @@ measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "ge
 plots.log_timeline(log, title="Accept length and throughput, as logged")
 
 # %%
-prose.headline(prose.log_sentence(log, None if LOG_FILE else DRAFT_TOKENS))
+prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
 
 # %% [markdown]
 # ## Per-position acceptance
@@ -107,10 +109,7 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # each and the next check to run.
 
 # %%
-findings = analysis.diagnose(per_position=per_pos, accept_len=run.accept_length,
-                             standalone_acc=standalone,
-                             requested_draft_tokens=DRAFT_TOKENS,
-                             effective_draft_tokens=run.effective_draft_tokens)
+findings = analysis.diagnose(run.observation, standalone_acc=standalone)
 analysis.findings_frame(findings)
 
 # %%
