@@ -219,10 +219,7 @@ def read_target(target, arch: str | None = None) -> tuple[int, int | None, str]:
 
 
 def _parse_spec(spec, what: str) -> tuple[str, str]:
-    """'sglang==0.5.23' or ('sglang', '0.5.23') -> ('sglang', '0.5.23'); a bare 'sglang' is
-    the newest SGLang whose rules were read (versions.LATEST_SGLANG)."""
-    if spec == "sglang":
-        return "sglang", LATEST_SGLANG
+    """'sglang==0.5.23' or ('sglang', '0.5.23') -> ('sglang', '0.5.23')."""
     if isinstance(spec, str):
         name, sep, version = spec.partition("==")
         if not sep or not name or not version:

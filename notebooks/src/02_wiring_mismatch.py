@@ -20,7 +20,7 @@ LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's seed draft
 TARGET_DIR = None        # your target model directory (config.json + weights); None = the lab's
 TRAIN = None             # how the draft was trained, e.g. ("specforge", "0.2.0"); None = the lab draft's record
-SERVE = "sglang"         # the engine that serves it, "sglang==X" for version X; bare = the newest read
+SERVE = ("sglang", "0.5.23")  # the engine and version that serves it
 EVAL_TEXTS = None        # held-out texts for standalone accuracy; None = the preset's budget
 DEPTH = 5                # unrolled depth for standalone accuracy (the seed served 5 steps)
 
