@@ -569,6 +569,16 @@ def test_cli_summary_csv_and_plot(tmp_path, capsys):
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_cli_prints_the_observation_and_its_diagnosis(capsys):
+    sample = str(SAMPLES / "sglang_warning_num_draft_tokens_adjusted_SOURCE_STRING.txt")
+    assert cli_main(["logs", sample, "--diagnose"]) == 0
+    out = capsys.readouterr().out
+    assert "the server changed the config: speculative_num_draft_tokens is adjusted" in out
+    assert "diagnosis: config_adjusted" in out
+    assert cli_main(["logs", str(SAMPLES / "vllm_issue19254_v0.9_specdecoding_mean_len_per_pos.log")]) == 0
+    assert "per-position acceptance (conditional) 0.60 0.74 0.81" in capsys.readouterr().out
+
+
 def test_cli_plot_without_timestamps(tmp_path):
     png = tmp_path / "p.png"
     assert cli_main(["logs", str(SAMPLES / "llamacpp_pr24536_spec_metrics.log"),

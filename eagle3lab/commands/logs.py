@@ -15,23 +15,27 @@ def add_arguments(parser) -> None:
     parser.add_argument("--engine", default="auto",
                         choices=["auto", "sglang", "vllm", "llamacpp", "trtllm"],
                         help="keep only this engine's records (default: all)")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="rank likely causes of a low accept length from each log's observation")
 
 
 def run(args) -> int:
     import pandas as pd
 
-    from eagle3lab.sources.logfile import LogReadError, plot_log, read_log
+    from eagle3lab.sources.logfile import LogReadError, observe_log, plot_log
 
     frames, failed = [], 0
     for name in args.files:
         try:
-            df = read_log(sys.stdin if name == "-" else name, engine=args.engine)
+            obs = observe_log(sys.stdin if name == "-" else name, engine=args.engine)
         except LogReadError as exc:
             print(f"eagle3lab: error: {exc}", file=sys.stderr)
             failed += 1
             continue
+        df = obs.frame
         df.insert(0, "file", name)
         print(format_summary(name, df))
+        print(format_observation(obs, args.diagnose))
         frames.append(df)
     if frames:
         table = pd.concat(frames, ignore_index=True)
@@ -56,6 +60,28 @@ def format_summary(name: str, df) -> str:
     table = summarize(df).to_string(index=False, float_format=lambda x: f"{x:.2f}",
                                     na_rep="-")
     return head + "\n" + table
+
+
+def format_observation(obs, diagnose: bool = False) -> str:
+    """What the log says ran and how much was accepted (the Observation), and optionally the
+    diagnosis from those numbers alone."""
+    eff = obs.effective
+    lines = ["   effective config (as the log states it): " + (
+        f"num_steps={eff.get('num_steps')} topk={eff.get('topk')} "
+        f"num_draft_tokens={eff.get('num_draft_tokens')}" if eff else "not stated")]
+    if obs.accept_length is not None:
+        lines.append(f"   accept length {obs.accept_length:.2f} (mean of the logged values, bonus included)")
+    if obs.per_position is not None:
+        rates = " ".join(f"{r:.2f}" for r in obs.per_position["rate"].fillna(0.0))
+        lines.append(f"   per-position acceptance (conditional) {rates}")
+    lines += [f"   the server changed the config: {w}" for w in obs.warnings
+              if "adjusted to speculative_num_steps" in w]
+    if diagnose:
+        from eagle3lab.analysis import diagnose as run_diagnosis
+
+        top = run_diagnosis(obs)[0]
+        lines.append(f"   diagnosis: {top.cause} ({top.confidence:.0%}): {' '.join(top.evidence)}")
+    return "\n".join(lines)
 
 
 def write_csv(df, path: str) -> None:
