@@ -54,6 +54,7 @@ SOURCES: every rule below, where it was read. "sglang X" = the PyPI wheel, unpac
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from itertools import product
 
 from eagle3lab.errors import EagleLabError
@@ -165,10 +166,79 @@ SGLANG_FILES = {
     "DeepseekV32ForCausalLM": "deepseek_v2", "KimiK25ForConditionalGeneration": "kimi_k25",
     "GptOssForCausalLM": "gpt_oss",
 }
-# first SGLang version whose file has set_eagle3_layers_to_capture (AST read over the wheels)
-SGLANG_SETTER_SINCE = {"llama": "0.4.4.post3", "qwen2": "0.5.2", "qwen3": "0.4.9", "qwen2_moe": "0.5.2",
-                       "qwen3_moe": "0.4.9", "deepseek_v2": "0.5.5", "kimi_k25": "0.5.10",
-                       "gpt_oss": "0.5.0rc2"}
+@dataclass(frozen=True)
+class SglangCapture:
+    """How one SGLang model file turns draft ids into captured boundaries, from `since` on
+    (until the next row of the same file). Read in the wheels' srt/models/<file>.py."""
+
+    file: str
+    since: str
+    id_map: str = "plus_one"      # "plus_one" | "plus_one_if_first_is_one" | "raw_if_max_is_n"
+    embedding: bool = False       # b=0 capturable (residual None before layer 0 is handled)
+    last: bool = False            # b=N capturable (pre-norm output of the last layer)
+    index_error_at_n: bool = False  # the setter marks self.layers[N]: IndexError for b=N
+    short_count_crashes: bool = False  # AuxHiddenStatePacker.finalize raises on a short count
+    no_embedding: str = ""        # why b=0 fails, for the error message
+    source: str = ""
+
+
+_LLAMA_B0 = ("sglang llama.py 0.4.9-0.5.21 captures `hidden_states + residual` before layer 0, "
+             "where residual is None: TypeError on the first forward (fixed in 0.5.22; "
+             "or apply `eagle3lab patch sglang`)")
+_DSV2_B0 = ("sglang deepseek_v2.py 0.5.5-0.5.13 captures `hidden_states + residual` before layer 0, "
+            "where residual is None: TypeError on the first forward (embedding capture works "
+            "from 0.5.14 as raw id 0, or apply `eagle3lab patch sglang`)")
+_GPTOSS_B0 = ("sglang gpt_oss.py 0.5.0rc2-0.5.16 captures `hidden_states + residual` before layer 0, "
+              "where residual is None: TypeError on the first forward (fixed in 0.5.17)")
+
+# One row per rule change; kimi_k25 delegates to its deepseek_v2 language model.
+SGLANG_CAPTURE = [
+    SglangCapture("llama", "0.4.4.post3", no_embedding=_LLAMA_B0,
+                  source="sglang 0.4.6 llama.py:639 (setter), 0.4.9 llama.py:700 (id + 1), "
+                         "0.5.21 llama.py:440-441 (unguarded capture)"),
+    SglangCapture("llama", "0.5.22", embedding=True,
+                  source="sglang 0.5.22, 0.5.23 llama.py:485-494 (layer-boundary capture), :929-941"),
+    SglangCapture("qwen2", "0.5.2", embedding=True,
+                  source="sglang 0.5.2 qwen2.py setter; 0.4.9 qwen2.py:329-332 guarded capture; "
+                         "0.5.23 qwen2.py:781-794"),
+    SglangCapture("qwen3", "0.4.9", embedding=True,
+                  source="sglang 0.4.9 qwen3.py:461; 0.5.23 qwen3.py:778-791"),
+    SglangCapture("qwen2_moe", "0.5.2", embedding=True, source="sglang 0.5.2 qwen2_moe.py:758"),
+    SglangCapture("qwen2_moe", "0.5.5", embedding=True, index_error_at_n=True,
+                  source="sglang 0.5.5 qwen2_moe.py:562-565 (self.layers[layer_id])"),
+    SglangCapture("qwen3_moe", "0.4.9", embedding=True, source="sglang 0.4.9 qwen3_moe.py:759"),
+    SglangCapture("qwen3_moe", "0.5.5", embedding=True, index_error_at_n=True,
+                  source="sglang 0.5.5 qwen3_moe.py (self.layers[layer_id])"),
+    SglangCapture("deepseek_v2", "0.5.5", no_embedding=_DSV2_B0,
+                  source="sglang 0.5.5 deepseek_v2.py:3822, 0.5.12 :2529-2541, :2275-2282"),
+    SglangCapture("deepseek_v2", "0.5.13", id_map="plus_one_if_first_is_one", no_embedding=_DSV2_B0,
+                  source="sglang 0.5.13 deepseek_v2.py:2740 (if layer_ids[0] == 1), :2446"),
+    SglangCapture("deepseek_v2", "0.5.14", id_map="plus_one_if_first_is_one", embedding=True,
+                  source="sglang 0.5.14 deepseek_v2.py:2502 (capture in the layer communicator)"),
+    SglangCapture("deepseek_v2", "0.5.17", id_map="plus_one_if_first_is_one", embedding=True,
+                  short_count_crashes=True,
+                  source="sglang 0.5.17 deepseek_v2.py:2804, 0.5.23 :3458-3473, "
+                         "layers/aux_hidden_states.py:84-89"),
+    SglangCapture("gpt_oss", "0.5.0rc2", no_embedding=_GPTOSS_B0,
+                  source="sglang 0.5.0rc2 gpt_oss.py:1175, 0.5.16 :692-693"),
+    SglangCapture("gpt_oss", "0.5.17", id_map="raw_if_max_is_n", embedding=True, last=True,
+                  source="sglang 0.5.17 gpt_oss.py:726-739, 0.5.23 :1337-1352"),
+]
+# first SGLang version whose file has set_eagle3_layers_to_capture (AST read over the wheels):
+# each file's first row; kimi_k25's own setter delegates from 0.5.10 (0.5.10 kimi_k25.py:841-850)
+SGLANG_SETTER_SINCE = {**{r.file: r.since for r in reversed(SGLANG_CAPTURE)}, "kimi_k25": "0.5.10"}
+SGLANG_READS_IDS_SINCE = "0.4.9"  # no-argument setter before (sglang 0.4.6 llama.py:639)
+SGLANG_CUDA_GRAPH_RESET = ("0.4.9", "0.5.10")  # cuda_graph_runner.py resets ids to the default
+PATCHED_FILES = ("llama", "deepseek_v2", "kimi_k25")  # where `eagle3lab patch sglang` applies
+
+
+def sglang_capture_rule(file: str, v) -> SglangCapture:
+    """The SGLANG_CAPTURE row in force for a model file at parsed version v."""
+    file = "deepseek_v2" if file == "kimi_k25" else file
+    rows = [r for r in SGLANG_CAPTURE if r.file == file and _v(r.since) <= v]
+    return rows[-1]
+
+
 VLLM_FILES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
               "GptOssForCausalLM": "gpt_oss", "DeepseekV2ForCausalLM": "deepseek_v2",
               "DeepseekV3ForCausalLM": "deepseek_v2"}
@@ -231,11 +301,12 @@ def serve_boundaries(engine: str, version: str, arch: str, layer_ids, num_layers
 
 def _sglang_rule(file: str, v, ids: list[int], n: int) -> tuple[list[int], str]:
     """The setter's id -> boundary map for this file and version, and where it was read."""
-    if file in ("deepseek_v2", "kimi_k25") and v >= _v("0.5.13"):
+    rule = sglang_capture_rule(file, v)
+    if rule.id_map == "plus_one_if_first_is_one":
         if ids[0] == 1:
             return [i + 1 for i in ids], "deepseek_v2.py 0.5.13+: first id is 1, so id + 1"
         return list(ids), "deepseek_v2.py 0.5.13+: first id is not 1, so ids are used raw"
-    if file == "gpt_oss" and v >= _v("0.5.17"):
+    if rule.id_map == "raw_if_max_is_n":
         if max(ids) == n:
             return list(ids), f"gpt_oss.py 0.5.17+: max id == N ({n}), so ids are used raw"
         return [i + 1 for i in ids], "gpt_oss.py 0.5.17+: max id != N, so id + 1"
@@ -244,24 +315,10 @@ def _sglang_rule(file: str, v, ids: list[int], n: int) -> tuple[list[int], str]:
 
 def _sglang_embedding_ok(file: str, v, patched: bool) -> tuple[bool, str]:
     """Can this file/version capture b=0 (residual is None before layer 0)?"""
-    if file == "llama":
-        if v >= _v("0.5.22") or patched:
-            return True, ""
-        return False, ("sglang llama.py 0.4.9-0.5.21 captures `hidden_states + residual` before layer 0, "
-                       "where residual is None: TypeError on the first forward (fixed in 0.5.22; "
-                       "or apply `eagle3lab patch sglang`)")
-    if file in ("deepseek_v2", "kimi_k25"):
-        if v >= _v("0.5.14") or patched:
-            return True, ""
-        return False, ("sglang deepseek_v2.py 0.5.5-0.5.13 captures `hidden_states + residual` before layer 0, "
-                       "where residual is None: TypeError on the first forward (embedding capture works "
-                       "from 0.5.14 as raw id 0, or apply `eagle3lab patch sglang`)")
-    if file == "gpt_oss":
-        if v >= _v("0.5.17"):
-            return True, ""
-        return False, ("sglang gpt_oss.py 0.5.0rc2-0.5.16 captures `hidden_states + residual` before layer 0, "
-                       "where residual is None: TypeError on the first forward (fixed in 0.5.17)")
-    return True, ""  # qwen2/qwen3/qwen*_moe guard `if residual is not None` since 0.4.9
+    rule = sglang_capture_rule(file, v)
+    if rule.embedding or (patched and file in PATCHED_FILES):
+        return True, ""
+    return False, rule.no_embedding
 
 
 def _sglang(version, arch, ids, n, key, cuda_graph, patched) -> Boundaries:
@@ -280,10 +337,10 @@ def _sglang(version, arch, ids, n, key, cuda_graph, patched) -> Boundaries:
     def fed_default():  # the default goes through the same capture loop: below 8 layers it repeats a boundary
         return _sglang_capture(file, v, version, "none (default)", default, n, "default", patched)
 
-    if v < _v("0.4.9"):
+    if v < _v(SGLANG_READS_IDS_SINCE):
         if ids is not None:
             warnings.append(f"sglang {version} ignores the draft's layer ids (no-argument setter until "
-                            f"0.4.9); it feeds the default {default}")
+                            f"{SGLANG_READS_IDS_SINCE}); it feeds the default {default}")
         return Boundaries(fed_default(), warnings, src, ids_ignored=ids is not None)
     if ids is not None and key == "top_level":
         warnings.append("sglang reads only eagle_config.eagle_aux_hidden_state_layer_ids; top-level ids "
@@ -291,7 +348,7 @@ def _sglang(version, arch, ids, n, key, cuda_graph, patched) -> Boundaries:
         return Boundaries(fed_default(), warnings, src, ids_ignored=True)
     if ids is None:
         return Boundaries(fed_default(), warnings, src)
-    if patched and -1 in ids and file in ("llama", "deepseek_v2", "kimi_k25"):
+    if patched and -1 in ids and file in PATCHED_FILES:
         rest = [i for i in ids if i != -1]
         mapped, how = _sglang_rule(file, v, rest, n) if rest else ([], "")
         mapped = [0] * ids.count(-1) + mapped
@@ -299,7 +356,7 @@ def _sglang(version, arch, ids, n, key, cuda_graph, patched) -> Boundaries:
     else:
         mapped, how = _sglang_rule(file, v, ids, n)
     fed = _sglang_capture(file, v, version, ids, mapped, n, how, patched)
-    if cuda_graph and _between(v, "0.4.9", "0.5.10") and fed != default:
+    if cuda_graph and _between(v, *SGLANG_CUDA_GRAPH_RESET) and fed != default:
         warnings.append(
             f"sglang {version} (0.4.9-0.5.10) CUDA graphs reset the capture to the default {default}: "
             f"decode/verify feed {default}, only eager prefill/extend feeds {fed} "
@@ -315,18 +372,19 @@ def _sglang_capture(file, v, version, ids, mapped, n, how, patched) -> list[int]
         if not ok:
             raise CaptureError(f"ids {ids} -> {mapped} ({how}): {why}", "crash",
                                short="TypeError capturing the embedding")
-    if n in mapped and file in ("qwen2_moe", "qwen3_moe") and v >= _v("0.5.5"):
+    rule = sglang_capture_rule(file, v)
+    if n in mapped and rule.index_error_at_n:
         raise CaptureError(
             f"ids {ids} -> {mapped} ({how}): sglang {file}.py 0.5.5+ marks `self.layers[{n}]` for a "
             f"{n}-layer model: IndexError at startup", "crash", short=f"IndexError on layers[{n}]")
-    top = n if (file == "gpt_oss" and v >= _v("0.5.17")) else n - 1  # b=N only gpt_oss 0.5.17+
+    top = n if rule.last else n - 1
     fed = sorted({b for b in mapped if 0 <= b <= top})
     if len(fed) == len(mapped):
         return fed
     missing = [b for b in mapped if not 0 <= b <= top]
     reason = (f"boundary {missing} is never captured (the capture loop covers 0..{top})" if missing
               else f"repeated boundaries {mapped} are captured once each")
-    if file in ("deepseek_v2", "kimi_k25") and v >= _v("0.5.17"):
+    if rule.short_count_crashes:
         raise CaptureError(
             f"ids {ids} -> {mapped} ({how}): {reason}; sglang deepseek_v2.py 0.5.17+ then raises "
             f"'captured {len(fed)} of {len(mapped)} aux hidden states' (AuxHiddenStatePacker.finalize)",
