@@ -334,7 +334,7 @@ def rate_conversions(accept_len: float, num_steps: int, num_draft_tokens: int | 
     - SGLang new builds: accepted / (verify steps * (num_draft_tokens - 1)) = (L - 1) / (ndt - 1).
     - vLLM "Avg Draft acceptance rate": accepted / drafted = (L - 1) / K (chain of K drafts).
     - i.i.d. per-token a: fit_iid_rate(L, num_steps).
-    (see shared/reference/log-formats.md and anchors-and-metrics.md section 4.)
+    (see docs/sources.md sections 3 and 4.)
     """
     if num_draft_tokens is None:
         num_draft_tokens = num_steps * topk + 1 if topk > 1 else num_steps + 1

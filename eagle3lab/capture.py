@@ -3,7 +3,7 @@
 Boundary b of an N-layer target: b = 0 is the input of layer 0 (the embedding output), b = k the
 output of layer k-1 (the input of layer k), b = N the last layer's output *before* the final
 norm. `output_hidden_states` cannot give that last one: transformers (4.46-5.24) returns
-`norm(b=N)` as its last entry (../shared/reference/capture-conventions.md s.2). Hooks give both,
+`norm(b=N)` as its last entry (docs/sources.md section 2). Hooks give both,
 and let the forward stop after the deepest boundary asked for.
 """
 

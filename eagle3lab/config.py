@@ -123,7 +123,7 @@ SGLANG_RULES = [
     SglangRules("0.4.6", f"{_SA} 0.4.6 __post_init__ + auto_choose_speculative_params",
                 page_topk="reset_topk", overlap_warning=W_OVERLAP_0_4),
     # 0.4.10: DeepSeek gets (3,1,4); the page_size rule is gone (sglang PR#7643 per
-    # ../shared/reference/failure-modes.md); MTP archs get their draft path filled in.
+    # docs/sources.md); MTP archs get their draft path filled in.
     SglangRules("0.4.10", f"{_SA} 0.4.10 __post_init__ + auto_choose_speculative_params",
                 auto_414=_DS, mtp_archs=_MTP_0_4_10, overlap_warning=W_OVERLAP_0_4),
     # 0.5.1: GptOss joins (3,1,4); trtllm_mha refuses topk > 1.

@@ -5,7 +5,7 @@ residual stream: with N decoder layers, b = 0 is the embedding output and b = k 
 layer k-1 (the input of layer k), before any final norm. Training and serving each turn the
 draft config's `eagle_aux_hidden_state_layer_ids` into boundaries with their own rule; when the
 two rules disagree nothing crashes, acceptance just collapses. This module encodes those rules,
-read in the source (see SOURCES below and ../shared/reference/capture-conventions.md).
+read in the source (see SOURCES below and docs/sources.md section 2).
 
 Results are `Boundaries`: a plain `list[int]` (compares equal to a list) that also carries
 `.warnings` (list[str]: ids ignored, CUDA-graph override, post-norm tensors, ...), `.source`
@@ -39,16 +39,16 @@ SOURCES: every rule below, where it was read. "sglang X" = the PyPI wheel, unpac
 | gpt_oss 0.5.17+: `if max(ids) == N: raw else id + 1`; b=0 and pre-norm b=N captured | sglang 0.5.17 gpt_oss.py:726-739, 0.5.23 :1337-1352 |
 | capture order = ascending layer order, a repeated boundary captured once | the `for i in range(...): if i in layers_to_capture` loops above |
 | llama_eagle3 fc width = len(ids) * target hidden | sglang 0.5.23 models/llama_eagle3.py:151-165 |
-| vLLM default (2, N//2, N-3), ids never read up to 0.11.0 | reference/capture-conventions.md s.6 (vllm 0.9.0, 0.11.0 gpu_model_runner.py) |
-| vLLM reads top-level `eagle_aux_hidden_state_layer_ids`, no offset | vllm-project/vllm vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (search tool); reference s.6 (0.18.0 gpu_model_runner.py:4646-4652) |
-| vLLM 0.22+ also reads nested `eagle_config` ids, no offset | reference s.6 (0.33.0 gpu_model_runner.py:5207-5219) |
-| vLLM 0.18+ EagleModelMixin (llama/qwen2/qwen3/gpt_oss): b=0 and b=N; deepseek_v2 b=N from 0.26 | vllm-project/vllm vllm/model_executor/models/interfaces.py EagleModelMixin._maybe_add_hidden_state (`h + residual if residual is not None else h`, search tool); reference s.6 (PR #36063, PR #46973) |
+| vLLM default (2, N//2, N-3), ids never read up to 0.11.0 | vllm 0.9.0 gpu_model_runner.py:1545, 0.11.0 :2645 (docs/sources.md s.2) |
+| vLLM reads top-level `eagle_aux_hidden_state_layer_ids`, no offset | vllm-project/vllm vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (search tool); vllm 0.18.0 gpu_model_runner.py:4646-4652 |
+| vLLM 0.22+ also reads nested `eagle_config` ids, no offset | vllm 0.33.0 gpu_model_runner.py:5207-5219 |
+| vLLM 0.18+ EagleModelMixin (llama/qwen2/qwen3/gpt_oss): b=0 and b=N; deepseek_v2 b=N from 0.26 | vllm-project/vllm vllm/model_executor/models/interfaces.py EagleModelMixin._maybe_add_hidden_state (`h + residual if residual is not None else h`, search tool); vllm PR #36063, PR #46973 |
 | SpecForge 0.2.0: ids = override > eagle_config ids > [1, N//2-1, N-4]; 3 non-negative ids | specforge 0.2.0 wheel algorithms/model_providers.py:193-206 |
-| SpecForge 0.2.0 captures through SGLang (pinned sglang==0.5.14) | specforge 0.2.0 METADATA `Requires-Dist: sglang==0.5.14`; reference s.4.2 |
-| SpecForge HF backend history (hidden_states[id+1], #198 default bug, #346 hooks) | reference s.4.1 (SpecForge git 3234e24a, 94d67101, bdbea66b, ba6159cc, 94de9f8a) |
+| SpecForge 0.2.0 captures through SGLang (pinned sglang==0.5.14) | specforge 0.2.0 METADATA `Requires-Dist: sglang==0.5.14` |
+| SpecForge HF backend history (hidden_states[id+1], #198 default bug, #346 hooks) | SpecForge git 3234e24a, 94d67101, bdbea66b, ba6159cc, 94de9f8a |
 | SpecForge HF hooks: output of layers[id], config order, ids must be in 0..N-1, exactly 3 captured | sgl-project/SpecForge specforge/modeling/target/eagle3_target_model.py @00c4bba3 (read_file) |
-| Original EAGLE-3: inputs of layers 2, N//2, N-3 | SafeAILab/EAGLE cb7e084 eagle/traineagle3/modeling_llama_kv.py:1139 (reference s.5) |
-| transformers `output_hidden_states`: [0] embedding, [k<N] boundary k, [N] post-norm | transformers 4.46.3-5.24.0 (reference s.2) |
+| Original EAGLE-3: inputs of layers 2, N//2, N-3 | SafeAILab/EAGLE cb7e084 eagle/traineagle3/modeling_llama_kv.py:1139 |
+| transformers `output_hidden_states`: [0] embedding, [k<N] boundary k, [N] post-norm | transformers 4.46.3 modeling_llama.py:928-968, 4.56.2-5.0.0 utils/generic.py, 5.8.1-5.24.0 utils/output_capturing.py |
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ class Boundaries(list):
 
 
 def default_boundaries(num_layers: int) -> list[int]:
-    """What every implementation feeds when the draft config has no ids (reference s.0)."""
+    """What every implementation feeds when the draft config has no ids (docs/sources.md s.2)."""
     return [2, num_layers // 2, num_layers - 3]
 
 
@@ -118,7 +118,7 @@ def describe_boundary(b: int | None, num_layers: int, post_norm: bool = False) -
 # --------------------------------------------------------------------------- versions
 
 SGLANG_VERSIONS = SGLANG_CAPTURE_READ  # eagle3lab.versions: the one SGLang version list
-# vLLM: rule changes at these versions (0.9.0 .. 0.33.0 read, reference s.6).
+# vLLM: rule changes at these versions (0.9.0 .. 0.33.0 read; docs/sources.md s.2).
 VLLM_VERSIONS = ("0.9.0", "0.11.0", "0.11.1", "0.12.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
                  "0.20.0", "0.21.0", "0.22.0", "0.26.0", "0.29.0", "0.31.0", "0.33.0")
 TRANSFORMERS_VERSIONS = ("4.46.3", "4.51.3", "4.53.0", "4.56.2", "4.57.6", "5.0.0", "5.8.1", "5.24.0")

@@ -3,7 +3,7 @@
 A draft config whose ``eagle_config.eagle_aux_hidden_state_layer_ids`` contain ``-1`` should get
 the target's embedding output (boundary 0) in that slot; every other id keeps the rule the
 installed SGLang version applies to it. Stock SGLang cannot do that for two targets (read in the
-PyPI wheels, see ../shared/reference/capture-conventions.md sections 3.3-3.5):
+PyPI wheels, see docs/sources.md section 2):
 
 * ``srt/models/llama.py`` 0.4.9-0.5.21: the setter maps id -> id+1, so -1 -> 0 already, but the
   forward loop captures ``hidden_states + residual`` before layer i and ``residual`` is None

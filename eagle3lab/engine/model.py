@@ -6,7 +6,7 @@ model. This module copies the weights into plain tensors (q/k/v and gate/up fuse
 the same computation with a preallocated KV cache, an optional tree attention mask and the
 EAGLE-3 auxiliary hidden-state capture at layer boundaries.
 
-Boundary convention (see ../shared/reference/capture-conventions.md and eagle3lab.conventions): boundary 0 is the
+Boundary convention (see docs/sources.md section 2 and eagle3lab.conventions): boundary 0 is the
 embedding output, boundary k the output of layer k-1 (the input of layer k), before any final
 norm; boundary N (the last layer's output) is pre-norm too.
 """

@@ -136,7 +136,7 @@ def _slow_part(slow: list) -> dict:
 
 
 def _derive(data: dict) -> None:
-    """Fill what the printed numbers determine (vLLM definitions, log-formats.md)."""
+    """Fill what the printed numbers determine (vLLM definitions, docs/sources.md section 3)."""
     import numpy as np
 
     vllm = data["engine"] == ENGINES.index("vllm")
@@ -218,7 +218,7 @@ def sglang_accept_rate_definition(df) -> dict:
 
     Older builds print accept_len / (num_steps + 1) (bonus included); newer ones print
     accepted drafts / (forward passes x (num_draft_tokens - 1)) = (accept_len - 1) / k
-    (log-formats.md). Both are printed with 2 decimals, so a definition fits when one
+    (docs/sources.md section 3). Both are printed with 2 decimals, so a definition fits when one
     integer k reproduces every printed rate within rounding. Returns {"definition": "old" |
     "new" | "ambiguous" | "unknown", "k": the denominator (num_steps + 1 for old,
     num_draft_tokens - 1 for new) or None, "rows": decode lines used}.

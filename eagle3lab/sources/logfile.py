@@ -41,7 +41,7 @@ def read_log(source, engine: str = "auto"):
     looks like a path raises ``LogReadError``, as do directories and unreadable files.
     ``engine``: "auto" or one of ENGINES to keep only that engine's records.
 
-    Columns: ``COLUMNS`` (see log-formats.md for each engine's fields). ``engine`` and
+    Columns: ``COLUMNS`` (see docs/sources.md section 3 for each engine's fields). ``engine`` and
     ``kind`` are categoricals (ENGINES, KINDS; kind "stats" is vLLM's engine throughput
     line), counts and ranks are nullable Int64, ``graph`` nullable boolean, ``accept_len``
     always includes the bonus token, ``accept_rate_raw`` is SGLang's printed rate (its
