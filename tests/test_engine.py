@@ -142,34 +142,77 @@ def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
     return float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), stat / 2))
 
 
-@pytest.mark.parametrize("spec,greedy_draft", [((3, 1, 4), False), ((3, 1, 4), True), ((2, 2, 5), False)])
-def test_sampling_is_lossless(spec, greedy_draft):
-    """The 2nd and 3rd generated tokens (drawn by verify) follow the target's marginals."""
-    vocab = 8
-    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=1)
-    sp = SamplingParams(temperature=1.0)
-    engine = SpecEngine(target, draft, max_seq_len=64, greedy_draft=greedy_draft)
-    prompt = [1, 2, 3]
-    # exact marginals of tokens 2 and 3 under the target
+def target_distributions(target, prompt, vocab, sp):
+    """Exact distributions of the 2nd and 3rd generated tokens under the target sampled with
+    `sp` (temperature, top-p): marginals of each, and their joint [V, V]."""
     with torch.no_grad():
-        p1 = torch.softmax(target(torch.tensor([prompt])).logits[0, -1], -1)
-        p2_given = torch.softmax(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1], -1)
-        p2 = p1 @ p2_given
+        p1 = target_probs(target(torch.tensor([prompt])).logits[0, -1], sp)
+        p2_given = target_probs(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1], sp)
         seqs = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
-        p3_given = torch.softmax(target(seqs).logits[:, -1], -1)  # [V*V, V]
-        p3 = (p1[:, None] * p2_given).reshape(-1) @ p3_given
-    draws = 1500
-    second, third = torch.zeros(vocab), torch.zeros(vocab)
+        p3_given = target_probs(target(seqs).logits[:, -1], sp).reshape(vocab, vocab, vocab)
+    first_two = p1[:, None] * p2_given  # P(token 1 = a, token 2 = b)
+    joint = torch.einsum("ab,abc->bc", first_two, p3_given)  # P(token 2 = b, token 3 = c)
+    return first_two.sum(0), joint.sum(0), joint
+
+
+def sample_tokens(engine, prompt, spec, sp, draws=1500):
+    """Counts of the 2nd and 3rd tokens (both drawn by verify), of the pair, and the drafts
+    accepted by the first verify step."""
+    vocab = engine.target.vocab_size
+    pairs = torch.zeros(vocab, vocab)
     accepted = 0
     for i in range(draws):
         sp.seed = 1000 + i
         g = engine.generate(prompt, 3, spec, sp)
-        second[g.output_ids[1]] += 1
-        third[g.output_ids[2]] += 1
+        pairs[g.output_ids[1], g.output_ids[2]] += 1
         accepted += g.steps[0].accepted
+    return pairs, accepted
+
+
+LOSSLESS_CASES = [  # spec, greedy_draft, temperature, top_p, draft vocabulary step
+    ((3, 1, 4), False, 1.0, 1.0, 1),
+    ((3, 1, 4), True, 1.0, 1.0, 1),
+    ((2, 2, 5), False, 1.0, 1.0, 1),
+    ((3, 1, 4), False, 0.7, 1.0, 2),  # colder; draft vocabulary half the target's (d2t scatter of q)
+    ((2, 2, 5), False, 1.3, 0.8, 2),  # hotter, top-p, tree, small draft vocabulary
+]
+
+
+@pytest.mark.parametrize("spec,greedy_draft,temperature,top_p,step", LOSSLESS_CASES)
+def test_sampling_is_lossless(spec, greedy_draft, temperature, top_p, step):
+    """The 2nd and 3rd generated tokens (drawn by verify) follow the target's distributions:
+    each marginal and their joint (a per-token test would miss a correlation between steps)."""
+    vocab = 8
+    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5,
+                              draft_vocab_step=step)
+    sp = SamplingParams(temperature=temperature, top_p=top_p)
+    engine = SpecEngine(target, draft, max_seq_len=64, greedy_draft=greedy_draft)
+    if step > 1:
+        assert engine.draft.target_ids.tolist() == list(range(0, vocab, step))  # the d2t map is used
+    prompt = [1, 2, 3]
+    p2, p3, joint = target_distributions(target, prompt, vocab, sp)
+    pairs, accepted = sample_tokens(engine, prompt, spec, sp)
+    draws = int(pairs.sum())
     assert accepted > draws * 0.1  # the test exercises acceptance, not just replacement
-    assert chi_square_pvalue(second, p2) > 1e-3
-    assert chi_square_pvalue(third, p3) > 1e-3
+    assert chi_square_pvalue(pairs.sum(1), p2) > 1e-3
+    assert chi_square_pvalue(pairs.sum(0), p3) > 1e-3
+    assert chi_square_pvalue(pairs.reshape(-1), joint.reshape(-1)) > 1e-3
+
+
+def test_a_wrong_residual_fails_the_lossless_test(monkeypatch):
+    """Negative control: resampling from p itself after a rejection (instead of max(p - q, 0))
+    over-weights the tokens the draft proposes; the same test must catch it."""
+    from eagle3lab.engine import speculate
+
+    vocab = 8
+    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=1)
+    sp = SamplingParams(temperature=1.0)
+    engine = SpecEngine(target, draft, max_seq_len=64)
+    monkeypatch.setattr(speculate, "residual", lambda p, q, x: p)
+    p2, p3, joint = target_distributions(target, [1, 2, 3], vocab, sp)
+    pairs, _ = sample_tokens(engine, [1, 2, 3], (3, 1, 4), sp)
+    assert min(chi_square_pvalue(pairs.sum(1), p2), chi_square_pvalue(pairs.sum(0), p3),
+               chi_square_pvalue(pairs.reshape(-1), joint.reshape(-1))) < 1e-6
 
 
 def test_chi_square_detects_a_wrong_distribution():

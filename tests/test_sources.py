@@ -129,3 +129,20 @@ def test_diagnose_takes_an_observation_or_the_same_numbers():
     uncond = Observation(source="test", per_position=table.assign(rate=[0.9, 0.045, 0.00225]),
                          conditional=False)
     assert analysis.diagnose(uncond, standalone_acc=0.9)[0].cause == "multi_step"
+
+
+def test_readme_module_table_matches_the_tree():
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    table = readme.split("| module | job |", 1)[1].split("\n\n", 1)[0]
+    named = set()
+    for cell in re.findall(r"^\| ([^|]+) \|", table, re.M):
+        named |= {n.split(".")[-1] for n in re.findall(r"`([\w.]+)`", cell)}
+    package = root / "eagle3lab"
+    tree = {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")}
+    tree |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+    assert tree <= named, f"not in the README's module table: {sorted(tree - named)}"
+    assert not any("../shared" in p.read_text() for p in package.rglob("*.py"))  # sources live in docs/
+    assert (root / "docs" / "sources.md").is_file()

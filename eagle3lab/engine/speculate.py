@@ -451,6 +451,17 @@ class SpecEngine:
                              f"{self.max_seq_len}-token cache")
 
 
+def residual(p: torch.Tensor, q: torch.Tensor | None, x: int) -> torch.Tensor:
+    """What to sample from after rejecting draft x drawn from q: max(p - q, 0), unnormalized
+    (a deterministic draft, q None, is one-hot on x: p without x). This is what makes
+    speculative sampling lossless (Leviathan et al. 2023, Theorem 1)."""
+    if q is None:
+        p = p.clone()
+        p[x] = 0.0
+        return p
+    return (p - q).clamp_min(0.0)
+
+
 def accept_path(tree: DraftTree, logits: torch.Tensor, sp: SamplingParams,
                 gen: torch.Generator | None) -> tuple[list[int], int, str]:
     """Walk the verified tree: return (accepted node path from the root, extra token, its kind).
@@ -477,12 +488,7 @@ def accept_path(tree: DraftTree, logits: torch.Tensor, sp: SamplingParams,
                 if float(torch.rand((), generator=gen)) * q_x < float(p[x]):  # u < p(x)/q(x)
                     nxt = c
                     break
-                # rejected: continue with the residual max(p - q, 0), renormalized
-                if q is None:
-                    p = p.clone()
-                    p[x] = 0.0
-                else:
-                    p = (p - q).clamp_min(0.0)
+                p = residual(p, q, x)
                 total = p.sum()
                 if total <= 0:  # p == q exactly: any residual is fine, never reached in practice
                     p = target_probs(logits[node], sp)
