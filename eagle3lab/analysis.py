@@ -710,17 +710,7 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
     rates = _as_rates(per_position)
     findings: list[Finding] = []
     beyond = _context_effect(steps, context_lengths, draft_max_context)
-    if requested_draft_tokens and effective_draft_tokens and \
-            effective_draft_tokens < requested_draft_tokens:
-        findings.append(Finding("config_adjusted", 0.95, [
-            f"{effective_draft_tokens} draft tokens are verified per step although "
-            f"{requested_draft_tokens} were requested (SGLang sets num_draft_tokens = "
-            f"num_steps + 1 when topk = 1), so accept length cannot exceed {effective_draft_tokens}."],
-            NEXT_CHECKS["config_adjusted"]))
-    elif adjusted_evidence:
-        findings.append(Finding("config_adjusted", 0.9, [
-            f"The server says it changed the requested config: \"{adjusted_evidence}\"."],
-            NEXT_CHECKS["config_adjusted"]))
+    findings += _config_findings(requested_draft_tokens, effective_draft_tokens, adjusted_evidence)
     if rates is not None and len(rates):
         depth = depth or len(rates)
         if accept_len is None:
@@ -741,6 +731,21 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
     return findings
 
 
+def _config_findings(requested: int | None, effective: int | None, adjusted: str | None) -> list[Finding]:
+    """config_adjusted: fewer draft tokens run than were asked, or the server says it changed
+    the config (its adjustment warning) when the numbers are not known."""
+    if requested and effective and effective < requested:
+        return [Finding("config_adjusted", 0.95, [
+            f"{effective} draft tokens are verified per step although {requested} were requested "
+            f"(SGLang sets num_draft_tokens = num_steps + 1 when topk = 1), so accept length cannot "
+            f"exceed {effective}."], NEXT_CHECKS["config_adjusted"])]
+    if adjusted:
+        return [Finding("config_adjusted", 0.9, [
+            f"The server says it changed the requested config: \"{adjusted}\"."],
+            NEXT_CHECKS["config_adjusted"])]
+    return []
+
+
 def _from_observation(obs) -> dict:
     """What diagnose() reads from an Observation: conditional rates, accept length, the draft
     tokens asked and run, the per-step frame (lab) and the engine's adjustment warning."""
@@ -749,7 +754,8 @@ def _from_observation(obs) -> dict:
         rates = conditional_from_unconditional(rates["rate"].to_numpy(float))
     adjusted = next((w for w in obs.warnings if "adjusted to speculative_num_steps + 1" in w), None)
     steps = obs.frame if obs.source == "lab" and isinstance(obs.frame, pd.DataFrame) else None
-    return {"per_position": rates, "accept_len": obs.accept_length,
+    accept = obs.accept_length
+    return {"per_position": rates, "accept_len": None if accept is None or accept != accept else accept,
             "requested": obs.requested.get("num_draft_tokens"),
             "effective": obs.effective.get("num_draft_tokens"), "steps": steps,
             "adjusted": adjusted}
