@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from eagle3lab.conventions import served_by_lab
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import lab_dir
 
@@ -317,7 +318,7 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
             log(f"[lab] {job.name:8s} acc@1..{depth} "
                 + " ".join(f"{a:.2f}" for a in df["accuracy"]))
         seed = jobs[DRAFT_NAMES.index("seed")].draft
-        served = [i + 1 for i in seed.aux_layer_ids]
+        served = list(served_by_lab(seed.aux_layer_ids, target.config.num_hidden_layers))
         df = evaluate_draft(target, seed, eval_docs, wiring=served, depth=depth,
                             seq_len=cfg["seq_len"], max_windows=cfg["eval_windows"])
         drafts_info["seed"]["as_served"] = {"wiring": served,

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from eagle3lab.conventions import default_boundaries
 from eagle3lab.errors import EagleLabError
 
 CHECKPOINT_FILE = "model.safetensors"
@@ -49,9 +50,6 @@ class DraftConfig(dict):
             raise AttributeError(name) from exc
 
 
-def default_boundaries(num_layers: int) -> list[int]:
-    """SGLang's capture with no ids (sglang 0.5.23 llama.py:929-941): [2, N//2, N-3]."""
-    return [2, num_layers // 2, num_layers - 3]
 
 
 class KVCache:
