@@ -1,0 +1,224 @@
+"""vLLM as the reference: what it captures for a draft, and its acceptance on given prompts.
+
+Everything runs in the vLLM venv (`eagle3lab.vllm_env.vllm_python`) as one subprocess per
+call (`python -m eagle3lab.vllm_reference`, JSON job on stdin, one JSON line out), with
+offline `vllm.LLM` in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so the loaded model can be
+inspected. Jobs:
+
+- "capture": for each draft directory, load target + draft the way `vllm serve` would
+  (method eagle3) and read back what the *loaded* target captures: its
+  `model.aux_hidden_state_layers` (set by the runner from the draft config,
+  v1/worker/gpu_model_runner.py `_get_eagle3_aux_layers_from_config`, vllm 0.32.0), and, over
+  one prompt's prefill, every tensor `_maybe_add_hidden_state` appends
+  (model_executor/models/interfaces.py), compared with transformers' hidden states of the same
+  target (boundary b = `output_hidden_states[b]` for b < N; b = N is the last layer's output
+  before the final norm). A draft vLLM refuses gives its error instead.
+- "generate": greedy or sampled decoding of given prompt token ids with a draft, returning the
+  output token ids per prompt and the speculative counters of `LLM.get_metrics()`
+  (`vllm:spec_decode_num_drafts`, `..._num_draft_tokens`, `..._num_accepted_tokens`,
+  `..._num_accepted_tokens_per_pos`).
+- "expand": vLLM's `rejection_sampler.expand_batch_to_tokens` on a float and an int tensor,
+  which detects the CPU build's temperature defect (docs/vllm.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Settings that make vLLM's CPU build start small and in float32 (docs/vllm.md).
+LLM_SETTINGS = {"dtype": "float32", "enforce_eager": True, "gpu_memory_utilization": 0.1,
+                "max_model_len": 512, "seed": 0}
+
+
+def run_job(job: dict, python: str | None = None, timeout: float = 900) -> dict:
+    """Run one job in the vLLM venv; the worker's JSON answer (EagleLabError on failure)."""
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.vllm_env import vllm_env, vllm_python
+
+    python = vllm_python(python)
+    env = vllm_env(VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1")
+    try:
+        proc = subprocess.run([python, "-m", "eagle3lab.vllm_reference"], input=json.dumps(job),
+                              capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise EagleLabError(f"vLLM job {job.get('job')!r} did not finish within {timeout:.0f} s") from exc
+    lines = [line for line in proc.stdout.splitlines() if line.startswith('{"result"')]
+    if not lines:
+        tail = (proc.stderr or "").strip().splitlines()[-5:]
+        raise EagleLabError(f"vLLM job {job.get('job')!r} failed (exit {proc.returncode}): "
+                            + " | ".join(tail))
+    return json.loads(lines[-1])["result"]
+
+
+def draft_copy(src, dst, *, nested=None, top_level=None):
+    """A draft directory at `dst` with the weights of `src` (symlinked) and its config.json edited:
+    `nested` / `top_level` aux ids (None removes that key). The user's checkpoint is not touched."""
+    from pathlib import Path
+
+    src, dst = Path(src).resolve(), Path(dst)
+    dst.mkdir(parents=True, exist_ok=True)
+    cfg = json.loads((src / "config.json").read_text())
+    eagle = dict(cfg.pop("eagle_config", None) or {})
+    eagle.pop("eagle_aux_hidden_state_layer_ids", None)
+    cfg.pop("eagle_aux_hidden_state_layer_ids", None)
+    if nested is not None:
+        eagle["eagle_aux_hidden_state_layer_ids"] = list(nested)
+    if eagle:
+        cfg["eagle_config"] = eagle
+    if top_level is not None:
+        cfg["eagle_aux_hidden_state_layer_ids"] = list(top_level)
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    for item in src.iterdir():
+        if item.name != "config.json" and not (dst / item.name).exists():
+            (dst / item.name).symlink_to(item)
+    return str(dst)
+
+
+# ----------------------------------------------------------------------------- worker
+
+
+def _llm(target: str, draft: str | None, k: int, **extra):
+    from vllm import LLM
+
+    spec = ({"method": "eagle3", "model": draft, "num_speculative_tokens": k}
+            if draft is not None else None)
+    return LLM(model=target, speculative_config=spec, disable_log_stats=False,
+               **{**LLM_SETTINGS, **extra})
+
+
+def _target_model(llm):
+    """The loaded target (in-process engine): LlamaForCausalLM, whose .model captures."""
+    core = llm.llm_engine.engine_core.engine_core
+    return core.model_executor.driver_worker.worker.model_runner.model
+
+
+def _hf_boundaries(target: str, prompt: list[int]):
+    """transformers' view of the target: boundary b for b = 0..N (N pre-norm, from a hook)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+    last = {}
+    model.model.layers[-1].register_forward_hook(lambda m, i, o: last.__setitem__(
+        "h", o[0] if isinstance(o, tuple) else o))
+    with torch.no_grad():
+        out = model(torch.tensor([prompt]), output_hidden_states=True)
+    states = [h[0] for h in out.hidden_states[:-1]] + [last["h"][0]]
+    return states
+
+
+def _capture(job: dict) -> dict:
+    import gc
+
+    import torch
+
+    target, prompt = job["target"], job["prompt"]
+    hf = _hf_boundaries(target, prompt)
+    results = []
+    for draft in job["drafts"]:
+        entry: dict = {"draft": draft}
+        try:
+            llm = _llm(target, draft, 1)
+        except Exception as exc:  # noqa: BLE001 - vLLM refusing the draft is an answer
+            entry["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+            results.append(entry)
+            continue
+        inner = _target_model(llm).model
+        entry["aux_hidden_state_layers"] = list(getattr(inner, "aux_hidden_state_layers", ()) or ())
+        seen: list = []
+        original = inner._maybe_add_hidden_state
+
+        def spy(aux, layer_idx, hidden_states, residual, _orig=original, _seen=seen):
+            before = len(aux)
+            out = _orig(aux, layer_idx, hidden_states, residual)
+            if len(aux) > before:
+                _seen.append((int(layer_idx), aux[-1].detach().float().clone()))
+            return out
+
+        inner._maybe_add_hidden_state = spy
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        try:
+            llm.generate([TokensPrompt(prompt_token_ids=prompt)],
+                         SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False)
+        except Exception as exc:  # noqa: BLE001 - a wrong fc width fails here
+            entry["error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+        prefill = [(b, t) for b, t in seen if t.shape[0] == len(prompt)]
+        entry["captured"] = [b for b, _ in prefill[:len(entry["aux_hidden_state_layers"]) or 3]]
+        entry["max_abs_diff_to_hf"] = [float((t - hf[b]).abs().max()) if b < len(hf) else None
+                                       for b, t in prefill[:len(entry["captured"])]]
+        inner._maybe_add_hidden_state = original
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
+        results.append(entry)
+    return {"drafts": results}
+
+
+def _metrics(llm) -> dict:
+    out = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_position": []}
+    for m in llm.get_metrics():
+        if m.name == "vllm:spec_decode_num_drafts":
+            out["drafts"] = int(m.value)
+        elif m.name == "vllm:spec_decode_num_draft_tokens":
+            out["draft_tokens"] = int(m.value)
+        elif m.name == "vllm:spec_decode_num_accepted_tokens":
+            out["accepted"] = int(m.value)
+        elif m.name == "vllm:spec_decode_num_accepted_tokens_per_pos":
+            out["per_position"] = [int(v) for v in m.values]
+    return out
+
+
+def _generate(job: dict) -> dict:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    llm = _llm(job["target"], job.get("draft"), job.get("k", 5), **job.get("llm", {}))
+    params = [SamplingParams(max_tokens=job["max_tokens"], temperature=job.get("temperature", 0.0),
+                             ignore_eos=True, seed=job.get("seed", 0) + i)
+              for i in range(len(job["prompts"]))]
+    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in job["prompts"]], params,
+                        use_tqdm=False)
+    return {"outputs": [list(o.outputs[0].token_ids) for o in outs], "metrics": _metrics(llm)}
+
+
+def _expand(job: dict) -> dict:
+    import torch
+    from vllm.platforms import current_platform
+
+    current_platform.import_kernels()
+    try:
+        from vllm.utils.cpu_triton_utils import register_triton_kernel_overrides
+
+        register_triton_kernel_overrides()
+    except ImportError:
+        pass
+    from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens
+
+    k = int(job.get("k", 5))
+    out = {}
+    for name, x in (("float", torch.tensor([0.7, 1.3])), ("int", torch.tensor([7, 13]))):
+        got = expand_batch_to_tokens(x, torch.tensor([k, 2 * k]), 3 * k, replace_from=0, replace_to=1)
+        out[name] = [float(v) for v in got]
+    return out
+
+
+def _worker() -> None:
+    import contextlib
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    job = json.loads(sys.stdin.read())
+    logging.disable(logging.WARNING)
+    handlers = {"capture": _capture, "generate": _generate, "expand": _expand}
+    with contextlib.redirect_stdout(sys.stderr):  # vLLM prints; our answer is the last line
+        result = handlers[job["job"]](job)
+    print(json.dumps({"result": result}))
+
+
+if __name__ == "__main__":
+    _worker()
