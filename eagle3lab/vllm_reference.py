@@ -76,6 +76,56 @@ def draft_copy(src, dst, *, nested=None, top_level=None):
     return str(dst)
 
 
+def lab_counts(generations, k: int) -> dict:
+    """The lab engine's generations in vLLM's counters: drafts (verify steps), draft tokens,
+    accepted tokens, accepted per position (unconditional: steps with >= i + 1 accepted)."""
+    steps = [s for g in generations for s in g.steps]
+    return {"drafts": len(steps), "draft_tokens": sum(s.drafted for s in steps),
+            "accepted": sum(s.accepted for s in steps),
+            "per_position": [sum(s.accepted > i for s in steps) for i in range(k)]}
+
+
+def accept_length(counts: dict) -> float:
+    """vLLM's mean acceptance length: 1 + accepted / drafts (the bonus token included)."""
+    return 1 + counts["accepted"] / counts["drafts"] if counts["drafts"] else float("nan")
+
+
+def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int = 16,
+                prompt_tokens: int = 64, max_new_tokens: int = 128, serve: str = "vllm==0.32.0",
+                python: str | None = None):
+    """Same checkpoints, same prompt token ids, greedy: the lab engine (fed as `serve` feeds the
+    draft) next to vLLM itself. `drafts`: name -> draft directory. One row per draft: both
+    sides' counters, accept lengths, and whether every output token matched."""
+    import pandas as pd
+
+    from eagle3lab.engine.labbench import make_lab_engine
+    from eagle3lab.engine.speculate import SamplingParams, SpecParams
+    from eagle3lab.lab.draft import Eagle3Draft
+
+    prompts = [list(p) for p in (prompts or lab.heldout_prompts(n_prompts, prompt_tokens))]
+    job = {"job": "generate", "target": str(lab.target_dir), "prompts": prompts,
+           "max_tokens": max_new_tokens, "runs": [{"draft": str(d), "k": k} for d in drafts.values()]}
+    real = run_job(job, python=python)["runs"]
+    embed = lab.target.model.embed_tokens.weight.detach()
+    rows = []
+    for (name, path), theirs in zip(drafts.items(), real):
+        draft = Eagle3Draft.from_pretrained(path, embed_weight=embed)
+        engine, plan = make_lab_engine(lab, serve=serve, draft=draft)
+        gens = [engine.generate(p, max_new_tokens, SpecParams(k, 1, k + 1), SamplingParams())
+                for p in prompts]
+        ours = lab_counts(gens, k)
+        same = sum(g.output_ids[:max_new_tokens] == o for g, o in zip(gens, theirs["outputs"]))
+        rows.append({"draft": name, "boundaries": list(engine.boundaries),
+                     "lab_accept_length": accept_length(ours),
+                     "vllm_accept_length": accept_length(theirs["metrics"]),
+                     "lab_drafts": ours["drafts"], "vllm_drafts": theirs["metrics"]["drafts"],
+                     "lab_accepted": ours["accepted"], "vllm_accepted": theirs["metrics"]["accepted"],
+                     "lab_per_position": ours["per_position"],
+                     "vllm_per_position": theirs["metrics"]["per_position"],
+                     "outputs_equal": f"{same}/{len(prompts)}"})
+    return pd.DataFrame(rows)
+
+
 # ----------------------------------------------------------------------------- worker
 
 
@@ -173,35 +223,43 @@ def _metrics(llm) -> dict:
 
 
 def _generate(job: dict) -> dict:
+    """Each run: one LLM (target + its draft), the prompts, the counters' growth over them."""
+    import gc
+
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = _llm(job["target"], job.get("draft"), job.get("k", 5), **job.get("llm", {}))
-    params = [SamplingParams(max_tokens=job["max_tokens"], temperature=job.get("temperature", 0.0),
-                             ignore_eos=True, seed=job.get("seed", 0) + i)
-              for i in range(len(job["prompts"]))]
-    outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in job["prompts"]], params,
-                        use_tqdm=False)
-    return {"outputs": [list(o.outputs[0].token_ids) for o in outs], "metrics": _metrics(llm)}
+    results = []
+    for run in job["runs"]:
+        llm = _llm(job["target"], run.get("draft"), run.get("k", 5), **job.get("llm", {}))
+        params = [SamplingParams(max_tokens=job["max_tokens"], temperature=job.get("temperature", 0.0),
+                                 ignore_eos=True, seed=job.get("seed", 0) + i)
+                  for i in range(len(job["prompts"]))]
+        before = _metrics(llm)  # the metric registry may outlive one LLM: count the growth
+        outs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in job["prompts"]], params,
+                            use_tqdm=False)
+        after = _metrics(llm)
+        grown = {key: after[key] - before[key] for key in ("drafts", "draft_tokens", "accepted")}
+        pos_before = before["per_position"] + [0] * (len(after["per_position"]) - len(before["per_position"]))
+        grown["per_position"] = [a - b for a, b in zip(after["per_position"], pos_before)]
+        results.append({"outputs": [list(o.outputs[0].token_ids) for o in outs], "metrics": grown})
+        del llm
+        gc.collect()
+    return {"runs": results}
 
 
 def _expand(job: dict) -> dict:
     import torch
     from vllm.platforms import current_platform
 
-    current_platform.import_kernels()
-    try:
-        from vllm.utils.cpu_triton_utils import register_triton_kernel_overrides
-
-        register_triton_kernel_overrides()
-    except ImportError:
-        pass
+    current_platform.import_kernels()  # the C++ kernels for this CPU (importing vllm._C may SIGILL)
+    current_platform.register_triton_kernel_overrides()  # what the worker does (worker_base.py:282)
     from vllm.v1.sample.rejection_sampler import expand_batch_to_tokens
 
     k = int(job.get("k", 5))
     out = {}
     for name, x in (("float", torch.tensor([0.7, 1.3])), ("int", torch.tensor([7, 13]))):
-        got = expand_batch_to_tokens(x, torch.tensor([k, 2 * k]), 3 * k, replace_from=0, replace_to=1)
+        got = expand_batch_to_tokens(x, torch.tensor([k, 3 * k]), 3 * k, replace_from=0, replace_to=1)
         out[name] = [float(v) for v in got]
     return out
 
