@@ -27,21 +27,27 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--k", type=int, default=5, help="num_speculative_tokens")
     ap.add_argument("--drafts", default="healthy", help="comma list of lab drafts")
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="> 0 shows vLLM 0.32 CPU's temperature defect (docs/vllm.md)")
     ap.add_argument("--vllm-python", default=None)
     args = ap.parse_args()
     lab = load_lab(args.lab, build=False)
     drafts = {name: str(lab.draft_dir(name)) for name in args.drafts.split(",")}
     t0 = time.perf_counter()
     table = lab_vs_vllm(lab, drafts, k=args.k, n_prompts=args.prompts, prompt_tokens=args.prompt_tokens,
-                        max_new_tokens=args.max_new_tokens, python=args.vllm_python)
+                        max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                        python=args.vllm_python)
     pd.set_option("display.width", 200)
-    print(f"lab {args.lab}, k={args.k}, {args.prompts} prompts x {args.max_new_tokens} tokens, greedy "
+    print(f"lab {args.lab}, k={args.k}, {args.prompts} prompts x {args.max_new_tokens} tokens, temperature {args.temperature} "
           f"({time.perf_counter() - t0:.0f} s)")
     print(table.to_string(index=False))
     for row in table.itertuples():
         lab_al, vllm_al = f"{row.lab_accept_length:.2f}", f"{row.vllm_accept_length:.2f}"
+        ci = row.lab_accept_length_ci95
+        inside = ci is not None and ci[0] <= row.vllm_accept_length <= ci[1]
         print(f"{row.draft}: accept length lab {lab_al}  vLLM {vllm_al}  "
-              f"{'EQUAL to 2 decimals' if lab_al == vllm_al else 'DIFFERENT'}")
+              f"{'EQUAL to 2 decimals' if lab_al == vllm_al else 'DIFFERENT'}; lab 95% interval "
+              f"{ci}: vLLM {'inside' if inside else 'OUTSIDE'}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ inspected. Jobs:
   one prompt's prefill, every tensor `_maybe_add_hidden_state` appends
   (model_executor/models/interfaces.py), compared with transformers' hidden states of the same
   target (boundary b = `output_hidden_states[b]` for b < N; b = N is the last layer's output
-  before the final norm). A draft vLLM refuses gives its error instead.
+  before the final norm). A draft vLLM refuses gives its error instead. With "expand_k" it also
+  runs the "expand" job below in the same process.
 - "generate": greedy or sampled decoding of given prompt token ids with a draft, returning the
   output token ids per prompt and the speculative counters of `LLM.get_metrics()`
   (`vllm:spec_decode_num_drafts`, `..._num_draft_tokens`, `..._num_accepted_tokens`,
@@ -90,12 +91,25 @@ def accept_length(counts: dict) -> float:
     return 1 + counts["accepted"] / counts["drafts"] if counts["drafts"] else float("nan")
 
 
+def _lab_ci(gens) -> list[float] | None:
+    """The lab side's 95% bootstrap interval of the accept length over prompts."""
+    import pandas as pd
+
+    from eagle3lab.analysis import accept_length_ci
+    from eagle3lab.engine.labbench import steps_frame_rows
+
+    rows = [r for i, g in enumerate(gens) for r in steps_frame_rows(g, i)]
+    ci = accept_length_ci(pd.DataFrame(rows)) if len(gens) > 1 else None
+    return None if ci is None else [round(float(x), 4) for x in ci]
+
+
 def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int = 16,
                 prompt_tokens: int = 64, max_new_tokens: int = 128, serve: str = "vllm==0.32.0",
-                python: str | None = None):
-    """Same checkpoints, same prompt token ids, greedy: the lab engine (fed as `serve` feeds the
-    draft) next to vLLM itself. `drafts`: name -> draft directory. One row per draft: both
-    sides' counters, accept lengths, and whether every output token matched."""
+                temperature: float = 0.0, seed: int = 0, python: str | None = None):
+    """Same checkpoints, same prompt token ids: the lab engine (fed as `serve` feeds the draft)
+    next to vLLM itself. `drafts`: name -> draft directory. One row per draft: both sides'
+    counters, accept lengths (lab: with its bootstrap interval over prompts), and how many
+    outputs matched token for token (meaningful when greedy; sampled runs use different RNGs)."""
     import pandas as pd
 
     from eagle3lab.engine.labbench import make_lab_engine
@@ -103,16 +117,18 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
     from eagle3lab.lab.draft import Eagle3Draft
 
     prompts = [list(p) for p in (prompts or lab.heldout_prompts(n_prompts, prompt_tokens))]
-    job = {"job": "generate", "target": str(lab.target_dir), "prompts": prompts,
-           "max_tokens": max_new_tokens, "runs": [{"draft": str(d), "k": k} for d in drafts.values()]}
+    job = {"job": "generate", "target": str(lab.target_dir), "prompts": prompts, "seed": seed,
+           "max_tokens": max_new_tokens, "temperature": temperature,
+           "runs": [{"draft": str(d), "k": k} for d in drafts.values()]}
     real = run_job(job, python=python)["runs"]
     embed = lab.target.model.embed_tokens.weight.detach()
     rows = []
     for (name, path), theirs in zip(drafts.items(), real):
         draft = Eagle3Draft.from_pretrained(path, embed_weight=embed)
         engine, plan = make_lab_engine(lab, serve=serve, draft=draft)
-        gens = [engine.generate(p, max_new_tokens, SpecParams(k, 1, k + 1), SamplingParams())
-                for p in prompts]
+        gens = [engine.generate(p, max_new_tokens, SpecParams(k, 1, k + 1),
+                                SamplingParams(temperature=temperature, seed=seed + i))
+                for i, p in enumerate(prompts)]
         ours = lab_counts(gens, k)
         same = sum(g.output_ids[:max_new_tokens] == o for g, o in zip(gens, theirs["outputs"]))
         rows.append({"draft": name, "boundaries": list(engine.boundaries),
@@ -122,6 +138,7 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
                      "lab_accepted": ours["accepted"], "vllm_accepted": theirs["metrics"]["accepted"],
                      "lab_per_position": ours["per_position"],
                      "vllm_per_position": theirs["metrics"]["per_position"],
+                     "lab_accept_length_ci95": _lab_ci(gens),
                      "outputs_equal": f"{same}/{len(prompts)}"})
     return pd.DataFrame(rows)
 
@@ -205,7 +222,10 @@ def _capture(job: dict) -> dict:
         gc.collect()
         torch.cuda.empty_cache() if torch.cuda.is_available() else None
         results.append(entry)
-    return {"drafts": results}
+    out = {"drafts": results}
+    if job.get("expand_k"):  # one vLLM import for both checks
+        out["expand"] = _expand({"k": job["expand_k"]})
+    return out
 
 
 def _metrics(llm) -> dict:

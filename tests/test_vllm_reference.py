@@ -97,7 +97,7 @@ def test_config_grid_covers_refusals_and_silent_changes(config_table):
     assert vllm.str.startswith("ValidationError(ModelConfig)").sum() >= 5
     assert vllm.str.startswith("ValidationError(SchedulerConfig)").sum() >= 5
     assert (vllm == "ValueError").sum() == 1  # --spec-tokens beside the same JSON key
-    assert vllm.str.contains("method=draft_model").sum() >= 10  # guessed from the path
+    assert vllm.str.contains("method=draft_model").sum() >= 3  # guessed from the path
     assert vllm.str.contains("draft_max_model_len=128").sum() >= 5  # cut to the target's
 
 
@@ -144,8 +144,9 @@ def captured(lab, drafts_dir):
     healthy = lab.draft_dir("healthy")
     dirs = [draft_copy(healthy, drafts_dir / f"ids{i}", **edit) for i, edit in enumerate(ID_SETS.values())]
     prompt = list(lab.heldout_prompts(1, 16)[0])
-    out = run_job({"job": "capture", "target": str(lab.target_dir), "drafts": dirs, "prompt": prompt})
-    return dict(zip(ID_SETS, out["drafts"]))
+    out = run_job({"job": "capture", "target": str(lab.target_dir), "drafts": dirs, "prompt": prompt,
+                   "expand_k": 5})
+    return {**dict(zip(ID_SETS, out["drafts"])), "expand": out["expand"]}
 
 
 @pytest.mark.parametrize("name", list(ID_SETS))
@@ -221,15 +222,13 @@ def test_lab_serve_flag_picks_the_engines_rule(lab):
 # ----------------------------------------------------------------------------- T > 0 defect
 
 
-def test_vllm_cpu_temperature_expansion_defect_is_detected():
+def test_vllm_cpu_temperature_expansion_defect_is_detected(captured):
     """vLLM 0.32's CPU stand-in for expand_batch_to_tokens writes float input into an int64 copy
     (vllm/utils/cpu_triton_utils.py `_expand_kernel_impl`, `_ensure_int64(output)`), so per-token
     temperatures are garbage and sampled drafts are almost never accepted past position 1. This
     test pins the defect; when a release fixes it the float row expands like the int row and this
     test fails: then re-enable the T > 0 agreement check (docs/vllm.md)."""
-    from eagle3lab.vllm_reference import run_job
-
-    out = run_job({"job": "expand", "k": 5})
+    out = captured["expand"]  # expand_batch_to_tokens([0.7, 1.3] / [7, 13], 5 and 10 tokens)
     assert out["int"] == [7.0] * 5 + [13.0] * 10  # integers expand correctly
     expected = [0.7] * 5 + [1.3] * 10
     assert not all(abs(a - b) < 1e-6 for a, b in zip(out["float"], expected)), out["float"]
