@@ -697,6 +697,8 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
 
     Reported in SGLang's terms: num_steps = k, topk = 1, num_draft_tokens = k + 1 (the
     verify width: k drafts plus the root). Source: VLLM_SOURCE (vllm main, read via search).
+    For `vllm serve` flags (method guess, draft max length, batch budget, refusals) see
+    `eagle3lab.vllm_rules.resolve_vllm_serve`, checked against vLLM 0.32.0's own EngineArgs.
     """
     k = spec.num_steps
     if k is None and spec.num_draft_tokens is not None:

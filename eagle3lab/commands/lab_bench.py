@@ -18,6 +18,9 @@ def add_arguments(parser) -> None:
                         help="--speculative-num-draft-tokens (resolved as SGLang 0.5.23 would)")
     parser.add_argument("--fault", action="append", default=[], metavar="NAME",
                         help="repeatable: " + describe_faults())
+    parser.add_argument("--serve", default=None, metavar="ENGINE==VERSION",
+                        help="feed the draft the boundaries this engine would feed "
+                        "(default sglang==0.5.23; e.g. vllm==0.32.0)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--prompts", type=prompt_count, default=8,
                         help="held-out prompts to decode, or 'all' (every held-out passage with "
@@ -86,10 +89,10 @@ def run(args) -> int:
         n_prompts = len(lab.heldout_prompts(None, args.prompt_tokens))
     result = run_bench(lab, spec=spec, faults=faults, n_prompts=n_prompts,
                        prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
-                       temperature=args.temperature, seed=args.seed)
+                       temperature=args.temperature, seed=args.seed, serve=args.serve)
     s = result.summary()
     print(f"lab {s['preset']}  draft {s['draft']}  faults {', '.join(s['faults']) or 'none'}  "
-          f"boundaries {s['boundaries']}")
+          f"boundaries {s['boundaries']} (as {s['serve']} feeds them)")
     print(f"spec num_steps={spec.num_steps} topk={spec.topk} num_draft_tokens={spec.num_draft_tokens}  "
           f"temperature={args.temperature}  {s['prompts']} prompts x {args.max_new_tokens} new tokens")
     ci = s["accept_length_ci95"]

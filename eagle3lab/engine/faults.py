@@ -83,6 +83,8 @@ def describe_faults() -> str:
     """'name: what it changes; ...' (the CLI's help text)."""
     return "; ".join(f"{f.name}: {f.changes}" for f in _TABLE)
 
+DEFAULT_SERVE = f"sglang=={conventions.LATEST_SGLANG}"  # whose capture rule the lab engine follows
+
 
 class FaultError(EagleLabError):
     """Unknown or contradictory fault names."""
@@ -98,12 +100,39 @@ class FaultPlan:
     normed_last: bool = False
     greedy_draft: bool = False
     prompt_kinds: list[str] = field(default_factory=list)  # subset of domain-shift, long-context
+    serve: str = DEFAULT_SERVE  # ENGINE==VERSION whose capture rule feeds the draft
 
-    def boundaries(self, draft, num_layers: int) -> list[int]:
-        """Target boundaries the served draft reads: SGLang's capture rule for a llama target
-        (`conventions.served_by_lab`) on the served ids."""
-        ids = self.layer_ids if self.layer_ids is not None else list(draft.aux_layer_ids)
-        return conventions.served_by_lab(ids or None, num_layers)
+    def boundaries(self, draft, num_layers: int, arch: str = "LlamaForCausalLM") -> list[int]:
+        """Target boundaries the served draft reads: the rule of the `serve` engine and version
+        (`conventions.serve_boundaries`) on the served ids, from where that engine reads them
+        (plan override, else the draft config's top-level or nested `eagle_config` ids)."""
+        engine, version = parse_serve(self.serve)
+        ids, key = self.layer_ids, "eagle_config"
+        if ids is None:
+            ids, key = draft_config_ids(getattr(draft, "config", {}) or {}, engine)
+        return list(conventions.serve_boundaries(engine, version, arch, ids, num_layers, key))
+
+
+def parse_serve(text: str) -> tuple[str, str]:
+    """'vllm==0.32.0' -> ('vllm', '0.32.0'); the engines whose capture rules are recorded."""
+    engine, sep, version = str(text or "").strip().partition("==")
+    engine = engine.strip().lower()
+    if engine not in ("sglang", "vllm") or not sep or not version.strip():
+        raise FaultError(f"--serve takes ENGINE==VERSION with ENGINE sglang or vllm "
+                         f"(e.g. {DEFAULT_SERVE} or vllm==0.32.0), got {text!r}")
+    return engine, version.strip()
+
+
+def draft_config_ids(config: dict, engine: str) -> tuple[list[int] | None, str]:
+    """(ids, key) the engine takes from a draft config.json: vLLM 0.22+ reads the top-level
+    `eagle_aux_hidden_state_layer_ids` first, then `eagle_config`'s; SGLang reads `eagle_config`."""
+    top = config.get("eagle_aux_hidden_state_layer_ids") or None
+    nested = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or None
+    if engine == "vllm" and top:
+        return list(top), "top_level"
+    if nested:
+        return list(nested), "eagle_config"
+    return (list(top), "top_level") if top else (None, "eagle_config")
 
 
 def normalize_faults(faults) -> tuple[str, ...]:
@@ -133,10 +162,12 @@ def draft_faults(faults) -> tuple[str, ...]:
     return tuple(f for f in normalize_faults(faults) if FAULTS[f].needs_draft)
 
 
-def plan_faults(faults, num_layers: int) -> FaultPlan:
-    """What each named fault changes (its table row's `plan`), combined."""
+def plan_faults(faults, num_layers: int, serve: str | None = None) -> FaultPlan:
+    """What each named fault changes (its table row's `plan`), combined, served with `serve`'s
+    capture rule (ENGINE==VERSION; default: the newest SGLang read)."""
     names = normalize_faults(faults)
-    plan = FaultPlan(faults=names)
+    plan = FaultPlan(faults=names, serve=serve or DEFAULT_SERVE)
+    parse_serve(plan.serve)
     for name in names:
         fault = FAULTS[name]
         for key, value in fault.plan.items():

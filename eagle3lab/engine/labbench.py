@@ -106,6 +106,7 @@ class LabBenchResult:
             "preset": self.preset,
             "draft": self.plan.draft_name,
             "faults": list(self.plan.faults),
+            "serve": self.plan.serve,
             "boundaries": list(self.boundaries),
             "num_steps": self.spec.num_steps,
             "topk": self.spec.topk,
@@ -174,11 +175,13 @@ def lab_train_seq_len(lab) -> int:
     return 256
 
 
-def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None) -> tuple[SpecEngine, FaultPlan]:
-    """The engine the lab serves under `faults` (draft chosen by the plan)."""
-    plan = plan_faults(faults, lab.num_layers)
+def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None, serve: str | None = None,
+                    draft=None) -> tuple[SpecEngine, FaultPlan]:
+    """The engine the lab serves under `faults` (draft chosen by the plan unless given), feeding
+    the draft the boundaries `serve` (ENGINE==VERSION, default SGLang 0.5.23) would feed."""
+    plan = plan_faults(faults, lab.num_layers, serve=serve)
     max_pos = int(getattr(lab.target.config, "max_position_embeddings", 2048))
-    draft = lab.load_draft(plan.draft_name)
+    draft = draft if draft is not None else lab.load_draft(plan.draft_name)
     engine = build_engine(lab.target, draft, plan, max_seq_len=min(max_seq_len or max_pos, max_pos))
     return engine, plan
 
@@ -186,13 +189,15 @@ def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None) -> tuple[
 def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None = None,
               n_prompts: int = 8, prompt_tokens: int = 64, max_new_tokens: int = 128,
               temperature: float = 0.0, seed: int = 0, engine: SpecEngine | None = None,
-              progress: bool = True) -> LabBenchResult:
-    """Decode prompts plainly and speculatively (interleaved) and measure both."""
+              progress: bool = True, serve: str | None = None) -> LabBenchResult:
+    """Decode prompts plainly and speculatively (interleaved) and measure both.
+
+    `serve`: ENGINE==VERSION whose capture rule feeds the draft (default sglang==0.5.23)."""
     spec = SpecParams.of(spec)
     if engine is None:
-        engine, plan = make_lab_engine(lab, faults)
+        engine, plan = make_lab_engine(lab, faults, serve=serve)
     else:
-        plan = plan_faults(faults, engine.target.num_layers)
+        plan = plan_faults(faults, engine.target.num_layers, serve=serve)
     if prompts is None:
         room = engine.max_seq_len - max_new_tokens - spec.num_steps * spec.topk - 8
         long_tokens = min(4 * lab_train_seq_len(lab), room)
