@@ -26,10 +26,19 @@ FAULTS: dict[str, str] = {
     "domain-shift": "decode prompts unlike the training corpus (English prose, numbers)",
     "long-context": "decode prompts longer than the draft saw in training",
     "greedy-draft": "draft by argmax even at temperature > 0 (acceptance becomes p(argmax q))",
+    "lm-head-target": "replace the draft's lm_head by the target's rows for the draft vocabulary "
+                      "(a converter or merge that overwrites the trained head)",
+    "rope-theta": "serve the draft with rope_theta 500000 instead of the 10000 it was trained with "
+                  "(a converter that drops or misreads rope settings)",
+    "no-aux-ids": "serve the seed's draft with its fixed ids [-1, 1, N//2-1] removed from the config: "
+                  "the engine guesses the default [2, N//2, N-3]",
 }
+WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
 
 EXCLUSIVE = [("embed-patch", "no-embed-patch"), ("quant-int8", "quant-int4"),
-             ("no-ttt", "wiring-seed"), ("no-ttt", "embed-patch"), ("no-ttt", "no-embed-patch")]
+             ("no-ttt", "wiring-seed"), ("no-ttt", "embed-patch"), ("no-ttt", "no-embed-patch"),
+             ("no-aux-ids", "wiring-seed"), ("no-aux-ids", "embed-patch"), ("no-aux-ids", "no-embed-patch"),
+             ("no-aux-ids", "no-ttt")]
 QUANT_GROUP_SIZE = 64
 
 
@@ -47,6 +56,8 @@ class FaultPlan:
     normed_last: bool = False
     greedy_draft: bool = False
     prompt_kinds: list[str] = field(default_factory=list)  # subset of domain-shift, long-context
+    lm_head_from_target: bool = False
+    rope_theta: float | None = None  # served draft rope_theta, None = the checkpoint's
 
     def boundaries(self, draft, num_layers: int) -> list[int]:
         """Target boundaries the served draft reads: SGLang 0.5.23 llama's id + 1 rule
@@ -97,7 +108,33 @@ def plan_faults(faults, num_layers: int) -> FaultPlan:
     plan.normed_last = "normed-last" in names
     plan.greedy_draft = "greedy-draft" in names
     plan.prompt_kinds = [n for n in names if n in ("domain-shift", "long-context")]
+    if "no-aux-ids" in names:
+        plan.draft_name, plan.layer_ids = "seed", []  # [] = no ids: the default boundaries
+    plan.lm_head_from_target = "lm-head-target" in names
+    plan.rope_theta = WRONG_ROPE_THETA if "rope-theta" in names else None
     return plan
+
+
+def apply_draft_faults(draft, target, plan: FaultPlan):
+    """A copy of the draft with the plan's checkpoint faults (lm_head, rope_theta) applied."""
+    import copy
+
+    import torch
+
+    if not (plan.lm_head_from_target or plan.rope_theta):
+        return draft
+    from eagle3lab.lab.draft import RotaryEmbedding
+
+    draft = copy.deepcopy(draft)
+    if plan.lm_head_from_target:
+        with torch.no_grad():
+            head = target.get_output_embeddings().weight.detach()
+            draft.lm_head.weight.copy_(head[draft.target_ids].to(draft.lm_head.weight.dtype))
+    if plan.rope_theta:
+        attn = draft.midlayer.self_attn
+        attn.rotary = RotaryEmbedding(attn.head_dim, plan.rope_theta)
+        draft.config["rope_theta"] = float(plan.rope_theta)
+    return draft
 
 
 def build_engine(target, draft, plan: FaultPlan, *, max_seq_len: int = 2048):
@@ -105,6 +142,8 @@ def build_engine(target, draft, plan: FaultPlan, *, max_seq_len: int = 2048):
     from eagle3lab.engine.model import TargetModel, fake_quantize_
     from eagle3lab.engine.speculate import SpecEngine
 
+    if draft is not None:
+        draft = apply_draft_faults(draft, target, plan)
     lean = TargetModel(target, max_seq_len)
     if plan.quant_bits:
         fake_quantize_(lean, plan.quant_bits, QUANT_GROUP_SIZE)
