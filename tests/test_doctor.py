@@ -282,3 +282,20 @@ def test_empirical_says_why_it_could_not_run(lab_root):
                    memory_budget_bytes=1000)
     detail = {c.check: c.detail for c in small.checks}["empirical wiring"]
     assert "this machine offers" in detail
+
+
+# --------------------------------------------------------------------------- flags and logs
+
+
+def test_flags_and_log_join_the_report(lab_root):
+    from eagle3lab.paths import SAMPLES_DIR
+
+    log = SAMPLES_DIR / "logs" / "sglang_warning_num_draft_tokens_adjusted_SOURCE_STRING.txt"
+    report = doctor(lab_root / "drafts" / "healthy", target=lab_root / "target", serve="sglang==0.5.23",
+                    empirical=False, flags="--speculative-algorithm EAGLE3 --speculative-num-steps 1 "
+                                           "--speculative-eagle-topk 1 --speculative-num-draft-tokens 16",
+                    log=log)
+    adjusted = [f for f in report.findings if f.cause == "config_adjusted"]
+    assert {f.source for f in adjusted} == {"config", "log"}
+    assert report.exit_code == 1
+    assert {c.check for c in report.checks if c.ran} >= {"flags", "log"}
