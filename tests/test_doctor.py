@@ -299,3 +299,17 @@ def test_flags_and_log_join_the_report(lab_root):
     assert {f.source for f in adjusted} == {"config", "log"}
     assert report.exit_code == 1
     assert {c.check for c in report.checks if c.ran} >= {"flags", "log"}
+
+
+def test_empirical_rope_check_prefers_the_target_base(lab_root, tmp_path):
+    draft = write_faulty_draft(lab_root, "rope-theta", tmp_path / "d")
+    report = doctor(draft, target=lab_root / "target", serve="sglang==0.5.23", max_positions=600)
+    rope = report.facts["rope"]
+    assert rope["acc1_target_theta"] > rope["acc1_config_theta"]
+    assert [f.source for f in report.findings if f.cause == "rope"] == ["checkpoint", "empirical"]
+
+
+def test_embed_patch_checkpoint_is_served_as_trained(lab_root, tmp_path):
+    draft = write_faulty_draft(lab_root, "embed-patch", tmp_path / "d")
+    report = static(draft, lab_root / "target")
+    assert report.errors == [] and report.facts["fed"]["sglang==0.5.23"] == [0, 2, 4]

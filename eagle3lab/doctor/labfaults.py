@@ -13,7 +13,8 @@ from pathlib import Path
 
 from eagle3lab.errors import EagleLabError
 
-CHECKPOINT_FAULTS = {"lm-head-target": "healthy", "rope-theta": "healthy", "no-aux-ids": "seed"}
+CHECKPOINT_FAULTS = {"lm-head-target": "healthy", "rope-theta": "healthy", "no-aux-ids": "seed",
+                     "embed-patch": "seed"}  # embed-patch: the seed's draft with its fixed ids (no fault)
 
 
 def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
@@ -34,6 +35,9 @@ def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
         config["rope_theta"] = WRONG_ROPE_THETA
     elif fault == "no-aux-ids":
         config.get("eagle_config", {}).pop("eagle_aux_hidden_state_layer_ids", None)
+    elif fault == "embed-patch":
+        n = config["target_num_hidden_layers"]
+        config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [-1, 1, n // 2 - 1]
     elif fault == "lm-head-target":
         _overwrite_lm_head(out, lab_root / "target")
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
