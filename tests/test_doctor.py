@@ -313,3 +313,12 @@ def test_embed_patch_checkpoint_is_served_as_trained(lab_root, tmp_path):
     draft = write_faulty_draft(lab_root, "embed-patch", tmp_path / "d")
     report = static(draft, lab_root / "target")
     assert report.errors == [] and report.facts["fed"]["sglang==0.5.23"] == [0, 2, 4]
+
+
+def test_top_level_call(lab_root):
+    import eagle3lab
+    import eagle3lab.doctor.static  # noqa: F401  (importing the package must not shadow the function)
+
+    report = eagle3lab.doctor(lab_root / "drafts" / "healthy", lab_root / "target", "sglang==0.5.23",
+                              empirical=False)
+    assert report.exit_code == 0

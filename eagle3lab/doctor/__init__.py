@@ -12,7 +12,9 @@ Three kinds of evidence, merged into one ranked list (`report.DoctorReport`):
 
 from __future__ import annotations
 
+import sys
 import time
+import types
 
 from eagle3lab.doctor.formats import DoctorInputError, read_draft_spec, read_target_spec
 from eagle3lab.doctor.report import CheckStatus, DoctorReport, Finding
@@ -55,3 +57,14 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
         checks += c
         facts.update(extra)
     return DoctorReport(str(spec.path), str(tspec.path) if tspec else None, serve, findings, checks, facts)
+
+
+class _CallableModule(types.ModuleType):
+    """`eagle3lab.doctor(...)` calls `doctor` even once this package is imported (importing a
+    subpackage sets the parent's attribute to the module, shadowing the function)."""
+
+    def __call__(self, *args, **kwargs):
+        return doctor(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
