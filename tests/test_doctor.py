@@ -322,3 +322,10 @@ def test_top_level_call(lab_root):
     report = eagle3lab.doctor(lab_root / "drafts" / "healthy", lab_root / "target", "sglang==0.5.23",
                               empirical=False)
     assert report.exit_code == 0
+
+
+def test_no_serve_seed_is_an_error_for_every_engine(lab_root):
+    report = static(lab_root / "drafts" / "seed", lab_root / "target", serve=None)
+    wiring = [f for f in report.errors if f.cause == "wiring"]
+    assert [f.title for f in wiring] == ["if served by sglang==0.5.23 feeds [2, 4, 5], training used [0, 2, 4]",
+                                         "if served by vllm==0.33.0 feeds [1, 3, 4], training used [0, 2, 4]"]

@@ -99,8 +99,12 @@ def check_wiring(draft: DraftSpec, target: TargetSpec | None, serve) -> tuple[li
             "wiring", "warning" if not recorded else "info", "no aux layer ids in the config: the engine guesses",
             f"no eagle_aux_hidden_state_layer_ids (nested or top-level); SGLang, vLLM and speculators' "
             f"converter then feed the default {default_boundaries(n)} for {n} layers", "", 0.9, check="aux ids"))
-    for engine, version in parse_serve(serve):
-        findings += _engine_wiring(draft, engine, version, arch, n, trained, how, recorded, facts)
+    per_engine = [_engine_wiring(draft, engine, version, arch, n, trained, how, recorded, facts)
+                  for engine, version in parse_serve(serve)]
+    if serve is None and recorded and all(f and f[0].severity == "warning" for f in per_engine):
+        for f in per_engine:  # no engine serves the recorded training set: an error whichever runs it
+            f[0].severity = "error"
+    findings += [f for group in per_engine for f in group]
     return findings, [CheckStatus("wiring (config)", True, how)], facts
 
 
