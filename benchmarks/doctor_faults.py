@@ -65,6 +65,7 @@ def timing(lab) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="ci")
+    p.add_argument("--lab-dir", default=None, help="a built lab folder instead of the preset's")
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--prompt-tokens", type=int, default=32)
     p.add_argument("--new-tokens", type=int, default=64)
@@ -77,7 +78,12 @@ def main(argv=None) -> int:
     from eagle3lab.lab import load_lab
 
     torch.set_num_threads(1)
-    lab = load_lab(args.preset, build=False)
+    if args.lab_dir:
+        from eagle3lab.lab.lab import Lab
+
+        lab = Lab(args.lab_dir)
+    else:
+        lab = load_lab(args.preset, build=False)
     if args.timing:
         timing(lab)
         return 0
