@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         timing(lab)
         return 0
     prompts = lab.heldout_prompts(args.prompts, args.prompt_tokens)
-    print(f"lab {args.preset}: {args.prompts} prompts x {args.new_tokens} tokens, chain depth {args.steps}")
+    print(f"lab {args.lab_dir or args.preset}: {args.prompts} prompts x {args.new_tokens} tokens, chain depth {args.steps}")
     for fault in FAULTS:
         al = accept_length(lab, [fault], prompts, args.new_tokens, args.steps)
         print(f"{fault:15s} accept length {al:.3f} | doctor: {diagnose(lab, fault, args.empirical)}")
