@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from eagle3lab import analysis  # noqa: E402
-from eagle3lab.engine.faults import EXPECTED_CAUSES  # noqa: E402
+from eagle3lab.engine.faults import CHECKPOINT_FAULTS, EXPECTED_CAUSES  # noqa: E402
 from eagle3lab.versions import LATEST_SGLANG  # noqa: E402
 
 # The cause a fault should be diagnosed as (scoring only; diagnose never sees it): the fault
@@ -47,7 +47,8 @@ EXPECTED = {
 }
 
 # every lab fault alone (no-embed-patch wires like wiring-seed), after the scenarios above
-SINGLES = ["none", "sampled", "config-adjusted"] + [f for f in EXPECTED_CAUSES if f != "no-embed-patch"]
+SINGLES = ["none", "sampled", "config-adjusted"] + [f for f in EXPECTED_CAUSES
+                                                  if f != "no-embed-patch" and f not in CHECKPOINT_FAULTS]
 PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "quant-int8"),
          ("normed-last", "long-context"), ("embed-patch", "quant-int4"),
          ("quant-int4", "domain-shift"), ("no-ttt", "long-context"), ("config-adjusted", "no-ttt"),
@@ -57,6 +58,13 @@ PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default=None, help="lab preset (default: ci if built, else default)")
+    p.add_argument("--lab-dir", default=None,
+                   help="a built lab folder (e.g. a second lab never used to tune the rules: "
+                        "`eagle3lab lab build --preset ci --set seed=7 --set num_layers=12 --out DIR`)")
+    p.add_argument("--own-depth", action="store_true",
+                   help="evaluate each draft at its own training depth (the old behaviour, which leaks "
+                        "which draft is served: depth 1 for seed/no-ttt, the TTT depth for healthy); "
+                        "default: every draft at the served depth --steps")
     p.add_argument("--prompts", type=int, default=6, help="prompts per scenario")
     p.add_argument("--prompt-tokens", type=int, default=48)
     p.add_argument("--new-tokens", type=int, default=64)
@@ -120,7 +128,8 @@ class Runner:
         if name not in self.standalone:
             from eagle3lab.lab import evaluate_draft
 
-            table = evaluate_draft(self.lab, self.draft(name), self.lab.heldout_texts(8))
+            depth = None if self.args.own_depth else self.args.steps
+            table = evaluate_draft(self.lab, self.draft(name), self.lab.heldout_texts(8), depth=depth)
             self.standalone[name] = [round(float(a), 4) for a in table["accuracy"]]
         return self.standalone[name]
 
@@ -159,7 +168,8 @@ class Runner:
         from eagle3lab.lab import evaluate_draft
 
         texts = [g.prompt_ids + g.output_ids for g in gens]
-        table = evaluate_draft(self.lab, self.draft(name), texts, seq_len=self.train_seq_len())
+        depth = None if self.args.own_depth else self.args.steps
+        table = evaluate_draft(self.lab, self.draft(name), texts, seq_len=self.train_seq_len(), depth=depth)
         return [round(float(a), 4) for a in table["accuracy"]]
 
     def observe(self, scenario: tuple[str, ...]) -> dict:
@@ -271,8 +281,14 @@ def main(argv=None) -> int:
             observations = {s: observations[s] for s in scenarios if s in observations}
     else:
         torch.manual_seed(0)
-        preset = pick_preset(args.preset)
-        runner = Runner(open_lab(preset), args)
+        if args.lab_dir:
+            from eagle3lab.lab.lab import Lab
+
+            preset, lab = f"dir {args.lab_dir}", Lab(args.lab_dir)
+        else:
+            preset = pick_preset(args.preset)
+            lab = open_lab(preset)
+        runner = Runner(lab, args)
         for scenario in tqdm(scenarios, desc="scenarios", unit="run"):
             observations[scenario] = runner.observe(scenario)
     silent = silent_faults(observations)

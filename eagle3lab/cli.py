@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from eagle3lab.commands import (bench, config, lab, logs, patch, report, serve, sweep,
+from eagle3lab.commands import (bench, config, doctor, lab, logs, patch, report, serve, sweep,
                                 wiring)
 from eagle3lab.errors import EagleLabError
 
 # name -> module under eagle3lab.commands (each has HELP, add_arguments, run).
 COMMANDS = {"logs": logs, "config": config, "wiring": wiring, "lab": lab, "serve": serve,
-            "bench": bench, "sweep": sweep, "patch": patch, "report": report}
+            "bench": bench, "sweep": sweep, "patch": patch, "report": report,
+            "doctor": doctor}
 
 
 def build_parser() -> argparse.ArgumentParser:

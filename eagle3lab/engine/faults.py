@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from eagle3lab import conventions
 from eagle3lab.errors import EagleLabError
 
+WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
 QUANT_GROUP_SIZE = 64
 LAB_ARCH = "LlamaForCausalLM"  # the lab target's architecture (its capture rule is llama.py's)
 
@@ -39,6 +40,8 @@ class Fault:
     prompts: str | None = None          # a prompt kind (labbench.bench_prompts)
     causes: tuple[str, ...] = ()        # analysis.CAUSES names diagnose() should rank first
     excludes: tuple[str, ...] = ()
+    checkpoint: bool = False            # lives in the checkpoint: `eagle3lab doctor` names it from
+                                        # configs and weights; statistics alone are not expected to
 
 
 _TABLE = [
@@ -70,6 +73,16 @@ _TABLE = [
           needs_draft=False, prompts="long-context", causes=("context_length",)),
     Fault("greedy-draft", "draft by argmax even at temperature > 0 (acceptance becomes p(argmax q))",
           plan={"greedy_draft": True}, causes=("sampling",)),
+    Fault("lm-head-target", "replace the draft's lm_head by the target's rows for the draft vocabulary "
+          "(a converter or merge that overwrites the trained head)",
+          plan={"lm_head_from_target": True}, causes=("vocab_mapping",), checkpoint=True),
+    Fault("rope-theta", f"serve the draft with rope_theta {WRONG_ROPE_THETA:g} instead of the 10000 it was "
+          "trained with (a converter that drops or misreads rope settings)",
+          plan={"rope_theta": WRONG_ROPE_THETA}, causes=("multi_step",), checkpoint=True),
+    Fault("no-aux-ids", "serve the seed's draft with its fixed ids [-1, 1, N//2-1] removed from the "
+          "config: the engine guesses the default [2, N//2, N-3]",
+          plan={"draft_name": "seed", "layer_ids": []}, causes=("wiring",), checkpoint=True,
+          excludes=("wiring-seed", "embed-patch", "no-embed-patch", "no-ttt")),
 ]
 FAULTS: dict[str, Fault] = {f.name: f for f in _TABLE}
 
@@ -77,6 +90,7 @@ FAULTS: dict[str, Fault] = {f.name: f for f in _TABLE}
 NON_DRAFT_FAULTS = tuple(f.name for f in _TABLE if not f.needs_draft)
 EXCLUSIVE = sorted({tuple(sorted((f.name, other))) for f in _TABLE for other in f.excludes})
 EXPECTED_CAUSES = {f.name: f.causes for f in _TABLE}
+CHECKPOINT_FAULTS = tuple(f.name for f in _TABLE if f.checkpoint)
 
 
 def describe_faults() -> str:
@@ -101,6 +115,9 @@ class FaultPlan:
     greedy_draft: bool = False
     prompt_kinds: list[str] = field(default_factory=list)  # subset of domain-shift, long-context
     serve: str = DEFAULT_SERVE  # ENGINE==VERSION whose capture rule feeds the draft
+    lm_head_from_target: bool = False
+    rope_theta: float | None = None  # served draft rope_theta, None = the checkpoint's
+
 
     def boundaries(self, draft, num_layers: int, arch: str = "LlamaForCausalLM") -> list[int]:
         """Target boundaries the served draft reads: the rule of the `serve` engine and version
@@ -110,7 +127,8 @@ class FaultPlan:
         ids, key = self.layer_ids, "eagle_config"
         if ids is None:
             ids, key = draft_config_ids(getattr(draft, "config", {}) or {}, engine)
-        return list(conventions.serve_boundaries(engine, version, arch, ids, num_layers, key))
+        # no ids (an empty list included): the engine guesses its default boundaries
+        return list(conventions.serve_boundaries(engine, version, arch, ids or None, num_layers, key))
 
 
 def parse_serve(text: str) -> tuple[str, str]:
@@ -177,11 +195,35 @@ def plan_faults(faults, num_layers: int, serve: str | None = None) -> FaultPlan:
     return plan
 
 
+def apply_draft_faults(draft, target, plan: FaultPlan):
+    """A copy of the draft with the plan's checkpoint faults (lm_head, rope_theta) applied."""
+    import copy
+
+    import torch
+
+    if not (plan.lm_head_from_target or plan.rope_theta):
+        return draft
+    from eagle3lab.lab.draft import RotaryEmbedding
+
+    draft = copy.deepcopy(draft)
+    if plan.lm_head_from_target:
+        with torch.no_grad():
+            head = target.get_output_embeddings().weight.detach()
+            draft.lm_head.weight.copy_(head[draft.target_ids].to(draft.lm_head.weight.dtype))
+    if plan.rope_theta:
+        attn = draft.midlayer.self_attn
+        attn.rotary = RotaryEmbedding(attn.head_dim, plan.rope_theta)
+        draft.config["rope_theta"] = float(plan.rope_theta)
+    return draft
+
+
 def build_engine(target, draft, plan: FaultPlan, *, max_seq_len: int = 2048):
     """A `SpecEngine` for a transformers target and an Eagle3Draft with the plan's faults."""
     from eagle3lab.engine.model import TargetModel, fake_quantize_
     from eagle3lab.engine.speculate import SpecEngine
 
+    if draft is not None:
+        draft = apply_draft_faults(draft, target, plan)
     lean = TargetModel(target, max_seq_len)
     if plan.quant_bits:
         fake_quantize_(lean, plan.quant_bits, QUANT_GROUP_SIZE)

@@ -1,0 +1,70 @@
+"""`doctor()`: from a user's checkpoints (and logs or a server when given), the causes ranked.
+
+    report = doctor("drafts/my-eagle3", target="models/target", serve="sglang==0.5.23")
+    print(report); report.to_frame(); report.exit_code
+
+Three kinds of evidence, merged into one ranked list (`report.DoctorReport`):
+* static checks (`static.py`): configs and safetensors headers only;
+* empirical checks (`empirical.py`): the target run on a few prompts, the draft scored on every
+  candidate set of boundaries, the vocabulary map and the rope base;
+* observations (`observed.py`): a server log, a running server's flags, the flags given.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+
+from eagle3lab.doctor.formats import DoctorInputError, read_draft_spec, read_target_spec
+from eagle3lab.doctor.report import CheckStatus, DoctorReport, Finding
+
+__all__ = ["doctor", "DoctorReport", "Finding", "CheckStatus", "DoctorInputError"]
+
+
+def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None, url: str | None = None,
+           prompts=None, empirical: bool = True, max_positions: int = 2000,
+           memory_budget_bytes: int | None = None) -> DoctorReport:
+    """Check an EAGLE-3 draft (and its target) and rank what would make acceptance low.
+
+    draft / target: checkpoint directories. serve: 'sglang==0.5.23' / 'vllm==0.33.0' (None: both
+    engines at their newest read version). flags: the launch flags, as one string. log: a server
+    log file. url: a running server. prompts: a file of prompts (one per line, or JSON lines with
+    "text"/"prompt") or a list of strings. empirical=False skips running the target.
+    """
+    from eagle3lab.doctor.static import static_checks
+
+    spec = read_draft_spec(draft)
+    tspec = read_target_spec(target) if target is not None else None
+    findings, checks, facts = static_checks(spec, tspec, serve)
+    if empirical:
+        from eagle3lab.doctor.empirical import empirical_checks
+
+        t0 = time.perf_counter()
+        f, c, extra = empirical_checks(spec, tspec, serve, prompts=prompts, max_positions=max_positions,
+                                       memory_budget_bytes=memory_budget_bytes, static=findings)
+        findings += f
+        checks += c
+        facts.update(extra)
+        facts["empirical_seconds"] = round(time.perf_counter() - t0, 2)
+    else:
+        checks.append(CheckStatus("empirical wiring", False, "skipped (empirical=False / --static)"))
+    if flags or log or url:
+        from eagle3lab.doctor.observed import observed_checks
+
+        f, c, extra = observed_checks(serve, flags=flags, log=log, url=url, facts=facts)
+        findings += f
+        checks += c
+        facts.update(extra)
+    return DoctorReport(str(spec.path), str(tspec.path) if tspec else None, serve, findings, checks, facts)
+
+
+class _CallableModule(types.ModuleType):
+    """`eagle3lab.doctor(...)` calls `doctor` even once this package is imported (importing a
+    subpackage sets the parent's attribute to the module, shadowing the function)."""
+
+    def __call__(self, *args, **kwargs):
+        return doctor(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

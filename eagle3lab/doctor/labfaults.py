@@ -1,0 +1,58 @@
+"""The checkpoint a lab fault would leave on disk, so the doctor can be run on it.
+
+`engine/faults.py` applies the faults at serve time; the doctor reads checkpoints. For the
+checkpoint-level faults (lm-head-target, rope-theta, no-aux-ids) `write_faulty_draft` writes the
+draft directory a converter or a careless edit would have produced.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from eagle3lab.errors import EagleLabError
+
+CHECKPOINT_FAULTS = {"lm-head-target": "healthy", "rope-theta": "healthy", "no-aux-ids": "seed",
+                     "embed-patch": "seed"}  # embed-patch: the seed's draft with its fixed ids (no fault)
+
+
+def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
+    """Copy the lab draft the fault starts from into `out_dir`, with the fault written in."""
+    from eagle3lab.engine.faults import WRONG_ROPE_THETA
+
+    if fault not in CHECKPOINT_FAULTS:
+        raise EagleLabError(f"no checkpoint form for fault {fault!r}; known: {', '.join(CHECKPOINT_FAULTS)}")
+    lab_root, out = Path(lab_root), Path(out_dir)
+    src = lab_root / "drafts" / CHECKPOINT_FAULTS[fault]
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(src, out)
+    config = json.loads((out / "config.json").read_text())
+    lab = config.setdefault("eagle3lab", {})
+    lab["target"] = str((lab_root / "target").resolve())
+    if fault == "rope-theta":
+        config["rope_theta"] = WRONG_ROPE_THETA
+    elif fault == "no-aux-ids":
+        config.get("eagle_config", {}).pop("eagle_aux_hidden_state_layer_ids", None)
+    elif fault == "embed-patch":
+        n = config["target_num_hidden_layers"]
+        config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [-1, 1, n // 2 - 1]
+    elif fault == "lm-head-target":
+        _overwrite_lm_head(out, lab_root / "target")
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return out
+
+
+def _overwrite_lm_head(draft_dir: Path, target_dir: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from eagle3lab.lab.draft import load_target_embedding
+
+    path = draft_dir / "model.safetensors"
+    state = load_file(str(path))
+    head = load_target_embedding(target_dir)  # the lab target ties lm_head to its embedding
+    ids = torch.arange(state["d2t"].numel()) + state["d2t"].long()
+    state["lm_head.weight"] = head[ids].to(state["lm_head.weight"].dtype).contiguous()
+    save_file(state, str(path), metadata={"format": "pt"})

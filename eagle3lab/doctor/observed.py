@@ -1,0 +1,72 @@
+"""What the deployment itself says: the launch flags, a server log, a running server.
+
+Flags go through `eagle3lab.config` (the engine's resolution rules and their lint); a log
+through the observation layer (`eagle3lab.sources.logfile`: `observe_log`, `config_from_log`)
+(SGLang's adjustment warning and the printed ServerArgs); acceptance statistics then go to
+`analysis.diagnose`. These are observations of an effect: they rank below facts read in the
+checkpoints (`report.SOURCE_RANK`).
+"""
+
+from __future__ import annotations
+
+from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.errors import EagleLabError
+
+SEVERITY = {"error": "error", "warning": "warning", "info": "info"}
+
+
+def observed_checks(serve, *, flags=None, log=None, url=None, facts=None) -> tuple[list[Finding], list[CheckStatus], dict]:
+    findings, checks, extra = [], [], {}
+    if flags:
+        f, c = _flags(serve, flags)
+        findings += f
+        checks.append(c)
+    if log:
+        f, c, e = _log(log, facts or {})
+        findings += f
+        checks.append(c)
+        extra.update(e)
+    if url:
+        checks.append(CheckStatus("server", False, f"{url}: reading a live server is not wired into the doctor "
+                                  "yet; run `eagle3lab bench --url URL` and pass its log with --log"))
+    return findings, checks, extra
+
+
+def _flags(serve, flags: str) -> tuple[list[Finding], CheckStatus]:
+    from eagle3lab.config import SpecConfig
+
+    engine = serve or "sglang"
+    try:
+        spec = SpecConfig.from_cli(flags)
+        res = spec.resolve(engine)
+    except EagleLabError as exc:
+        return [Finding("config", "error", "the launch flags cannot be resolved", str(exc), "", 0.9, "config",
+                        "flags")], CheckStatus("flags", True, str(exc))
+    out = [Finding("config_adjusted" if "adjust" in c.code else "config", SEVERITY.get(c.severity, "info"),
+                   c.code, c.message, "", 0.95, "config", "flags") for c in res.findings]
+    return out, CheckStatus("flags", True, f"{res.engine} {res.version}: steps {res.num_steps}, topk {res.topk}, "
+                                           f"draft tokens {res.num_draft_tokens}")
+
+
+def _log(log, facts) -> tuple[list[Finding], CheckStatus, dict]:
+    from eagle3lab.sources.logfile import config_from_log, observe_log, read_log
+
+    frame = read_log(log)
+    evidence = config_from_log(log)
+    obs = observe_log(frame)
+    out, extra = [], {}
+    if evidence["adjusted"]:
+        out.append(Finding("config_adjusted", "error", "the server adjusted the speculative config",
+                           "; ".join(evidence["evidence"])[:400], "pass flags the engine keeps "
+                           "(`eagle3lab config -- FLAGS` shows what it runs)", 0.95, "log", "log"))
+    al = frame["accept_len"].dropna() if "accept_len" in frame.columns else []
+    if obs.accept_length is not None and obs.accept_length == obs.accept_length and len(al):
+        mean = float(obs.accept_length)
+        extra["log_accept_length"] = round(mean, 3)
+        checkpoint_causes = sorted({f.cause for f in facts.get("_findings", [])})
+        out.append(Finding("acceptance", "warning" if mean < 2 else "info",
+                           f"the log's accept length is {mean:.2f} over {len(al)} records",
+                           f"min {float(al.min()):.2f}, max {float(al.max()):.2f}"
+                           + (f"; checkpoint findings above explain it first: {checkpoint_causes}"
+                              if checkpoint_causes else ""), "", 0.5, "log", "log"))
+    return out, CheckStatus("log", True, f"{len(frame)} records"), extra
