@@ -35,7 +35,10 @@ from eagle3lab.errors import EagleLabError
 
 REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
                    "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
-                   "started_s", "text"]
+                   "started_s", "text", "output_ids", "spec_accepted", "spec_histogram"]
+# output_ids, spec_accepted (accepted draft tokens) and spec_histogram (verify steps by number of
+# drafts accepted) come from vLLM's /v1/completions (return_token_ids; per-request
+# spec-decode metrics), NaN/None elsewhere.
 
 
 class LoadTestError(EagleLabError):
@@ -77,9 +80,13 @@ class LoadTestResult:
 
     @property
     def accept_length(self) -> float:
-        """Pooled: all generated tokens / all verify rounds (NaN without speculation)."""
+        """Pooled: all generated tokens / all verify rounds (SGLang's meta_info), or 1 + accepted
+        drafts / verify rounds where the server counts accepted drafts (vLLM's definition: the
+        token a prefill emits is no verify round); NaN without speculation."""
         done = self.completed.dropna(subset=["spec_verify_ct"])
         verify = done["spec_verify_ct"].sum() if len(done) else 0
+        if verify > 0 and done["spec_accepted"].notna().all():
+            return float(1.0 + done["spec_accepted"].sum() / verify)
         return float(done["completion_tokens"].sum() / verify) if verify > 0 else math.nan
 
     @property
@@ -211,14 +218,82 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
     return row
 
 
+def _openai_payload(prompt, max_new_tokens: int, temperature: float, stream: bool) -> dict:
+    body = {"prompt": prompt if isinstance(prompt, str) else [int(t) for t in prompt],
+            "max_tokens": int(max_new_tokens), "temperature": float(temperature), "stream": stream,
+            "return_token_ids": True}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _one_openai_request(session, url: str, index: int, prompt, max_new_tokens: int, temperature: float,
+                        opts: dict, timeout: float, t0: float) -> dict:
+    """One /v1/completions call (vLLM): text, output token ids, usage, and vLLM's per-request
+    spec-decode metrics (``metrics.speculative_decoding``, when the server was started with
+    ``--per-request-spec-decode-metrics``) from the final chunk."""
+    import requests
+
+    row = {"request": index, "ok": False, "started_s": time.perf_counter() - t0}
+    start = time.perf_counter()
+    ttft = math.nan
+    text, ids, usage, metrics, finish = [], [], {}, {}, None
+    stream = opts["stream"]
+    try:
+        resp = session.post(f"{url}/v1/completions",
+                            json=_openai_payload(prompt, max_new_tokens, temperature, stream),
+                            stream=stream, timeout=timeout)
+        with resp:
+            if resp.status_code != 200:
+                row["error"] = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                return row
+            state = {"done": False}
+            for chunk in _chunks(resp, state):
+                if "error" in chunk and "choices" not in chunk:
+                    row["error"] = str(chunk["error"])[:200]
+                    return row
+                for choice in chunk.get("choices") or []:
+                    if math.isnan(ttft) and stream and (choice.get("text") or choice.get("token_ids")):
+                        ttft = time.perf_counter() - start
+                    text.append(choice.get("text") or "")
+                    ids.extend(choice.get("token_ids") or [])
+                    finish = choice.get("finish_reason") or finish
+                usage = chunk.get("usage") or usage
+                metrics = chunk.get("metrics") or metrics
+    except requests.RequestException as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        row["connection_lost"] = True
+        return row
+    except ValueError as exc:
+        row["error"] = f"bad response: {exc}"[:300]
+        return row
+    latency = time.perf_counter() - start
+    if not state["done"] or finish is None:
+        row["error"] = "the stream was cut before the request finished"
+        row["connection_lost"] = True
+        return row
+    completion = int(usage.get("completion_tokens", len(ids)))
+    spec = (metrics or {}).get("speculative_decoding") or {}
+    steps = spec.get("num_spec_steps")
+    row.update(ok=True, prompt_tokens=usage.get("prompt_tokens"), completion_tokens=completion,
+               ttft_s=ttft, latency_s=latency, tokens_per_s=completion / latency if latency > 0 else math.nan,
+               spec_verify_ct=steps, spec_accepted=spec.get("num_accepted_draft_tokens"),
+               spec_histogram=spec.get("acceptance_histogram"),
+               accept_length=spec.get("mean_acceptance_length", math.nan), finish_reason=finish,
+               text="".join(text), output_ids=ids)
+    return row
+
+
 # --------------------------------------------------------------------------- a benchmark
 
 def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, temperature: float = 0.0,
-        stream: bool = True, timeout: float = 600.0, progress: bool = True) -> LoadTestResult:
+        stream: bool = True, timeout: float = 600.0, progress: bool = True, api: str | None = None) -> LoadTestResult:
     """Send every prompt (str or token-id list) to ``url``/generate, ``concurrency`` at a time.
 
-    When the server goes away mid-run (connection refused/reset), no further requests are
-    sent: the result holds what completed and ``failed`` is True.
+    api: "generate" (SGLang's /generate, the lab) or "openai" (/v1/completions, vLLM); default:
+    what a server handle says (``eagle3lab.server``), else "generate". When the server goes away
+    mid-run (connection refused/reset), no further requests are sent: the result holds what
+    completed and ``failed`` is True.
     """
     import pandas as pd
     import requests
@@ -229,6 +304,10 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     prompts = list(prompts)
     if not prompts:
         raise LoadTestError("no prompts to benchmark")
+    api = api or getattr(url, "api", None) or "generate"
+    if api not in ("generate", "openai"):
+        raise LoadTestError(f"api {api!r}: use 'generate' (SGLang, lab) or 'openai' (vLLM)")
+    one_request = _one_request if api == "generate" else _one_openai_request
     url = getattr(url, "url", url).rstrip("/")  # a url or an eagle3lab.server handle
     lost = threading.Event()
     opts = {"stream": stream}
@@ -242,7 +321,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     def work(index: int, prompt) -> None:
         if lost.is_set():
             return  # the server is gone: do not hammer it
-        row = _one_request(session, url, index, prompt, max_new_tokens, temperature, opts, timeout, t0)
+        row = one_request(session, url, index, prompt, max_new_tokens, temperature, opts, timeout, t0)
         if row.pop("connection_lost", False):
             lost.set()
         with lock:
@@ -259,7 +338,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     wall = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=REQUEST_COLUMNS).sort_values("request").reset_index(drop=True)
     frame["ok"] = frame["ok"].astype(bool)
-    for col in ("prompt_tokens", "completion_tokens", "spec_verify_ct"):
+    for col in ("prompt_tokens", "completion_tokens", "spec_verify_ct", "spec_accepted"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     for col in ("ttft_s", "latency_s", "tokens_per_s", "accept_length"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
@@ -270,7 +349,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
         error = (f"{len(prompts) - int(frame['ok'].sum())} of {len(prompts)} requests did not complete"
                  + (f"; first error: {errors.iloc[0]}" if len(errors) else ""))
     return LoadTestResult(url, frame, wall, concurrency, max_new_tokens, temperature, failed, error,
-                       meta={"prompts": len(prompts), "stream": opts["stream"]})
+                       meta={"prompts": len(prompts), "stream": opts["stream"], "api": api})
 
 
 def compare(results: dict, baseline: str) -> "object":
