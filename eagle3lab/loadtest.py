@@ -352,6 +352,19 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
                        meta={"prompts": len(prompts), "stream": opts["stream"], "api": api})
 
 
+def measure(srv, prompts, **kwargs) -> tuple:
+    """(LoadTestResult, Observation or None) for a server (url or eagle3lab.server handle). A
+    vLLM server with speculation is also observed through its /metrics counters around the run
+    (eagle3lab.sources.vllm_metrics); other servers report acceptance per request."""
+    if getattr(srv, "api", None) == "openai":
+        from eagle3lab.sources import vllm_metrics
+
+        if vllm_metrics.scrape(srv).present:
+            obs, result = vllm_metrics.observe(srv, prompts, **kwargs)
+            return result, obs
+    return run(srv, prompts, **kwargs), None
+
+
 def compare(results: dict, baseline: str) -> "object":
     """One row per named run, with speed-up over the named no-speculation baseline."""
     import pandas as pd
@@ -364,6 +377,7 @@ def compare(results: dict, baseline: str) -> "object":
 # --------------------------------------------------------------------------- sweeps
 
 SERVER_KEYS = ("num_steps", "topk", "num_draft_tokens", "fault", "faults", "quantization", "draft",
+               "draft_layer_ids",
                "algorithm", "page_size", "attention_backend", "cuda_graph_max_bs",
                "max_running_requests")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
@@ -391,7 +405,8 @@ def point_key(point: dict) -> str:
     return json.dumps(point, sort_keys=True, default=str)
 
 
-def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaForCausalLM") -> dict:
+def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaForCausalLM",
+                     engine: str = "sglang") -> dict:
     """What the engine runs for this point (``eagle3lab.config``), next to what was asked."""
     from eagle3lab.config import SpecConfig
 
@@ -399,7 +414,8 @@ def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaFor
         return {"effective_num_steps": None, "effective_topk": None, "effective_num_draft_tokens": None}
     asked = {k: point[k] for k in _RESOLVE_KEYS if point.get(k) is not None}
     try:
-        res = SpecConfig(**asked).resolve(engine="sglang", version=version, arch=arch)
+        res = SpecConfig(**asked).resolve(engine=engine, version=None if engine == "vllm" else version,
+                                          arch=arch)
     except EagleLabError as exc:
         return {"effective_error": str(exc)}
     out = {"effective_num_steps": res.num_steps, "effective_topk": res.topk,
@@ -407,6 +423,21 @@ def effective_config(point: dict, version: str = "0.5.23", arch: str = "LlamaFor
            "effective_changed": bool(res.changed), "effective_error": res.error,
            "effective_warnings": list(res.warnings)}
     return out
+
+
+def reported_settings(srv) -> dict:
+    """The speculative settings a running server reports: SGLang's (and the lab's)
+    /get_server_info; for vLLM, which has no such endpoint, its /metrics: one per-position
+    acceptance series per draft token, none without speculation."""
+    if getattr(srv, "api", None) == "openai":
+        from eagle3lab.sources import vllm_metrics
+
+        counters = vllm_metrics.scrape(srv)
+        if not counters.present:
+            return {"algorithm": None}
+        return {"algorithm": "EAGLE3", "num_steps": counters.k, "topk": 1,
+                "num_draft_tokens": counters.k + 1}
+    return _server_reported(srv.server_info())
 
 
 def _server_reported(info: dict) -> dict:
@@ -522,22 +553,33 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
           out=None, backend: str = "lab", model_path=None, draft_path=None, urls=None,
           extra_args=(), launch_timeout: float = 600.0, version: str = "0.5.23",
           arch: str = "LlamaForCausalLM", progress: bool = True, launch_kwargs: dict | None = None,
-          baseline: bool = False):
+          baseline: bool = False, engine: str | None = None):
     """Benchmark every grid point; returns one row per point (asked, effective, measured).
 
     Without ``urls`` each point launches its own server (``eagle3lab.server.launch`` with the
     point's flags) and stops it afterwards. With ``urls`` the points are spread over those
     already-running servers, one thread per url; a point that sets server-level keys only goes
-    to a server whose ``/get_server_info`` reports the same settings. Each finished point is
-    appended to ``out`` (JSON lines); a rerun skips points already recorded without failure.
-    ``baseline=True`` adds a no-speculation point per target setting and a ``speedup`` column.
+    to a server that reports the same settings (``reported_settings``); a point no server runs
+    is skipped (a row with ``skipped`` True, not written to ``out``, so a rerun with other servers
+    measures it), and so is the baseline when no server runs without speculation (speedup NaN).
+    Each finished point is appended to ``out`` (JSON lines); a rerun skips points already
+    recorded without failure. ``baseline=True`` adds a no-speculation point per target setting
+    and a ``speedup`` column. engine: whose rules give the effective config ("sglang" or
+    "vllm"; default: vllm for backend "vllm" or OpenAI-only servers, else sglang).
     """
     import pandas as pd
     from tqdm.auto import tqdm
 
     points = grid_points(grid)
-    if backend == "sglang" and not urls and any(_point_spec(p, backend).get("fault") for p in points):
+    if backend in ("sglang", "vllm") and not urls and any(_point_spec(p, backend).get("fault") for p in points):
         raise LoadTestError("faults are lab switches: use backend='lab' for a grid with 'fault'")
+    if urls:
+        from eagle3lab import server
+
+        urls = [u if isinstance(u, server.Server) else server.connect(getattr(u, "url", u), timeout=30)
+                for u in urls]
+    if engine is None:
+        engine = "vllm" if backend == "vllm" or (urls and all(u.api == "openai" for u in urls)) else "sglang"
     if baseline:
         points = baseline_points(points, backend) + points
     out = Path(out) if out else None
@@ -549,25 +591,31 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
 
     def finish(point: dict, record: dict) -> None:
         record = {"point_key": point_key(point), **{f"asked_{k}": v for k, v in point.items()},
-                  **effective_config(point, version, arch), **record}
-        if out:
+                  **effective_config(point, version, arch, engine), **record}
+        if out and not record.get("skipped"):
             _append(out, record, lock)
         with lock:
             records[point_key(point)] = record
             bar.update(1)
 
-    def measure(url: str, point: dict) -> dict:
-        result = run(url, prompts, max_new_tokens=point.get("max_new_tokens", max_new_tokens),
-                     concurrency=point.get("concurrency", concurrency),
-                     temperature=point.get("temperature", temperature), progress=False)
-        return {"url": url, **result.summary()}
+    def measure_point(srv, point: dict) -> dict:
+        result, obs = measure(srv, prompts, max_new_tokens=point.get("max_new_tokens", max_new_tokens),
+                              concurrency=point.get("concurrency", concurrency),
+                              temperature=point.get("temperature", temperature), progress=False)
+        record = {"url": getattr(srv, "url", srv), **result.summary()}
+        if obs is not None:  # vLLM: acceptance from its counters over this point's window
+            s = obs.summary()
+            record.update(accept_length=obs.accept_length, accept_length_ci95=obs.accept_length_ci95,
+                          per_position=s["per_position"], per_position_conditional=obs.conditional,
+                          verify_steps=obs.n_steps)
+        return record
 
     try:
         if urls:
-            _sweep_urls([getattr(u, "url", u) for u in urls], todo, measure, finish)
+            _sweep_urls(urls, todo, measure_point, finish, resumed=bool(records))
         else:
             for point in todo:
-                finish(point, _launched_point(point, measure, backend, model_path, draft_path,
+                finish(point, _launched_point(point, measure_point, backend, model_path, draft_path,
                                               extra_args, launch_timeout, launch_kwargs or {}))
     finally:
         bar.close()
@@ -592,8 +640,8 @@ def _launched_point(point, measure, backend, model_path, draft_path, extra_args,
         with server.launch(backend, model_path, draft, spec=_point_spec(point, backend), extra_args=extra_args,
                            timeout=timeout, **launch_kwargs) as srv:
             launch_s = time.perf_counter() - started
-            reported = _server_reported(srv.server_info())
-            record = measure(srv.url, point)
+            reported = reported_settings(srv)
+            record = measure(srv, point)
     except server.ServerError as exc:
         tail = [line for line in (getattr(exc, "log_tail", "") or "").splitlines() if line.strip()]
         error = str(exc).splitlines()[0] + (f" ... {tail[-1].strip()}" if tail else "")
@@ -603,16 +651,22 @@ def _launched_point(point, measure, backend, model_path, draft_path, extra_args,
     return record
 
 
-def _sweep_urls(urls: list[str], todo: list[dict], measure, finish) -> None:
+def _sweep_urls(urls: list, todo: list[dict], measure, finish, resumed: bool = False) -> None:
     from eagle3lab import server
 
-    reported = {url: _server_reported(server.connect(url, timeout=30).server_info()) for url in urls}
+    servers = [u if isinstance(u, server.Server) else server.connect(u, timeout=30) for u in urls]
+    urls = [s.url for s in servers]
+    by_url = dict(zip(urls, servers))
+    reported = {s.url: reported_settings(s) for s in servers}
     servers_for = {point_key(p): [u for u in urls if _matches(p, reported[u])] for p in todo}
     orphans = [p for p in todo if not servers_for[point_key(p)]]
-    if orphans:
-        raise LoadTestError(f"no running server matches {len(orphans)} point(s), e.g. {orphans[0]}; "
-                         f"servers report: {reported}")
-    pending = list(todo)
+    if todo and len(orphans) == len(todo) and not resumed:
+        raise LoadTestError(f"no running server runs any of the {len(todo)} point(s), e.g. {todo[0]}; "
+                            f"servers report: {reported}")
+    for point in orphans:  # a running server's settings are fixed: say so, measure the rest
+        finish(point, {"skipped": True, "failed": False,
+                       "error": f"no running server runs this point; servers report {reported}"})
+    pending = [p for p in todo if servers_for[point_key(p)]]
     lock = threading.Lock()
 
     def next_point(url: str):
@@ -625,7 +679,7 @@ def _sweep_urls(urls: list[str], todo: list[dict], measure, finish) -> None:
     def worker(url: str) -> None:
         while (point := next_point(url)) is not None:
             try:
-                record = measure(url, point)
+                record = measure(by_url[url], point)
             except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
                 record = {"url": url, "failed": True, "error": f"{type(exc).__name__}: {exc}"}
             record.update({f"server_{k}": v for k, v in reported[url].items()})

@@ -131,6 +131,10 @@ def build_command(backend: str, model_path, draft_path=None, spec=None, host: st
     if backend == "vllm":
         return build_vllm_command(model_path, draft_path, spec, host, port, extra_args)
     if backend == "sglang":
+        faults = _fault_names(spec_dict(spec).get("fault") or []) + _fault_names(spec_dict(spec).get("faults") or [])
+        if faults:
+            raise ServerError(f"faults ({','.join(faults)}) are switches of the lab engine; SGLang has "
+                              "no --fault flag: use backend='lab' for faults")
         head = [sys.executable, "-m", "sglang.launch_server"]
     elif backend == "lab":
         head = [sys.executable, "-m", "eagle3lab", "serve"]
