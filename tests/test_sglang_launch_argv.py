@@ -53,8 +53,13 @@ def test_lab_faults_never_reach_sglang():
     assert "--fault" not in argv
 
 
-def test_launch_flags_are_the_flags_of_sglangs_parser(sglang_parser):
-    from eagle3lab.sglang_resolver import LAUNCH_FLAGS
+def test_launch_flags_cover_sglangs_parser_and_agree_on_which_take_a_value(sglang_parser):
+    """LAUNCH_FLAGS holds every flag of 0.4.3-0.5.23 (older releases' flags too, so a user's old
+    command line still parses): every flag of the installed 0.5.23 parser is in it, classed as
+    SGLang classes it (a switch takes no value)."""
+    from eagle3lab.sglang_resolver import LAUNCH_FLAGS, SWITCH_FLAGS, VALUE_FLAGS
 
-    theirs = {flag for flag in sglang_parser._option_string_actions if flag.startswith("--")}
-    assert sorted(theirs - LAUNCH_FLAGS) == [] and sorted(LAUNCH_FLAGS - theirs) == []
+    actions = {flag: a for flag, a in sglang_parser._option_string_actions.items() if flag.startswith("--")}
+    assert sorted(set(actions) - LAUNCH_FLAGS) == []
+    switches = {flag for flag, a in actions.items() if a.nargs == 0}
+    assert sorted(switches - SWITCH_FLAGS) == [] and sorted((set(actions) - switches) - VALUE_FLAGS) == []
