@@ -94,20 +94,6 @@ def launch_target(args) -> tuple:
     return model, draft
 
 
-def measure(srv, prompts, kwargs: dict) -> tuple:
-    """(LoadTestResult, Observation or None): a vLLM server with speculation is observed through
-    its /metrics counters around the run (eagle3lab.sources.vllm_metrics)."""
-    from eagle3lab import loadtest
-
-    if srv.api == "openai":
-        from eagle3lab.sources import vllm_metrics
-
-        if vllm_metrics.scrape(srv).present:
-            obs, result = vllm_metrics.observe(srv, prompts, **kwargs)
-            return result, obs
-    return loadtest.run(srv, prompts, **kwargs), None
-
-
 def lossless(run, baseline) -> dict:
     """Greedy outputs of the speculative run against the baseline's, request by request: token
     ids where the server returns them (vLLM), else text."""
@@ -134,7 +120,9 @@ def summarize(results: dict, obs) -> dict:
         s = obs.summary()
         summary.update(engine=obs.engine, num_steps=s["effective_num_steps"], topk=s["effective_topk"],
                        num_draft_tokens=s["effective_num_draft_tokens"], prompts=len(run.requests),
-                       verify_steps=obs.n_steps, accept_length=obs.accept_length,
+                       verify_steps=obs.n_steps, new_tokens=summary["completion_tokens"],
+                       accept_rate=(obs.accept_length - 1) / s["effective_num_steps"],
+                       accept_length=obs.accept_length,
                        accept_length_ci95=None if obs.accept_length_ci95 is None else list(obs.accept_length_ci95),
                        per_position=s["per_position"], per_position_conditional=obs.conditional,
                        warnings=list(obs.warnings))
@@ -149,7 +137,7 @@ def summarize(results: dict, obs) -> dict:
 def run(args) -> int:
     import json
 
-    from eagle3lab import server
+    from eagle3lab import loadtest, server
 
     faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
     check_faults(args, faults)
@@ -162,19 +150,19 @@ def run(args) -> int:
                   temperature=args.temperature)
     results, obs = {}, None
     if args.url:
-        results["run"], obs = measure(server.connect(args.url[0]), prompts, kwargs)
+        results["run"], obs = loadtest.measure(server.connect(args.url[0]), prompts, **kwargs)
     else:
         model, draft = launch_target(args)
         with server.launch(args.backend, model, draft, spec=spec, log_file=args.log_file,
                            timeout=args.timeout, **launch_kwargs(args)) as srv:
             print(f"launched {srv!r}; log {srv.log_file}")
-            results["run"], obs = measure(srv, prompts, kwargs)
+            results["run"], obs = loadtest.measure(srv, prompts, **kwargs)
         if args.baseline:
             # no speculation; the lab keeps the faults that act on the target itself
             base = {"fault": spec["fault"]} if args.backend == "lab" else None
             with server.launch(args.backend, model, None, spec=base, timeout=args.timeout,
                                **launch_kwargs(args)) as srv:
-                results["baseline"], _ = measure(srv, prompts, kwargs)
+                results["baseline"], _ = loadtest.measure(srv, prompts, **kwargs)
     if args.requests:
         print(results["run"].requests.drop(columns=["text", "output_ids", "spec_histogram"]).to_string(index=False))
     summary = summarize(results, obs)
