@@ -196,6 +196,23 @@ def test_the_log_reader_reads_vllm_0_32_spec_decoding_lines(healthy, ci_lab):
     assert spec["accept_len"].notna().all()
 
 
+def test_a_sweep_over_running_vllm_servers_places_points_by_their_metrics(healthy, ci_lab, tmp_path):
+    """`eagle3lab sweep --url`: a vLLM server started elsewhere is recognised (no
+    /get_server_info), its draft-token count read from /metrics; a point it does not run is skipped."""
+    remote = server.connect(healthy.url)
+    assert remote.api == "openai" and loadtest.reported_settings(remote) == {
+        "algorithm": "EAGLE3", "num_steps": K, "topk": 1, "num_draft_tokens": K + 1}
+    out = tmp_path / "sweep.jsonl"
+    frame = loadtest.sweep({"num_steps": [K, 3]}, prompts(ci_lab, 2), max_new_tokens=16, urls=[healthy.url],
+                           out=out, progress=False, baseline=True)
+    by_steps = frame.set_index(frame["asked_num_steps"].fillna(0).astype(int))
+    assert not by_steps.loc[K, "failed"] and by_steps.loc[K, "url"] == healthy.url
+    assert len(by_steps.loc[K, "per_position"]) == K and by_steps.loc[K, "accept_length"] > 1
+    assert by_steps.loc[K, "effective_num_draft_tokens"] == K + 1  # vLLM's rules for vLLM servers
+    assert bool(by_steps.loc[3, "skipped"]) and bool(by_steps.loc[0, "skipped"])  # 3 and the baseline
+    assert len(out.read_text().splitlines()) == 1
+
+
 def test_killing_vllm_mid_benchmark_gives_a_partial_result_marked_failed(healthy, ci_lab):
     many = prompts(ci_lab, 10)
     done = threading.Event()
