@@ -69,3 +69,19 @@ def test_readme_server_urls_sweep_over_two_running_servers(ci_lab, tmp_path):
         # with a server that runs none of the points the sweep says so
         with pytest.raises(loadtest.LoadTestError, match="no running server runs any"):
             experiments.config_sweep([(7, 1, 8)], lab="ci", urls=[a.url], num_prompts=1, max_new_tokens=8)
+
+
+@pytest.mark.parametrize("backend", ["sglang", "vllm"])
+def test_bench_with_a_fault_on_a_real_engine_is_refused_before_launching(backend, monkeypatch, capsys):
+    """`eagle3lab bench --backend sglang --baseline --fault X` used to pass --fault to SGLang (for
+    the run and the baseline); faults are lab switches, so the command now refuses them."""
+    from eagle3lab.cli import main
+
+    def never(*a, **kw):
+        raise AssertionError("a server was launched")
+
+    monkeypatch.setattr(server, "launch", never)
+    code = main(["bench", "--backend", backend, "--model-path", "/models/target", "--draft", "/models/draft",
+                 "--num-steps", "3", "--baseline", "--fault", "quant-int4"])
+    assert code == 2
+    assert "faults are switches of the lab engine" in capsys.readouterr().err

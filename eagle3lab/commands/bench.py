@@ -101,7 +101,8 @@ def lossless(run, baseline) -> dict:
         return {"lossless": None, "lossless_check": "not checked at temperature > 0"}
     a, b = run.requests.set_index("request"), baseline.requests.set_index("request")
     both = a.index[a["ok"]].intersection(b.index[b["ok"]])
-    column = "output_ids" if a["output_ids"].notna().all() and b["output_ids"].notna().all() else "text"
+    column = "output_ids" if a.loc[both, "output_ids"].notna().all() and b.loc[both, "output_ids"].notna().all() \
+        else "text"
     same = [list(a.at[i, column]) == list(b.at[i, column]) if column == "output_ids"
             else a.at[i, column] == b.at[i, column] for i in both]
     return {"lossless": bool(len(same) and all(same)),
