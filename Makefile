@@ -8,4 +8,5 @@ report:
 
 test:
 	bash scripts/setup.sh
+	bash scripts/setup_vllm.sh
 	bash scripts/test.sh

@@ -721,6 +721,54 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
     return _finish(res, spec)
 
 
+# ----------------------------------------------------------------------------- vLLM launch flags
+# (eagle3lab.server.launch(backend="vllm") builds `python -m vllm.entrypoints.openai.api_server`
+# from these; the CPU settings it adds when no GPU is present live in eagle3lab.server.)
+
+VLLM_METHODS = {"EAGLE3": "eagle3", "EAGLE": "eagle"}
+# SpecConfig fields with a vLLM serve flag; the others have no counterpart there.
+_VLLM_FIELD_FLAGS = {"max_running_requests": "--max-num-seqs"}
+_VLLM_NO_COUNTERPART = ("page_size", "attention_backend", "cuda_graph_max_bs")
+
+
+def vllm_speculative_config(spec: SpecConfig, draft_path=None) -> dict:
+    """vLLM's ``--speculative-config`` for a spec: method, draft model, k drafts per step.
+
+    k = num_steps (else num_draft_tokens - 1), as `resolve_vllm` models it; vLLM drafts a
+    chain, so topk > 1 cannot be served (an error here, a warning in `lint`).
+    """
+    method = VLLM_METHODS.get(spec.algorithm)
+    if method is None:
+        raise EagleLabError(f"algorithm {spec.algorithm} has no vLLM method here; use "
+                            f"{' or '.join(VLLM_METHODS)}")
+    if spec.topk is not None and spec.topk > 1:
+        raise EagleLabError(f"topk={spec.topk}: vLLM's EAGLE-3 drafts a chain (topk 1); "
+                            "give num_steps (num_speculative_tokens) only")
+    res = resolve_vllm(spec)
+    if res.error:
+        raise EagleLabError(f"vLLM refuses this configuration: {res.error}")
+    draft = draft_path if draft_path is not None else spec.draft_model_path
+    if draft is None:
+        raise EagleLabError("vLLM's EAGLE-3 needs a draft model (draft_path)")
+    return {"method": method, "model": str(draft), "num_speculative_tokens": res.num_steps}
+
+
+def to_vllm_flags(spec: SpecConfig, draft_path=None) -> list[str]:
+    """`vllm serve` flags for a spec (without model, host, port): the speculative config and
+    the fields that have a vLLM flag; a set field without a vLLM counterpart is an error."""
+    unmapped = [f for f in _VLLM_NO_COUNTERPART if getattr(spec, f) is not None]
+    if spec.disable_overlap_schedule:
+        unmapped.append("disable_overlap_schedule")
+    if unmapped:
+        raise EagleLabError(f"{', '.join(unmapped)}: SGLang settings with no vLLM flag here; "
+                            "pass vLLM's own flags as extra arguments instead")
+    flags = ["--speculative-config", json.dumps(vllm_speculative_config(spec, draft_path))]
+    for name, flag in _VLLM_FIELD_FLAGS.items():
+        if getattr(spec, name) is not None:
+            flags += [flag, str(getattr(spec, name))]
+    return flags
+
+
 # ----------------------------------------------------------------------------- findings
 
 # SpecForge trains EAGLE-3 drafts with ttt_length 7 (every example config).

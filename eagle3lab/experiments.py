@@ -235,8 +235,10 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     for label, point in points.items():
         point = dict(point)
         if backend != "lab":
-            point.pop("fault", None)
-            point.pop("draft", None)
+            point.pop("fault", None)  # lab switches: a real engine serves the checkpoints as they are
+            name = point.pop("draft", None)
+            if draft_dir is None and name is not None:  # DRAFT_DIR=None: the lab's draft of that name
+                point["draft"] = str(lab_dir(lab) / "drafts" / name)
         grid.append({"label": label, **point})
     prompts = bench_prompts(lab, num_prompts, backend=backend)
     frame = loadtest.sweep(grid, prompts, max_new_tokens=max_new_tokens, backend=backend,
@@ -466,8 +468,11 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
         frame = loadtest.sweep(points, bench_prompts(lab, num_prompts, backend="sglang"),
                             max_new_tokens=max_new_tokens, urls=list(urls), out=file, progress=False,
                             baseline=True)
-        base = frame[frame["asked_baseline"].eq(True)]["tokens_per_s"].mean()
-        frame = frame[~frame["asked_baseline"].eq(True)].rename(columns={
+        if "skipped" in frame:  # points no running server runs (its settings are fixed)
+            frame = frame[~frame["skipped"].eq(True)]
+        is_base = frame["asked_baseline"].eq(True) if "asked_baseline" in frame else frame.index != frame.index
+        base = frame[is_base]["tokens_per_s"].mean() if is_base.any() else float("nan")
+        frame = frame[~is_base].rename(columns={
             "effective_num_steps": "num_steps", "effective_topk": "topk",
             "effective_num_draft_tokens": "num_draft_tokens"})
         return frame.assign(baseline_tokens_per_s=base)

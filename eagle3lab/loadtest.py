@@ -37,7 +37,10 @@ from eagle3lab.versions import LATEST_SGLANG
 
 REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
                    "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
-                   "started_s", "text"]
+                   "started_s", "text", "output_ids", "spec_accepted", "spec_histogram"]
+# output_ids, spec_accepted (accepted draft tokens) and spec_histogram (verify steps by number of
+# drafts accepted) come from vLLM's /v1/completions (return_token_ids; per-request
+# spec-decode metrics), NaN/None elsewhere.
 
 
 class LoadTestError(EagleLabError):
@@ -79,10 +82,15 @@ class LoadTestResult:
 
     @property
     def accept_length(self) -> float:
-        """Pooled: all generated tokens / all verify rounds (NaN without speculation)."""
+        """Pooled over requests (`analysis.accept_length_pooled`): all generated tokens / all
+        verify rounds (SGLang's meta_info), or 1 + accepted drafts / verify rounds where the server
+        counts accepted drafts (vLLM's definition: the token a prefill emits is no verify round);
+        NaN without speculation."""
         from eagle3lab.analysis import accept_length_pooled
 
         done = self.completed.dropna(subset=["spec_verify_ct"])
+        if len(done) and done["spec_accepted"].notna().all():
+            return 1.0 + accept_length_pooled(done["spec_accepted"], done["spec_verify_ct"])
         return accept_length_pooled(done["completion_tokens"], done["spec_verify_ct"])
 
     def observation(self, server_info: dict | None = None, requested=None):
@@ -220,14 +228,82 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
     return row
 
 
+def _openai_payload(prompt, max_new_tokens: int, temperature: float, stream: bool) -> dict:
+    body = {"prompt": prompt if isinstance(prompt, str) else [int(t) for t in prompt],
+            "max_tokens": int(max_new_tokens), "temperature": float(temperature), "stream": stream,
+            "return_token_ids": True}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _one_openai_request(session, url: str, index: int, prompt, max_new_tokens: int, temperature: float,
+                        opts: dict, timeout: float, t0: float) -> dict:
+    """One /v1/completions call (vLLM): text, output token ids, usage, and vLLM's per-request
+    spec-decode metrics (``metrics.speculative_decoding``, when the server was started with
+    ``--per-request-spec-decode-metrics``) from the final chunk."""
+    import requests
+
+    row = {"request": index, "ok": False, "started_s": time.perf_counter() - t0}
+    start = time.perf_counter()
+    ttft = math.nan
+    text, ids, usage, metrics, finish = [], [], {}, {}, None
+    stream = opts["stream"]
+    try:
+        resp = session.post(f"{url}/v1/completions",
+                            json=_openai_payload(prompt, max_new_tokens, temperature, stream),
+                            stream=stream, timeout=timeout)
+        with resp:
+            if resp.status_code != 200:
+                row["error"] = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                return row
+            state = {"done": False}
+            for chunk in _chunks(resp, state):
+                if "error" in chunk and "choices" not in chunk:
+                    row["error"] = str(chunk["error"])[:200]
+                    return row
+                for choice in chunk.get("choices") or []:
+                    if math.isnan(ttft) and stream and (choice.get("text") or choice.get("token_ids")):
+                        ttft = time.perf_counter() - start
+                    text.append(choice.get("text") or "")
+                    ids.extend(choice.get("token_ids") or [])
+                    finish = choice.get("finish_reason") or finish
+                usage = chunk.get("usage") or usage
+                metrics = chunk.get("metrics") or metrics
+    except requests.RequestException as exc:
+        row["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        row["connection_lost"] = True
+        return row
+    except ValueError as exc:
+        row["error"] = f"bad response: {exc}"[:300]
+        return row
+    latency = time.perf_counter() - start
+    if not state["done"] or finish is None:
+        row["error"] = "the stream was cut before the request finished"
+        row["connection_lost"] = True
+        return row
+    completion = int(usage.get("completion_tokens", len(ids)))
+    spec = (metrics or {}).get("speculative_decoding") or {}
+    steps = spec.get("num_spec_steps")
+    row.update(ok=True, prompt_tokens=usage.get("prompt_tokens"), completion_tokens=completion,
+               ttft_s=ttft, latency_s=latency, tokens_per_s=completion / latency if latency > 0 else math.nan,
+               spec_verify_ct=steps, spec_accepted=spec.get("num_accepted_draft_tokens"),
+               spec_histogram=spec.get("acceptance_histogram"),
+               accept_length=spec.get("mean_acceptance_length", math.nan), finish_reason=finish,
+               text="".join(text), output_ids=ids)
+    return row
+
+
 # --------------------------------------------------------------------------- a benchmark
 
 def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, temperature: float = 0.0,
-        stream: bool = True, timeout: float = 600.0, progress: bool = True) -> LoadTestResult:
+        stream: bool = True, timeout: float = 600.0, progress: bool = True, api: str | None = None) -> LoadTestResult:
     """Send every prompt (str or token-id list) to ``url``/generate, ``concurrency`` at a time.
 
-    When the server goes away mid-run (connection refused/reset), no further requests are
-    sent: the result holds what completed and ``failed`` is True.
+    api: "generate" (SGLang's /generate, the lab) or "openai" (/v1/completions, vLLM); default:
+    what a server handle says (``eagle3lab.server``), else "generate". When the server goes away
+    mid-run (connection refused/reset), no further requests are sent: the result holds what
+    completed and ``failed`` is True.
     """
     import pandas as pd
     import requests
@@ -238,6 +314,10 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     prompts = list(prompts)
     if not prompts:
         raise LoadTestError("no prompts to benchmark")
+    api = api or getattr(url, "api", None) or "generate"
+    if api not in ("generate", "openai"):
+        raise LoadTestError(f"api {api!r}: use 'generate' (SGLang, lab) or 'openai' (vLLM)")
+    one_request = _one_request if api == "generate" else _one_openai_request
     url = getattr(url, "url", url).rstrip("/")  # a url or an eagle3lab.server handle
     lost = threading.Event()
     opts = {"stream": stream}
@@ -251,7 +331,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     def work(index: int, prompt) -> None:
         if lost.is_set():
             return  # the server is gone: do not hammer it
-        row = _one_request(session, url, index, prompt, max_new_tokens, temperature, opts, timeout, t0)
+        row = one_request(session, url, index, prompt, max_new_tokens, temperature, opts, timeout, t0)
         if row.pop("connection_lost", False):
             lost.set()
         with lock:
@@ -268,7 +348,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     wall = time.perf_counter() - t0
     frame = pd.DataFrame(rows, columns=REQUEST_COLUMNS).sort_values("request").reset_index(drop=True)
     frame["ok"] = frame["ok"].astype(bool)
-    for col in ("prompt_tokens", "completion_tokens", "spec_verify_ct"):
+    for col in ("prompt_tokens", "completion_tokens", "spec_verify_ct", "spec_accepted"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce")
     for col in ("ttft_s", "latency_s", "tokens_per_s", "accept_length"):
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float)
@@ -279,7 +359,20 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
         error = (f"{len(prompts) - int(frame['ok'].sum())} of {len(prompts)} requests did not complete"
                  + (f"; first error: {errors.iloc[0]}" if len(errors) else ""))
     return LoadTestResult(url, frame, wall, concurrency, max_new_tokens, temperature, failed, error,
-                       meta={"prompts": len(prompts), "stream": opts["stream"]})
+                       meta={"prompts": len(prompts), "stream": opts["stream"], "api": api})
+
+
+def measure(srv, prompts, **kwargs) -> tuple:
+    """(LoadTestResult, Observation or None) for a server (url or eagle3lab.server handle). A
+    vLLM server with speculation is also observed through its /metrics counters around the run
+    (eagle3lab.sources.vllm_metrics); other servers report acceptance per request."""
+    if getattr(srv, "api", None) == "openai":
+        from eagle3lab.sources import vllm_metrics
+
+        if vllm_metrics.scrape(srv).present:
+            obs, result = vllm_metrics.observe(srv, prompts, **kwargs)
+            return result, obs
+    return run(srv, prompts, **kwargs), None
 
 
 def compare(results: dict, baseline: str) -> "object":
@@ -297,7 +390,7 @@ def compare(results: dict, baseline: str) -> "object":
 # the lab's faults and draft, and quantization.
 _RESOLVE_KEYS = tuple(k for k in SPEC_NAMES if k not in ("model_path", "draft_model_path", "device",
                                                           "disable_overlap_schedule"))
-SERVER_KEYS = _RESOLVE_KEYS + ("fault", "faults", "quantization", "draft")
+SERVER_KEYS = _RESOLVE_KEYS + ("fault", "faults", "quantization", "draft", "draft_layer_ids")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
 
 
@@ -315,7 +408,8 @@ def point_key(point: dict) -> str:
     return json.dumps(point, sort_keys=True, default=str)
 
 
-def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "LlamaForCausalLM") -> dict:
+def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "LlamaForCausalLM",
+                     engine: str = "sglang") -> dict:
     """What the engine runs for this point (``eagle3lab.config``), next to what was asked."""
     from eagle3lab.config import SpecConfig
 
@@ -323,7 +417,8 @@ def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "Lla
         return {"effective_num_steps": None, "effective_topk": None, "effective_num_draft_tokens": None}
     asked = {k: point[k] for k in _RESOLVE_KEYS if point.get(k) is not None}
     try:
-        res = SpecConfig(**asked).resolve(engine="sglang", version=version, arch=arch)
+        res = SpecConfig(**asked).resolve(engine=engine, version=None if engine == "vllm" else version,
+                                          arch=arch)
     except EagleLabError as exc:
         return {"effective_error": str(exc)}
     out = {"effective_num_steps": res.num_steps, "effective_topk": res.topk,
@@ -331,6 +426,21 @@ def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "Lla
            "effective_changed": bool(res.changed), "effective_error": res.error,
            "effective_warnings": list(res.warnings)}
     return out
+
+
+def reported_settings(srv) -> dict:
+    """The speculative settings a running server reports: SGLang's (and the lab's)
+    /get_server_info; for vLLM, which has no such endpoint, its /metrics: one per-position
+    acceptance series per draft token, none without speculation."""
+    if getattr(srv, "api", None) == "openai":
+        from eagle3lab.sources import vllm_metrics
+
+        counters = vllm_metrics.scrape(srv)
+        if not counters.present:
+            return {"algorithm": None}
+        return {"algorithm": "EAGLE3", "num_steps": counters.k, "topk": 1,
+                "num_draft_tokens": counters.k + 1}
+    return _server_reported(srv.server_info())
 
 
 def _server_reported(info: dict) -> dict:
@@ -445,22 +555,33 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
           out=None, backend: str = "lab", model_path=None, draft_path=None, urls=None,
           extra_args=(), launch_timeout: float = 600.0, version: str = LATEST_SGLANG,
           arch: str = "LlamaForCausalLM", progress: bool = True, launch_kwargs: dict | None = None,
-          baseline: bool = False):
+          baseline: bool = False, engine: str | None = None):
     """Benchmark every grid point; returns one row per point (asked, effective, measured).
 
     Without ``urls`` each point launches its own server (``eagle3lab.server.launch`` with the
     point's flags) and stops it afterwards. With ``urls`` the points are spread over those
     already-running servers, one thread per url; a point that sets server-level keys only goes
-    to a server whose ``/get_server_info`` reports the same settings. Each finished point is
-    appended to ``out`` (JSON lines); a rerun skips points already recorded without failure.
-    ``baseline=True`` adds a no-speculation point per target setting and a ``speedup`` column.
+    to a server that reports the same settings (``reported_settings``); a point no server runs
+    is skipped (a row with ``skipped`` True, not written to ``out``, so a rerun with other servers
+    measures it), and so is the baseline when no server runs without speculation (speedup NaN).
+    Each finished point is appended to ``out`` (JSON lines); a rerun skips points already
+    recorded without failure. ``baseline=True`` adds a no-speculation point per target setting
+    and a ``speedup`` column. engine: whose rules give the effective config ("sglang" or
+    "vllm"; default: vllm for backend "vllm" or OpenAI-only servers, else sglang).
     """
     import pandas as pd
     from tqdm.auto import tqdm
 
     points = grid_points(grid)
-    if backend == "sglang" and not urls and any(_point_spec(p, backend).get("fault") for p in points):
+    if backend in ("sglang", "vllm") and not urls and any(_point_spec(p, backend).get("fault") for p in points):
         raise LoadTestError("faults are lab switches: use backend='lab' for a grid with 'fault'")
+    if urls:
+        from eagle3lab import server
+
+        urls = [u if isinstance(u, server.Server) else server.connect(getattr(u, "url", u), timeout=30)
+                for u in urls]
+    if engine is None:
+        engine = "vllm" if backend == "vllm" or (urls and all(u.api == "openai" for u in urls)) else "sglang"
     if baseline:
         points = baseline_points(points, backend) + points
     out = Path(out) if out else None
@@ -472,25 +593,31 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
 
     def finish(point: dict, record: dict) -> None:
         record = {"point_key": point_key(point), **{f"asked_{k}": v for k, v in point.items()},
-                  **effective_config(point, version, arch), **record}
-        if out:
+                  **effective_config(point, version, arch, engine), **record}
+        if out and not record.get("skipped"):
             _append(out, record, lock)
         with lock:
             records[point_key(point)] = record
             bar.update(1)
 
-    def measure(url: str, point: dict) -> dict:
-        result = run(url, prompts, max_new_tokens=point.get("max_new_tokens", max_new_tokens),
-                     concurrency=point.get("concurrency", concurrency),
-                     temperature=point.get("temperature", temperature), progress=False)
-        return {"url": url, **result.summary()}
+    def measure_point(srv, point: dict) -> dict:
+        result, obs = measure(srv, prompts, max_new_tokens=point.get("max_new_tokens", max_new_tokens),
+                              concurrency=point.get("concurrency", concurrency),
+                              temperature=point.get("temperature", temperature), progress=False)
+        record = {"url": getattr(srv, "url", srv), **result.summary()}
+        if obs is not None:  # vLLM: acceptance from its counters over this point's window
+            s = obs.summary()
+            record.update(accept_length=obs.accept_length, accept_length_ci95=obs.accept_length_ci95,
+                          per_position=s["per_position"], per_position_conditional=obs.conditional,
+                          verify_steps=obs.n_steps)
+        return record
 
     try:
         if urls:
-            _sweep_urls([getattr(u, "url", u) for u in urls], todo, measure, finish)
+            _sweep_urls(urls, todo, measure_point, finish, resumed=bool(records))
         else:
             for point in todo:
-                finish(point, _launched_point(point, measure, backend, model_path, draft_path,
+                finish(point, _launched_point(point, measure_point, backend, model_path, draft_path,
                                               extra_args, launch_timeout, launch_kwargs or {}))
     finally:
         bar.close()
@@ -515,8 +642,8 @@ def _launched_point(point, measure, backend, model_path, draft_path, extra_args,
         with server.launch(backend, model_path, draft, spec=_point_spec(point, backend), extra_args=extra_args,
                            timeout=timeout, **launch_kwargs) as srv:
             launch_s = time.perf_counter() - started
-            reported = _server_reported(srv.server_info())
-            record = measure(srv.url, point)
+            reported = reported_settings(srv)
+            record = measure(srv, point)
     except server.ServerError as exc:
         tail = [line for line in (getattr(exc, "log_tail", "") or "").splitlines() if line.strip()]
         error = str(exc).splitlines()[0] + (f" ... {tail[-1].strip()}" if tail else "")
@@ -526,16 +653,22 @@ def _launched_point(point, measure, backend, model_path, draft_path, extra_args,
     return record
 
 
-def _sweep_urls(urls: list[str], todo: list[dict], measure, finish) -> None:
+def _sweep_urls(urls: list, todo: list[dict], measure, finish, resumed: bool = False) -> None:
     from eagle3lab import server
 
-    reported = {url: _server_reported(server.connect(url, timeout=30).server_info()) for url in urls}
+    servers = [u if isinstance(u, server.Server) else server.connect(u, timeout=30) for u in urls]
+    urls = [s.url for s in servers]
+    by_url = dict(zip(urls, servers))
+    reported = {s.url: reported_settings(s) for s in servers}
     servers_for = {point_key(p): [u for u in urls if _matches(p, reported[u])] for p in todo}
     orphans = [p for p in todo if not servers_for[point_key(p)]]
-    if orphans:
-        raise LoadTestError(f"no running server matches {len(orphans)} point(s), e.g. {orphans[0]}; "
-                         f"servers report: {reported}")
-    pending = list(todo)
+    if todo and len(orphans) == len(todo) and not resumed:
+        raise LoadTestError(f"no running server runs any of the {len(todo)} point(s), e.g. {todo[0]}; "
+                            f"servers report: {reported}")
+    for point in orphans:  # a running server's settings are fixed: say so, measure the rest
+        finish(point, {"skipped": True, "failed": False,
+                       "error": f"no running server runs this point; servers report {reported}"})
+    pending = [p for p in todo if servers_for[point_key(p)]]
     lock = threading.Lock()
 
     def next_point(url: str):
@@ -548,7 +681,7 @@ def _sweep_urls(urls: list[str], todo: list[dict], measure, finish) -> None:
     def worker(url: str) -> None:
         while (point := next_point(url)) is not None:
             try:
-                record = measure(url, point)
+                record = measure(by_url[url], point)
             except Exception as exc:  # noqa: BLE001 - recorded, the sweep goes on
                 record = {"url": url, "failed": True, "error": f"{type(exc).__name__}: {exc}"}
             record.update({f"server_{k}": v for k, v in reported[url].items()})

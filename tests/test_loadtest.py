@@ -166,7 +166,7 @@ def test_sweep_over_running_servers_is_resumable(fake_script, tmp_path):
                             urls=[a.url, b.url], progress=False)
         assert len(again) == 6 and len(loadtest.load_points(out)) == 6
         assert again["wall_s"].tolist()[:2] == df["wall_s"].tolist()[:2]  # old rows reused
-        with pytest.raises(loadtest.LoadTestError, match="no running server matches"):
+        with pytest.raises(loadtest.LoadTestError, match="no running server runs any"):
             loadtest.sweep({"num_steps": [7]}, PROMPTS[:1], urls=[a.url, b.url], progress=False)
 
 

@@ -10,8 +10,8 @@ def add_server_arguments(parser) -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", action="append", default=None,
                        help="a running server (repeat for several in `sweep`)")
-    where.add_argument("--backend", choices=["lab", "sglang"], help="launch this backend")
-    parser.add_argument("--model-path", help="target model (default for lab: the lab's target)")
+    where.add_argument("--backend", choices=["lab", "sglang", "vllm"], help="launch this backend")
+    parser.add_argument("--model-path", help="target model (default for lab and vllm: the lab's target)")
     parser.add_argument("--draft", help="draft folder, or a lab draft name (healthy, seed, no-ttt)")
     parser.add_argument("--lab", default="ci", help="lab preset for defaults and prompts (default ci)")
     parser.add_argument("--prompts", help="text file, one prompt per line "
@@ -23,6 +23,27 @@ def add_server_arguments(parser) -> None:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for /health")
     parser.add_argument("--log-file", help="server log (launched backends)")
+    parser.add_argument("--vllm-python", metavar="PATH",
+                        help="the python that has vLLM (default: $EAGLE3LAB_VLLM_PYTHON, else the "
+                             "repo's .venv-vllm from scripts/setup_vllm.sh, else this python)")
+    parser.add_argument("--draft-layer-ids", metavar="I,J,K",
+                        help="serve the draft with these aux hidden-state layer ids (a temporary "
+                             "copy of its config; the checkpoint is not touched)")
+
+
+def launch_kwargs(args) -> dict:
+    """What `server.launch` takes from the shared server arguments besides the spec."""
+    return {"vllm_python": args.vllm_python} if getattr(args, "backend", None) == "vllm" else {}
+
+
+def check_faults(args, faults) -> None:
+    """Faults are switches of the lab engine: refuse them for a real engine before launching."""
+    from eagle3lab.errors import EagleLabError
+
+    if faults and (args.url or args.backend != "lab"):
+        where = "a running server" if args.url else f"--backend {args.backend}"
+        raise EagleLabError(f"--fault {','.join(faults)}: faults are switches of the lab engine, "
+                            f"{where} cannot apply them (use --backend lab)")
 
 
 def add_arguments(parser) -> None:
@@ -59,7 +80,7 @@ def load_prompts(args) -> list:
 def launch_target(args) -> tuple:
     """(model_path, draft_path) for a launched backend; lab defaults from the lab preset."""
     model, draft = args.model_path, args.draft
-    if args.backend == "lab" and (model is None or (draft and "/" not in draft)):
+    if args.backend in ("lab", "vllm") and (model is None or (draft and "/" not in draft)):
         from eagle3lab.lab import load_lab
 
         lab = load_lab(args.lab, build=False)
@@ -73,38 +94,82 @@ def launch_target(args) -> tuple:
     return model, draft
 
 
+def lossless(run, baseline) -> dict:
+    """Greedy outputs of the speculative run against the baseline's, request by request: token
+    ids where the server returns them (vLLM), else text."""
+    if run.temperature > 0:
+        return {"lossless": None, "lossless_check": "not checked at temperature > 0"}
+    a, b = run.requests.set_index("request"), baseline.requests.set_index("request")
+    both = a.index[a["ok"]].intersection(b.index[b["ok"]])
+    column = "output_ids" if a.loc[both, "output_ids"].notna().all() and b.loc[both, "output_ids"].notna().all() \
+        else "text"
+    same = [list(a.at[i, column]) == list(b.at[i, column]) if column == "output_ids"
+            else a.at[i, column] == b.at[i, column] for i in both]
+    return {"lossless": bool(len(same) and all(same)),
+            "lossless_check": f"greedy {'token ids' if column == 'output_ids' else 'texts'} identical "
+                              f"in {sum(same)} of {len(same)} requests"}
+
+
+def summarize(results: dict, obs) -> dict:
+    """The summary `--json` prints: the load test's figures, the observation's (accept length
+    with its interval, per-position rates), and the comparison with the baseline."""
+    from eagle3lab import loadtest
+
+    run = results["run"]
+    summary = run.summary()
+    if obs is not None:
+        s = obs.summary()
+        summary.update(engine=obs.engine, num_steps=s["effective_num_steps"], topk=s["effective_topk"],
+                       num_draft_tokens=s["effective_num_draft_tokens"], prompts=len(run.requests),
+                       verify_steps=obs.n_steps, new_tokens=summary["completion_tokens"],
+                       accept_rate=(obs.accept_length - 1) / s["effective_num_steps"],
+                       accept_length=obs.accept_length,
+                       accept_length_ci95=None if obs.accept_length_ci95 is None else list(obs.accept_length_ci95),
+                       per_position=s["per_position"], per_position_conditional=obs.conditional,
+                       warnings=list(obs.warnings))
+    if "baseline" in results:
+        summary["baseline_tokens_per_s"] = results["baseline"].tokens_per_s
+        summary["speedup"] = loadtest.speedup(run, results["baseline"])
+        summary.update(lossless(run, results["baseline"]))
+        summary["failed"] = bool(run.failed or results["baseline"].failed)
+    return summary
+
+
 def run(args) -> int:
     import json
 
     from eagle3lab import loadtest, server
 
+    faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
+    check_faults(args, faults)
     prompts = load_prompts(args)
     spec = {"num_steps": args.num_steps, "topk": args.topk, "num_draft_tokens": args.num_draft_tokens,
-            "fault": ",".join(args.fault) if args.fault else None}
+            "fault": ",".join(faults) if faults else None}
+    if args.draft_layer_ids:
+        spec["draft_layer_ids"] = args.draft_layer_ids
     kwargs = dict(max_new_tokens=args.max_new_tokens, concurrency=args.concurrency,
                   temperature=args.temperature)
-    results = {}
+    results, obs = {}, None
     if args.url:
-        results["run"] = loadtest.run(server.connect(args.url[0]).url, prompts, **kwargs)
+        results["run"], obs = loadtest.measure(server.connect(args.url[0]), prompts, **kwargs)
     else:
         model, draft = launch_target(args)
         with server.launch(args.backend, model, draft, spec=spec, log_file=args.log_file,
-                           timeout=args.timeout) as srv:
+                           timeout=args.timeout, **launch_kwargs(args)) as srv:
             print(f"launched {srv!r}; log {srv.log_file}")
-            results["run"] = loadtest.run(srv.url, prompts, **kwargs)
+            results["run"], obs = loadtest.measure(srv, prompts, **kwargs)
         if args.baseline:
-            with server.launch(args.backend, model, None, spec={"fault": spec["fault"]},
-                               timeout=args.timeout) as srv:
-                results["baseline"] = loadtest.run(srv.url, prompts, **kwargs)
+            # no speculation; the lab keeps the faults that act on the target itself
+            base = {"fault": spec["fault"]} if args.backend == "lab" else None
+            with server.launch(args.backend, model, None, spec=base, timeout=args.timeout,
+                               **launch_kwargs(args)) as srv:
+                results["baseline"], _ = loadtest.measure(srv, prompts, **kwargs)
     if args.requests:
-        print(results["run"].requests.drop(columns=["text"]).to_string(index=False))
-    summary = results["run"].summary()
-    if "baseline" in results:
-        summary["baseline_tokens_per_s"] = results["baseline"].tokens_per_s
-        summary["speedup"] = loadtest.speedup(results["run"], results["baseline"])
+        print(results["run"].requests.drop(columns=["text", "output_ids", "spec_histogram"]).to_string(index=False))
+    summary = summarize(results, obs)
     if args.json:
         print(json.dumps(summary, default=str))
     else:
         for key, value in summary.items():
             print(f"{key:>22}: {value:.3f}" if isinstance(value, float) else f"{key:>22}: {value}")
-    return 1 if results["run"].failed else 0
+    return 1 if summary["failed"] else 0

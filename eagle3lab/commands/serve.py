@@ -25,6 +25,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256, help="largest max_new_tokens accepted")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (1 is fastest for lab-sized models on a shared CPU)")
+    parser.add_argument("--backend", choices=["lab", "vllm"], default="lab",
+                        help="lab: the lab engine (default); vllm: launch vLLM with the same settings "
+                             "(eagle3lab.server.launch) and keep it until Ctrl-C")
+    parser.add_argument("--vllm-python", metavar="PATH", help="the python that has vLLM (--backend vllm)")
+    parser.add_argument("--draft-layer-ids", metavar="I,J,K",
+                        help="--backend vllm: serve the draft with these aux layer ids (temporary config)")
+
+
+def run_vllm(args) -> int:
+    """vLLM in the foreground: launched, watched and stopped (whole group) by eagle3lab."""
+    import signal
+    import threading
+
+    from eagle3lab import server
+    from eagle3lab.errors import EagleLabError
+
+    if args.fault:
+        raise EagleLabError("--fault: faults are switches of the lab engine; vLLM serves checkpoints as they are")
+    spec = {"num_steps": args.speculative_num_steps, "topk": args.speculative_eagle_topk,
+            "num_draft_tokens": args.speculative_num_draft_tokens, "draft_layer_ids": args.draft_layer_ids}
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with server.launch("vllm", args.model_path, args.speculative_draft_model_path,
+                       spec={k: v for k, v in spec.items() if v is not None}, host=args.host,
+                       port=args.port or None, vllm_python=args.vllm_python) as srv:
+        print(f"eagle3lab serve: vLLM ready on {srv.url} (log {srv.log_file})", flush=True)
+        while not stop.wait(0.5) and srv.alive:
+            pass
+        code = srv.returncode
+    return 0 if code is None or stop.is_set() else 1
 
 
 def run(args) -> int:
@@ -32,6 +63,8 @@ def run(args) -> int:
     import sys
     import threading
 
+    if getattr(args, "backend", "lab") == "vllm":
+        return run_vllm(args)
     import torch
 
     from eagle3lab.config import SpecConfig

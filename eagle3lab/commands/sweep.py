@@ -15,7 +15,8 @@ def add_arguments(parser) -> None:
                         help="an axis, e.g. num_steps=1,3,5 topk=1,4 fault=none,wiring-seed "
                              "(fault values combine with '+': wiring-seed+quant-int4)")
     parser.add_argument("--out", required=True, help="JSON-lines file; a rerun skips points in it")
-    parser.add_argument("--version", default=LATEST_SGLANG, help="SGLang version for the effective config")
+    parser.add_argument("--version", default=LATEST_SGLANG, help="SGLang version for the effective config "
+                        "(vLLM's rules for --backend vllm)")
     parser.add_argument("--baseline", action="store_true",
                         help="add no-speculation point(s) and a speedup column")
 
@@ -43,9 +44,11 @@ def _value(text: str):
 
 def run(args) -> int:
     from eagle3lab import loadtest
-    from eagle3lab.commands.bench import launch_target, load_prompts
+    from eagle3lab.commands.bench import launch_kwargs, launch_target, load_prompts
 
     grid = parse_grid(args.grid)
+    if args.draft_layer_ids:
+        grid["draft_layer_ids"] = [args.draft_layer_ids]
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, concurrency=args.concurrency,
                   temperature=args.temperature, out=args.out, version=args.version,
@@ -55,7 +58,7 @@ def run(args) -> int:
     else:
         model, draft = launch_target(args)
         df = loadtest.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
-                         launch_timeout=args.timeout, **kwargs)
+                            launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
     cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
     cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed")
              if c in df]

@@ -1,0 +1,332 @@
+"""vLLM as a real backend, on the ci lab, with vLLM's CPU build (no skips: the vLLM python is
+found as `server.find_vllm_python` says; in CI it is .venv-vllm from scripts/setup_vllm.sh).
+
+One module-scoped vLLM server (healthy draft, 5 draft tokens) serves most tests; the CLI bench
+(speculative + baseline) and the sweep launch their own. The last test kills the shared server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eagle3lab import loadtest, server
+from eagle3lab.sources import vllm_metrics
+
+K = 5
+ENV = {"VLLM_LOG_STATS_INTERVAL": "1"}  # SpecDecoding lines every second of traffic, not every 10 s
+
+
+@pytest.fixture(scope="module")
+def ci_lab():
+    from eagle3lab.lab import load_lab
+
+    return load_lab("ci")
+
+
+@pytest.fixture(scope="module")
+def vllm_python():
+    return server.find_vllm_python()
+
+
+@pytest.fixture(scope="module")
+def healthy(ci_lab, vllm_python, tmp_path_factory):
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    handle = server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": K},
+                           log_file=log, timeout=600, env=ENV, vllm_python=vllm_python)
+    yield handle
+    handle.stop()
+    assert_gone(handle)
+
+
+def assert_gone(handle):
+    """No process of the server's group is left, and its port is free."""
+    assert not handle.alive
+    assert not server._group_alive(handle.pid), "a process of the vLLM group survived"
+    assert not server.port_in_use(handle.port)
+
+
+def prompts(lab, n=4):
+    return lab.heldout_prompts(n, 48)
+
+
+# --------------------------------------------------------------------------- finding and argv
+
+def test_the_vllm_python_is_found_explicit_then_env_then_repo_then_this_python(tmp_path, monkeypatch):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv(server.VLLM_PYTHON_ENV, sys.executable)
+    assert server.find_vllm_python(fake) == str(fake)  # the explicit path wins
+    assert server.find_vllm_python() == sys.executable  # then the environment variable
+    with pytest.raises(server.VllmNotFoundError, match="--vllm-python=/nowhere/python"):
+        server.find_vllm_python("/nowhere/python")
+    monkeypatch.setenv(server.VLLM_PYTHON_ENV, str(tmp_path / "missing"))
+    with pytest.raises(server.VllmNotFoundError, match=server.VLLM_PYTHON_ENV):
+        server.find_vllm_python()
+    monkeypatch.delenv(server.VLLM_PYTHON_ENV)
+    repo = server._repo_root() / ".venv-vllm" / "bin" / "python"
+    if repo.is_file():
+        assert server.find_vllm_python() == str(repo)
+    else:  # no repo venv: this python if it has vLLM, else a clear error
+        import importlib.util
+
+        if importlib.util.find_spec("vllm"):
+            assert server.find_vllm_python() == sys.executable
+        else:
+            with pytest.raises(server.VllmNotFoundError, match="setup_vllm.sh"):
+                server.find_vllm_python()
+
+
+def test_the_argv_comes_from_one_spec_config_and_vllms_own_parser_reads_it(vllm_python):
+    from eagle3lab.config import SpecConfig
+
+    argv = server.build_vllm_command("/t", "/d", SpecConfig(num_steps=3, max_running_requests=4), port=8123,
+                                     python=vllm_python, gpu=False)
+    assert argv[:3] == [vllm_python, "-m", server.VLLM_MODULE]
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
+        "method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
+    gpu_argv = server.build_vllm_command("/t", "/d", {"num_draft_tokens": 4}, python=vllm_python, gpu=True,
+                                         extra_args=["--tensor-parallel-size", "2"])
+    assert "--enforce-eager" not in gpu_argv and "--dtype" not in gpu_argv  # CPU settings only on CPU
+    assert json.loads(gpu_argv[gpu_argv.index("--speculative-config") + 1])["num_speculative_tokens"] == 3
+    plain = server.build_vllm_command("/t", None, None, python=vllm_python, gpu=False,
+                                      extra_args=["--max-model-len", "256"])
+    assert "--speculative-config" not in plain and plain.count("--max-model-len") == 1
+    for bad, why in (({"num_steps": 3, "topk": 4}, "chain"), ({"num_steps": 3, "fault": "no-ttt"}, "lab engine"),
+                     ({"page_size": 16, "num_steps": 2}, "no vLLM flag")):
+        with pytest.raises(server.ServerError, match=why):
+            server.build_vllm_command("/t", "/d", bad, python=vllm_python, gpu=False)
+    with pytest.raises(server.ServerError, match="needs draft_path"):
+        server.build_vllm_command("/t", None, {"num_steps": 3}, python=vllm_python, gpu=False)
+    # vLLM's own serve parser (vllm/entrypoints/launchers/api_server/entry.py: make_arg_parser)
+    probe = ("import json, sys\n"
+             "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+             "from vllm.entrypoints.launchers.cli_args import make_arg_parser\n"
+             "a = make_arg_parser(FlexibleArgumentParser()).parse_args(sys.argv[1:])\n"
+             "print(json.dumps({k: getattr(a, k) for k in ('model', 'host', 'port', 'dtype', 'enforce_eager',"
+             " 'gpu_memory_utilization', 'max_model_len', 'max_num_seqs', 'speculative_config',"
+             " 'per_request_spec_decode_metrics')}, default=str))\n")
+    out = subprocess.run([vllm_python, "-c", probe, *argv[3:]], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    parsed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert parsed == {"model": "/t", "host": "127.0.0.1", "port": 8123, "dtype": "float32",
+                      "enforce_eager": True, "gpu_memory_utilization": 0.1, "max_model_len": 512,
+                      "max_num_seqs": 4, "per_request_spec_decode_metrics": "summary",
+                      "speculative_config": {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}}
+
+
+def test_a_port_in_use_is_reported_before_anything_starts(healthy, ci_lab):
+    with pytest.raises(server.PortInUseError, match=f"port {healthy.port}"):
+        server.launch("vllm", ci_lab.target_dir, None, port=healthy.port)
+
+
+# --------------------------------------------------------------------------- observations
+
+def test_metrics_window_matches_the_requests_and_earlier_traffic_does_not_leak(healthy, ci_lab):
+    warmup = loadtest.run(healthy, prompts(ci_lab, 2), max_new_tokens=16, progress=False)
+    assert warmup.meta["api"] == "openai" and not warmup.failed
+    obs, result = vllm_metrics.observe(healthy, prompts(ci_lab), max_new_tokens=48,
+                                       requested={"num_steps": K})
+    assert not result.failed and obs.warnings == []  # the per-request side adds up to the window
+    steps = obs.frame
+    assert obs.n_steps == len(steps) == int(result.requests["spec_verify_ct"].sum())
+    accepted = steps["accepted"].to_numpy()
+    assert obs.accept_length == pytest.approx(1 + accepted.sum() / len(accepted), abs=1e-12)
+    assert obs.accept_length == pytest.approx(result.accept_length, abs=1e-12)
+    assert obs.effective == {"num_steps": K, "topk": 1, "num_draft_tokens": K + 1}
+    assert obs.conditional is False and obs.engine == "vllm" and obs.n_requests == 4
+    table = obs.per_position
+    assert list(table["position"]) == list(range(1, K + 1))
+    expect = [(accepted > i).mean() for i in range(K)]  # P(at least i+1 accepted)
+    assert np.allclose(table["rate"], expect, atol=1e-12)
+    assert (table["lo"] <= table["rate"]).all() and (table["rate"] <= table["hi"]).all()
+    lo, hi = obs.accept_length_ci95
+    assert lo <= obs.accept_length <= hi
+    cond = vllm_metrics.conditional(obs)
+    assert np.allclose(np.cumprod(cond["rate"]), table["rate"], atol=1e-12)
+    assert cond["n"].iloc[0] == obs.n_steps
+    # completion token counts: every request generated what it was asked for or stopped
+    assert result.requests["completion_tokens"].le(48).all() and result.requests["completion_tokens"].gt(0).all()
+
+
+def test_the_counters_are_summed_over_engines_and_a_restart_is_caught(healthy):
+    import requests
+
+    text = requests.get(f"{healthy.url}/metrics", timeout=10).text
+    one = vllm_metrics.parse(text)
+    assert one.present and one.k == K
+    lines = []
+    for line in text.splitlines():
+        lines.append(line)
+        if line.startswith("vllm:spec_decode_") and 'engine="0"' in line:
+            lines.append(line.replace('engine="0"', 'engine="1"'))  # a second engine (data parallel)
+    both = vllm_metrics.parse("\n".join(lines) + "\n")
+    assert both.drafts == 2 * one.drafts and both.per_position == [2 * x for x in one.per_position]
+    later = vllm_metrics.Counters(one.drafts + 1, one.draft_tokens + K, one.accepted, list(one.per_position), True)
+    with pytest.raises(vllm_metrics.VllmMetricsError, match="restarted"):
+        _ = one - later  # counters that went down: another server (a restart) answered
+    with pytest.raises(vllm_metrics.VllmMetricsError, match="Prometheus"):
+        vllm_metrics.parse("vllm:spec_decode_num_drafts_total{engine=0 nonsense\n")
+
+
+def test_the_log_reader_reads_vllm_0_32_spec_decoding_lines(healthy, ci_lab):
+    from eagle3lab.logs import read_log
+
+    loadtest.run(healthy, prompts(ci_lab, 2), max_new_tokens=32, progress=False)
+    total = vllm_metrics.scrape(healthy)
+    deadline = time.monotonic() + 30
+    while True:  # the log prints the last interval one tick after the traffic
+        rows = read_log(healthy.log_file)
+        spec = rows[(rows["engine"] == "vllm") & (rows["kind"] == "spec")]
+        if spec["accepted"].sum() >= total.accepted or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert spec["accepted"].sum() == total.accepted and spec["drafted"].sum() == total.draft_tokens
+    assert spec["per_position"].map(len).eq(K).all()
+    assert spec["accept_len"].notna().all()
+
+
+def test_a_sweep_over_running_vllm_servers_places_points_by_their_metrics(healthy, ci_lab, tmp_path):
+    """`eagle3lab sweep --url`: a vLLM server started elsewhere is recognised (no
+    /get_server_info), its draft-token count read from /metrics; a point it does not run is skipped."""
+    remote = server.connect(healthy.url)
+    assert remote.api == "openai" and loadtest.reported_settings(remote) == {
+        "algorithm": "EAGLE3", "num_steps": K, "topk": 1, "num_draft_tokens": K + 1}
+    out = tmp_path / "sweep.jsonl"
+    frame = loadtest.sweep({"num_steps": [K, 3]}, prompts(ci_lab, 2), max_new_tokens=16, urls=[healthy.url],
+                           out=out, progress=False, baseline=True)
+    by_steps = frame.set_index(frame["asked_num_steps"].fillna(0).astype(int))
+    assert not by_steps.loc[K, "failed"] and by_steps.loc[K, "url"] == healthy.url
+    assert len(by_steps.loc[K, "per_position"]) == K and by_steps.loc[K, "accept_length"] > 1
+    assert by_steps.loc[K, "effective_num_draft_tokens"] == K + 1  # vLLM's rules for vLLM servers
+    assert bool(by_steps.loc[3, "skipped"]) and bool(by_steps.loc[0, "skipped"])  # 3 and the baseline
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_killing_vllm_mid_benchmark_gives_a_partial_result_marked_failed(healthy, ci_lab):
+    many = prompts(ci_lab, 10)
+    done = threading.Event()
+    seen = []
+    real = loadtest._one_openai_request
+
+    def counting(*a, **kw):
+        row = real(*a, **kw)
+        seen.append(row)
+        return row
+
+    def kill_after_two():
+        while len(seen) < 2 and not done.is_set():
+            time.sleep(0.02)
+        healthy.kill()
+
+    loadtest._one_openai_request = counting
+    killer = threading.Thread(target=kill_after_two)
+    killer.start()
+    try:
+        result = loadtest.run(healthy, many, max_new_tokens=32, progress=False)
+    finally:
+        loadtest._one_openai_request = real
+        done.set()
+        killer.join()
+    assert result.failed and "did not complete" in result.error
+    assert 2 <= len(result.completed) < len(many)
+    assert result.completed["completion_tokens"].gt(0).all()
+    healthy.stop()
+    assert_gone(healthy)
+
+
+# --------------------------------------------------------------------------- the CLI
+
+def test_bench_cli_with_baseline_prints_the_lab_bench_fields(ci_lab, vllm_python, tmp_path):
+    """`eagle3lab bench --backend vllm --draft-layer-ids ...`: the draft is served with other ids
+    from a temporary config (the checkpoint untouched), the baseline without speculation."""
+    draft_config = ci_lab.draft_dir("healthy") / "config.json"
+    before = hashlib.sha256(draft_config.read_bytes()).hexdigest()
+    log = tmp_path / "bench.log"
+    cmd = [sys.executable, "-m", "eagle3lab", "bench", "--backend", "vllm", "--lab", "ci", "--draft", "healthy",
+           "--num-steps", "3", "--draft-layer-ids", "2,4,5", "--baseline", "--json", "--num-prompts", "3",
+           "--max-new-tokens", "32", "--vllm-python", vllm_python, "--log-file", str(log)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env={**os.environ, **ENV})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    for key in ("accept_length", "accept_length_ci95", "per_position", "tokens_per_s",
+                "baseline_tokens_per_s", "speedup", "lossless"):
+        assert key in summary, key
+    assert summary["lossless"] is True and summary["lossless_check"].endswith("3 of 3 requests")
+    assert len(summary["per_position"]) == 3 and summary["num_steps"] == 3
+    lo, hi = summary["accept_length_ci95"]
+    assert 1.0 <= lo <= summary["accept_length"] <= hi <= 4.0
+    assert summary["speedup"] == pytest.approx(summary["tokens_per_s"] / summary["baseline_tokens_per_s"])
+    text = log.read_text()
+    assert "Using auxiliary layers from speculative config: (2, 4, 5)" in text
+    assert hashlib.sha256(draft_config.read_bytes()).hexdigest() == before
+    temp = json.loads(text.split("--speculative-config ", 1)[1].split("'")[1])["model"]
+    assert not Path(temp).exists()  # the temporary draft went with the server
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and temp in _cmdline(pid)]  # and vLLM too
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_sweep_relaunches_per_point_and_resumes(ci_lab, vllm_python, tmp_path):
+    out = tmp_path / "sweep.jsonl"
+    cmd = [sys.executable, "-m", "eagle3lab", "sweep", "--backend", "vllm", "--lab", "ci", "--draft", "healthy",
+           "--grid", "num_steps=1,3", "--out", str(out), "--num-prompts", "2", "--max-new-tokens", "16",
+           "--vllm-python", vllm_python]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert first.returncode == 0, first.stderr[-3000:]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["asked_num_steps"] for r in records] == [1, 3]
+    assert [r["server_num_steps"] for r in records] == [1, 3]  # what the server's /metrics says
+    assert [len(r["per_position"]) for r in records] == [1, 3]
+    assert [r["effective_num_draft_tokens"] for r in records] == [2, 4]  # vLLM's rules
+    recorded = out.read_bytes()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert out.read_bytes() == recorded and "2 points" in again.stdout  # resumed: nothing re-measured
+
+
+# --------------------------------------------------------------------------- reliability
+
+def test_stopping_during_start_up_leaves_nothing(ci_lab, vllm_python, monkeypatch):
+    """A launch interrupted while vLLM starts (Ctrl-C, a timeout) takes its whole group down;
+    three times on the same port."""
+    port = server.free_port()
+    for delay in (0.5, 3.0, 8.0):
+        started = time.monotonic()
+        real = server.Server.healthy
+
+        def interrupted(self, timeout=2.0, _started=started, _delay=delay):
+            if time.monotonic() - _started > _delay:
+                raise KeyboardInterrupt
+            return real(self, timeout)
+
+        monkeypatch.setattr(server.Server, "healthy", interrupted)
+        spawned = []
+        real_init = server.ServerHandle.__init__
+
+        def keep(self, *a, **kw):
+            real_init(self, *a, **kw)
+            spawned.append(self)
+
+        monkeypatch.setattr(server.ServerHandle, "__init__", keep)
+        with pytest.raises(KeyboardInterrupt):
+            server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": 2},
+                          port=port, vllm_python=vllm_python)
+        monkeypatch.undo()
+        assert len(spawned) == 1
+        assert_gone(spawned[0])
