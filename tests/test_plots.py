@@ -39,7 +39,10 @@ def test_per_position_bars_heights_are_the_rates():
 def test_gap_plot_and_throughput_and_heatmap():
     gap = A.gap_table([0.8] * 5, A.per_position(steps(0.5), n_boot=100))
     fig = P.gap_plot(gap)
-    assert "Lost" in fig.axes[1].get_title()
+    # served (0.5 per position) below the acc@k prediction (0.8): the title says below, not "lost -x"
+    assert "below the acc@k prediction" in fig.axes[1].get_title()
+    above = P.gap_plot(A.gap_table([0.3] * 5, A.per_position(steps(0.5), n_boot=100)))
+    assert "above the acc@k prediction" in above.axes[1].get_title()
     table = A.throughput_vs_depth(A.CostModel(0.002, 0.02), a=0.8, max_depth=6)
     fig = P.throughput_vs_depth(table)
     assert any("no speculation" == t for t in fig.axes[0].get_legend_handles_labels()[1])
@@ -54,16 +57,17 @@ def test_log_timeline_from_read_log_rows():
                         "accept_len": [1.7, 1.8, None, 1.9, 1.75],
                         "gen_throughput": [50, 52, None, 55, 51]})
     fig = P.log_timeline(log)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 4  # per series: batches in log order, and a histogram
     assert len(fig.axes[0].lines[0].get_ydata()) == 4
+    assert list(fig.axes[0].lines[0].get_xdata()) == [1, 2, 3, 4]  # batch index, not clock time
     with pytest.raises(EagleLabError):
         P.log_timeline(pd.DataFrame({"message": ["x"]}))
     # vLLM: throughput and acceptance on different lines; old SGLang: no accept length at all
     split = pd.DataFrame({"line": [1, 2, 3, 4], "accept_len": [None, 2.1, None, 2.4],
                           "gen_throughput": [260.0, None, 820.0, None]})
     fig = P.log_timeline(split)
-    assert [len(ax.lines[0].get_ydata()) for ax in fig.axes] == [2, 2]
-    assert len(P.log_timeline(split.drop(columns="accept_len")).axes) == 1
+    assert [len(ax.lines[0].get_ydata()) for ax in fig.axes[::2]] == [2, 2]
+    assert len(P.log_timeline(split.drop(columns="accept_len")).axes) == 2
 
 
 def test_log_timeline_on_real_sample_logs():
