@@ -424,12 +424,25 @@ def _lab_servers(points: dict, model_path, draft_dir, stack):
     """label -> (url, server info) for a no-speculation server and one lab server per point."""
     from eagle3lab import loadtest, server
 
-    launched = {}
-    for label, point in {BASELINE: {"baseline": True}, **points}.items():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def start(point):
         draft = None if point.get("baseline") else loadtest._lab_draft(point.get("draft", draft_dir), model_path)
-        srv = stack.enter_context(server.launch(
-            "lab", model_path, draft, spec=loadtest._point_spec(point, "lab"), extra_args=LAB_SERVER_ARGS))
-        launched[label] = (srv.url, srv.server_info())
+        return server.launch("lab", model_path, draft, spec=loadtest._point_spec(point, "lab"),
+                             extra_args=LAB_SERVER_ARGS)
+
+    everything = {BASELINE: {"baseline": True}, **points}
+    with ThreadPoolExecutor(max_workers=len(everything)) as pool:  # start-up is mostly waiting
+        futures = {label: pool.submit(start, point) for label, point in everything.items()}
+    launched, error = {}, None
+    for label, future in futures.items():
+        try:
+            srv = stack.enter_context(future.result())
+            launched[label] = (srv.url, srv.server_info())
+        except server.ServerError as exc:  # the others are stopped by the stack
+            error = error or exc
+    if error is not None:
+        raise error
     return launched
 
 

@@ -100,6 +100,9 @@ plots.wiring_heatmap(matrix, train_b, serve_b,
 # quantity, compared with this one in notebook 04.
 
 # %%
+glossary.define("served acceptance")
+
+# %%
 from eagle3lab.lab import evaluate_draft
 
 from eagle3lab.lab import Eagle3Draft
