@@ -621,7 +621,7 @@ class ServedRun:
         first = self.tokens[self.tokens["request"] == pick]
         prompt_text = self.prompt_texts[pick] if self.prompt_texts and pick < len(self.prompt_texts) \
             else self.prompt_text
-        where = f" (prompt: the start of `{sources[pick]}` from Python's standard library)" \
+        where = f" (prompt: a passage of `{sources[pick]}` from Python's standard library)" \
             if sources and pick < len(sources) else ""
         kinds = {"prefill": "prompt", "draft": "accepted", "accepted": "accepted", "bonus": "bonus",
                  "replacement": "replaced", "target": "replaced"}

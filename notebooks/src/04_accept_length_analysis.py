@@ -128,7 +128,8 @@ prose.markdown(prose.diagnosis_sentence(findings))
 #
 # Green: accepted drafts (darker = deeper in the chain); purple: the bonus token after a fully
 # accepted chain; red: the target's token that replaced a rejected draft. The lab's text is Python
-# source (its standard library), so the prompt is the start of a held-out source file.
+# source (its standard library), so the prompt is a passage of a held-out source file (codec tables
+# are skipped when another prompt is available: they read as noise).
 
 # %%
 view = run.token_view_of(experiments.prompt_sources(LAB, budget["num_prompts"])) if run.tokens is not None else None

@@ -43,7 +43,10 @@ budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW
 # was trained on) and the healthy draft: accept length, per-position acceptance, and the speed-up
 # over no speculation measured on the same prompts (faults are lab switches, so this part always
 # runs on the lab). Each row decodes the notebooks' shared prompts with and without speculation,
-# interleaved, except `domain-shift` and `long-context`, whose point is other prompts.
+# interleaved, except `domain-shift` and `long-context`, whose point is other prompts. Accept length
+# here is the engine's mean per verify step; notebooks 01 and 03 read SGLang's `meta_info`
+# (completion tokens / verify steps), which also counts the first token, produced by prefill, so
+# the same configuration reads slightly higher there.
 
 # %%
 hypotheses = experiments.fault_sweep(FAULTS, lab=LAB, spec=SEED_SPEC, **budget)
