@@ -42,8 +42,8 @@ from eagle3lab import patching
 
 sglang_copy = experiments.sglang_source_copy(SGLANG_DIR)
 plan = patching.check(sglang_copy)
-prose.markdown(f"SGLang **{plan.version}** ({prose.short_path(SGLANG_DIR) if SGLANG_DIR else 'the installed "
-               f"package, copied'}): file by file, whether it needs the patch.")
+where = prose.short_path(SGLANG_DIR) if SGLANG_DIR else "the installed package, copied"
+prose.markdown(f"SGLang **{plan.version}** ({where}): file by file, whether it needs the patch.")
 plan.to_frame()
 
 # %%
