@@ -174,9 +174,9 @@ def fix_title(measured, before: str, after: str) -> str:
     al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
                  _get(b, "accept_length_ci95"))
     if al == "higher":
-        return (f"The fix works on the lab (accept length {b['accept_length']:.2f} → {a['accept_length']:.2f}) "
-                "but stops well short of a healthy draft: the seed's draft was trained without TTT "
-                "(notebooks 04 and 05).")
+        return (f"The fix works on the lab (accept length {b['accept_length']:.2f} → {a['accept_length']:.2f}); "
+                "what limits it next is the draft itself, trained without TTT (notebooks 04 and 05 "
+                "measure how much).")
     if al == "lower":
         return "The fix made acceptance worse on the lab."
     return "The fix did not move accept length measurably on the lab."
@@ -372,7 +372,19 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
                  f"*{names[1]}* (boundaries {b['boundaries']}): "
                  f"**{ci_text(b['accept_length'], _get(b, 'accept_length_ci95'))}**; speed-up "
                  f"{ci_text(a['speedup'], _get(a, 'speedup_ci95'), unit='×')} against "
-                 f"{ci_text(b['speedup'], _get(b, 'speedup_ci95'), unit='×')}.")
+                 f"{ci_text(b['speedup'], _get(b, 'speedup_ci95'), unit='×')}. ")
+        direction = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
+                            _get(b, "accept_length_ci95"))
+        if direction == "same":
+            text += ("So on the lab a one-layer offset costs nothing measurable (neighbouring boundaries of "
+                     "the residual stream carry nearly the same state); the seed's fix disappointed for "
+                     "another reason (its draft was trained without TTT: notebooks 04 and 05). It is still "
+                     "not the wiring the draft was trained on, and a real target may be less forgiving: "
+                     "use the ids above and measure.")
+        elif direction == "lower":
+            text += "The offset costs acceptance: the ids above are worth fixing."
+        else:
+            text += "Here the offset wiring scores higher, which a one-layer shift does not explain: rerun with more prompts."
     return text
 
 

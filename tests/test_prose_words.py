@@ -109,6 +109,13 @@ def test_seed_ids_by_version_reconciles_notebooks_02_and_03():
     assert experiments.lab_analog([0, 2, 12]) == [0, 1, 11]
     text = prose.seed_ids_sentence(table, pd.DataFrame())
     assert "feed **[0, 2, 30]**" in text and "2 of 3 slots are one layer off" in text
+    measured = pd.DataFrame({"boundaries": [[0, 1, 11], [0, 2, 12]], "accept_length": [1.92, 1.90],
+                             "accept_length_ci95": [[1.84, 2.02], [1.80, 2.02]], "speedup": [1.08, 1.01],
+                             "speedup_ci95": [[0.93, 1.27], [0.92, 1.12]]}, index=["offset", "exact"])
+    assert "costs nothing measurable" in prose.seed_ids_sentence(table, measured)
+    measured["accept_length_ci95"] = [[1.30, 1.45], [1.80, 2.02]]
+    measured["accept_length"] = [1.38, 1.90]
+    assert "The offset costs acceptance" in prose.seed_ids_sentence(table, measured)
 
 
 def test_per_position_table_shows_n():
