@@ -124,6 +124,7 @@ def gap_plot(gap: pd.DataFrame, title: str | None = None):
     left.plot(gap["position"], gap["served"], marker="o", color=COLORS["observed"], label="served")
     left.set(xlabel="draft position", ylabel="conditional acceptance", ylim=(0, 1.05),
              title="Per position")
+    left.set_xticks(list(gap["position"]))
     left.legend(fontsize="small")
     diff = -gap["lost"]  # served minus standalone-predicted, per position's term
     right.bar(gap["position"], diff, color=[COLORS["accepted"] if d >= 0 else COLORS["rejected"] for d in diff])

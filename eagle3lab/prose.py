@@ -225,8 +225,10 @@ def gap_sentence(gap) -> str:
             f"**{st:.2f}**; the served per-position rates give **{sv:.2f}**, which {words} that. "
             "The two are different measures: acc@k is teacher-forced on held-out text (the true text "
             "is the input at every step), served acceptance is conditional on the draft's own earlier "
-            "tokens having been accepted, on the target's own continuation. The draft's acc@2 and "
-            "beyond are low because it was trained without TTT.")
+            "tokens having been accepted, on the target's own continuation."
+            + (f" The draft's acc@2 ({float(gap['standalone'].iloc[1]):.1%}) is far below its acc@1 "
+               f"({float(gap['standalone'].iloc[0]):.1%}): the signature of a draft trained without TTT."
+               if len(gap) > 1 and gap["standalone"].iloc[1] < 0.5 * gap["standalone"].iloc[0] else ""))
 def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     """Prose for the log section: how many decode lines, accept length range, throughput."""
     decode = log[log["accept_len"].notna()]
