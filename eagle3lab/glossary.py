@@ -1,7 +1,7 @@
 """The terms the post-mortem uses, each defined once in plain words, where a reader first meets it.
 
 Notebooks call `define("acc@k", "TTT")` right after the cell that first uses a term; the
-rendered definition carries a ``<dfn>`` tag, so `undefined_before_use` can check any sequence
+rendered definition carries a ``<dfn title="term">`` tag, so `undefined_before_use` can check any sequence
 of rendered text blocks (notebook cells in reading order) for a term used before its definition.
 """
 
@@ -86,8 +86,10 @@ TERMS: dict[str, tuple[str, str]] = {
         r"\bspeed-?ups?\b"),
 }
 
-_DFN = re.compile(r'<dfn[^>]*>(.*?)</dfn>', re.S)
-_DEFINITION = re.compile(r'<dfn[^>]*>.*?</dfn>:[^\n]*')  # a definition line, its wording included
+# The term rides in the tag's title: Jupyter's Markdown sanitizer keeps the attribute but moves
+# the tag's text out of it.
+_DFN = re.compile(r'<dfn title="([^"]+)"')
+_DEFINITION = re.compile(r'<dfn title="[^"]+"[^\n]*')  # a definition line, its wording included
 
 
 class GlossaryError(EagleLabError):
@@ -104,7 +106,7 @@ def definition(term: str) -> str:
 
 def define_markdown(*terms: str) -> str:
     """Markdown that defines `terms` (each tagged ``<dfn>`` so checks can find it)."""
-    items = [f'<dfn title="glossary">{term}</dfn>: {definition(term)}' for term in terms]
+    items = [f'<dfn title="{term}"></dfn>**{term}**: {definition(term)}' for term in terms]
     return "> **Terms.** " + "<br>\n> ".join(items)
 
 
@@ -117,7 +119,7 @@ def define(*terms: str):
 
 def defined_in(text: str) -> set[str]:
     """The glossary terms a block of rendered text defines."""
-    return {m.strip() for m in _DFN.findall(text)} & set(TERMS)
+    return {m.strip() for m in _DFN.findall(text or "")} & set(TERMS)
 
 
 def uses(text: str, term: str) -> bool:

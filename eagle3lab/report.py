@@ -474,6 +474,8 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
     stay inside the page (the index can be sent alone)."""
     import nbformat
 
+    from eagle3lab import glossary
+
     rows = ["| notebook | status | time |", "|---|---|---|"]
     for run in runs:
         status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
@@ -483,12 +485,15 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
               for run in runs if (texts := headlines(run.notebook))]
     if glance:
         header += "\n\n## At a glance\n\n" + "\n\n".join(glance)
+        header += _glance_terms(header)
     cells = [nbformat.v4.new_markdown_cell(header)]
+    defined = glossary.defined_in(header)
     for n, run in enumerate(runs):
         cells.append(nbformat.v4.new_markdown_cell(f'<a id="{run.name}"></a>\n\n---'))
         for i, cell in enumerate(run.notebook.cells):
             cell = copy.deepcopy(cell)
             cell["id"] = f"n{n}-{i}"  # ids must be unique across the merged notebooks
+            _drop_known_terms(cell, defined)
             cells.append(cell)
         if run.error:
             cells.append(nbformat.v4.new_markdown_cell(
@@ -497,6 +502,39 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
     merged.metadata = copy.deepcopy(runs[0].notebook.metadata) if runs else merged.metadata
     merged.metadata.pop("widgets", None)
     return merged
+
+
+def _glance_terms(header: str) -> str:
+    """Definitions of the terms the At-a-glance summary uses that the box has not defined, so
+    a reader who stops at the summary meets no undefined term."""
+    from eagle3lab import glossary
+
+    known = glossary.defined_in(header)
+    used = [t for t in glossary.TERMS if t not in known and glossary.uses(header, t)]
+    return ("\n\n" + glossary.define_markdown(*used)) if used else ""
+
+
+def _drop_known_terms(cell, defined: set) -> None:
+    """In the one-page index, a notebook's Terms output keeps only terms not defined earlier on
+    the page (each term is defined once); `defined` grows with what the cell defines."""
+    from eagle3lab import glossary
+
+    if cell.cell_type != "code":
+        return
+    outputs = []
+    for out in cell.get("outputs", []):
+        text = out.get("data", {}).get("text/markdown")
+        text = "".join(text) if isinstance(text, list) else text
+        terms = glossary.defined_in(text) if text else set()
+        if terms:
+            keep = [t for t in glossary.TERMS if t in terms and t not in defined]
+            defined.update(terms)
+            if not keep:
+                continue
+            out = copy.deepcopy(out)
+            out["data"]["text/markdown"] = glossary.define_markdown(*keep)
+        outputs.append(out)
+    cell["outputs"] = outputs
 
 
 # --------------------------------------------------------------------------- the whole report

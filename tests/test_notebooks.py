@@ -69,9 +69,9 @@ def test_the_rendered_index_defines_terms_before_use_and_intervals_hold(ci_repor
 
     index = ci_report.index_path.read_text()
     body = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", index, flags=re.S)
-    body = re.sub(r"<dfn[^>]*>(.*?)</dfn>", r"\x00\1\x01", body)  # keep the definitions' marks
+    body = re.sub(r'<dfn title="([^"]+)"[^>]*>', "\x00\\1\x01", body)  # keep the definitions' marks
     blocks = [re.sub(r"<[^>]+>", "", b) for b in re.split(r'<div class="jp-Cell ', body)]
-    blocks = [b.replace("\x00", "<dfn>").replace("\x01", "</dfn>") for b in blocks]
+    blocks = [re.sub("\x00(.*?)\x01", r'<dfn title="\1">', b) for b in blocks]
     assert glossary.undefined_before_use(blocks, slack=2) == []
     # every "x [lo, hi]" a sentence prints has its estimate inside its interval
     plain = re.sub(r"<[^>]+>", "", index).replace("**", "")
