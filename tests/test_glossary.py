@@ -54,7 +54,6 @@ def test_the_notebooks_define_each_term_where_first_used_and_once():
 def test_the_index_defines_summary_terms_once_and_drops_repeated_definitions(tmp_path):
     import nbformat
 
-
     def run(name, headline, terms):
         nb = nbformat.v4.new_notebook()
         cell = nbformat.v4.new_code_cell("x")
