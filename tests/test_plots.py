@@ -127,3 +127,24 @@ def test_token_html_reads_engine_bench_tokens_frame():
                           "depth": [0, 1, 2, 0, 0]})
     html = P.token_html(frame)
     assert "position 2" in html and html.count("e3l-accepted") == 2 and "↵" in html
+
+
+def test_speedup_vs_depth_draws_chains_trees_and_intervals():
+    sweep = pd.DataFrame({"num_steps": [1, 3, 5, 3], "topk": [1, 1, 1, 2], "num_draft_tokens": [2, 4, 6, 6],
+                          "speedup": [1.4, 1.9, 2.2, 1.9],
+                          "speedup_ci95": [[1.3, 1.6], [1.8, 2.2], [1.5, 3.0], [1.8, 2.0]]})
+    fig = P.speedup_vs_depth(sweep)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert any(label.startswith("chains") for label in labels)
+    assert "tree: 3 steps, topk 2, 6 draft tokens" in labels
+    assert any(label.startswith("no speculation") for label in labels)
+    assert "predicted" not in " ".join(labels)
+
+
+def test_wiring_heatmap_labels_slots_and_boundaries():
+    matrix = pd.DataFrame([[1.0, 0.2], [0.3, 0.9]], index=[0, 2], columns=[2, 12])
+    fig = P.wiring_heatmap(matrix, [0, 2], [2, 12], "t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["slot 1: b=0", "slot 2: b=2"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["slot 1: b=2", "slot 2: b=12"]
+    assert len(ax.patches) == 2  # the intended pairing, outlined
