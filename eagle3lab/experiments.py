@@ -27,9 +27,13 @@ SEED_FLAG_SETS: dict[str, SpecConfig] = {
 # How much each lab preset decodes in the notebooks: enough to be meaningful on the default
 # lab, small enough that CI executes every notebook in a few minutes on the ci lab.
 BUDGETS = {
-    "ci": {"num_prompts": 2, "max_new_tokens": 32, "eval_texts": 4},
-    "default": {"num_prompts": 6, "max_new_tokens": 128, "eval_texts": 8},
+    "ci": {"num_prompts": 2, "max_new_tokens": 32, "eval_texts": 4, "repeats": 1},
+    "default": {"num_prompts": 6, "max_new_tokens": 128, "eval_texts": 8, "repeats": 2},
 }
+
+# Every notebook decodes the same held-out prompts (the first passages of the lab's held-out
+# text, cut to this many tokens), so one configuration gives one accept length across notebooks.
+PROMPT_TOKENS = 48
 
 
 def budget(lab: str, **overrides) -> dict[str, int]:
@@ -90,6 +94,92 @@ def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
         rows.append(row)
     shutil.rmtree(patched.parent, ignore_errors=True)
     return pd.DataFrame(rows)
+
+
+# The seed's target and ids (DeepSeek-V3-style Kimi-K2.5, 61 layers): the ids its draft config
+# carried, the ids its fix wrote, and the boundaries its training fed ([embedding, layer 3's
+# input, layer 31's input]), as notebook 02 reads them.
+SEED_ARCH, SEED_LAYERS = "DeepseekV3ForCausalLM", 61
+SEED_CONFIG_IDS, SEED_FIX_IDS, SEED_TRAINED = [2, 30, 58], [-1, 2, 30], [0, 3, 31]
+
+
+def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = SEED_LAYERS):
+    """Boundaries SGLang `version` feeds for `ids` (eagle3lab.conventions), or a short failure."""
+    from eagle3lab import conventions
+
+    try:
+        return list(conventions.serve_boundaries("sglang", version, arch, ids, layers, patched=patched))
+    except (conventions.ConventionError, conventions.CaptureError) as exc:
+        return getattr(exc, "short", None) or str(exc).split(":")[0]
+
+
+def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEED_LAYERS) -> list[str]:
+    """Draft ids that make SGLang `version` feed exactly `trained` (boundary 0 first)."""
+    rest = list(trained[1:])
+    candidates = [([0, *[b - 1 for b in rest]], False), ([0, *rest], False),
+                  ([-1, *[b - 1 for b in rest]], True), ([-1, *rest], True)]
+    out = []
+    for ids, patched in candidates:
+        if _fed(version, ids, patched, arch, layers) == list(trained):
+            out.append(f"{ids}" + (" with the patch" if patched else " (no patch)"))
+    return out or ["none"]
+
+
+def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CONFIG_IDS,
+                        fix_ids=SEED_FIX_IDS):
+    """Per SGLang version (consecutive versions with the same outcome grouped): what the seed's
+    config ids and its fixed ids feed on its DeepSeek-V3-style target, whether the fix feeds the
+    boundaries training used, and which ids would (rules: eagle3lab.conventions, read in each
+    version's srt/models/deepseek_v2.py)."""
+    import pandas as pd
+
+    from eagle3lab import conventions
+
+    versions = list(versions or [v for v in conventions.SGLANG_VERSIONS
+                                 if conventions._v(v) >= conventions._v("0.5.5")])
+    rows = []
+    for v in versions:
+        fix = _fed(v, fix_ids, True)
+        row = {f"config ids {config_ids} feed": _fed(v, config_ids, False),
+               f"fix {fix_ids} (patched) feeds": fix,
+               f"fix = trained {list(trained)}": fix == list(trained),
+               "ids that feed the trained boundaries": "; ".join(_working_ids(v, trained))}
+        key = tuple(str(x) for x in row.values())
+        if rows and rows[-1][1] == key:
+            rows[-1][0].append(v)
+        else:
+            rows.append(([v], key, row))
+    out = [{"SGLang": vs[0] if len(vs) == 1 else f"{vs[0]} – {vs[-1]}", **row} for vs, _, row in rows]
+    return pd.DataFrame(out).set_index("SGLang")
+
+
+def lab_analog(trained_lab, trained=SEED_TRAINED, fed=None):
+    """The lab's boundaries shifted slot by slot as `fed` is shifted from `trained` on the seed."""
+    fed = fed if fed is not None else _fed("0.5.23", SEED_FIX_IDS, True)
+    return [b + (f - t) for b, f, t in zip(trained_lab, fed, trained)]
+
+
+def measure_wirings(wirings: dict, lab: str, spec=(5, 1, 6), draft: str = "seed", num_prompts: int = 4,
+                    max_new_tokens: int = 64, **_):
+    """The lab draft `draft` served with each labelled set of boundaries (label -> boundaries),
+    same prompts, speculation interleaved with plain decoding: one row per wiring."""
+    import pandas as pd
+
+    from eagle3lab.engine import run_bench
+    from eagle3lab.engine.faults import FaultPlan, build_engine
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(lab, progress=False)
+    draft_model = lab_obj.load_draft(draft)
+    rows = []
+    for label, boundaries in wirings.items():
+        plan = FaultPlan(draft_name=draft, layer_ids=[b - 1 for b in boundaries])
+        engine = build_engine(lab_obj.target, draft_model, plan)
+        result = run_bench(lab_obj, spec=spec, engine=engine, prompts=bench_prompts(lab_obj, num_prompts),
+                           max_new_tokens=max_new_tokens, progress=False)
+        rows.append({**_bench_row(result, wiring=label), "boundaries": list(engine.boundaries),
+                     "draft": draft})
+    return pd.DataFrame(rows).set_index("wiring")
 
 
 def cost_ratio(run=None, default: float = 0.1) -> float:
@@ -168,14 +258,71 @@ BASELINE = "no speculation"
 LAB_SERVER_ARGS = ("--max-prompt-tokens", "512", "--max-new-tokens", "384")
 
 
-def bench_prompts(lab: str, n: int, backend: str = "lab", prompt_tokens: int = 48):
+def bench_prompts(lab: str, n: int, backend: str = "lab", prompt_tokens: int = PROMPT_TOKENS):
     """Held-out prompts: token ids for the lab server, text for any other server."""
     from eagle3lab.lab import load_lab
 
-    lab_obj = load_lab(lab)
+    lab_obj = load_lab(lab, progress=False) if isinstance(lab, str) else lab
     if backend == "lab":
         return lab_obj.heldout_prompts(n, prompt_tokens)
     return [text[:600] for text in lab_obj.heldout_texts(n)]
+
+
+def prompt_sources(lab, n: int, prompt_tokens: int = PROMPT_TOKENS) -> list[str]:
+    """The held-out file each of the first n bench prompts starts (same order as bench_prompts)."""
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(lab, progress=False) if isinstance(lab, str) else lab
+    out = []
+    for text in lab_obj._heldout:
+        if len(lab_obj.tokenizer(text["text"], add_special_tokens=False)["input_ids"]) >= prompt_tokens:
+            out.append(text.get("file", "?"))
+        if len(out) == n:
+            break
+    return out
+
+
+# --------------------------------------------------------------------------- intervals
+
+def _boot_picks(n: int, n_boot: int = 2000, seed: int = 0):
+    import numpy as np
+
+    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+
+
+def ratio_ci(num_tokens, num_s, den_tokens, den_s, level: float = 0.95, n_boot: int = 2000,
+             seed: int = 0):
+    """Bootstrap interval over prompts of (sum num_tokens / sum num_s) / (sum den_tokens / sum den_s).
+
+    Each index is one prompt measured both ways (paired, interleaved), so a resample keeps the
+    pair together. None with fewer than two prompts.
+    """
+    import numpy as np
+
+    arrays = [np.asarray(a, dtype=float) for a in (num_tokens, num_s, den_tokens, den_s)]
+    n = len(arrays[0])
+    if n < 2:
+        return None
+    picks = _boot_picks(n, n_boot, seed)
+    nt, ns, dt, ds = (a[picks].sum(axis=1) for a in arrays)
+    ratios = (nt / ns) / (dt / ds)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
+    return [round(float(lo), 4), round(float(hi), 4)]
+
+
+def rate_ci(tokens, seconds, level: float = 0.95, n_boot: int = 2000, seed: int = 0, digits: int = 2):
+    """Bootstrap interval over prompts of sum(tokens) / sum(seconds); None with < 2 prompts."""
+    import numpy as np
+
+    tokens, seconds = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
+    if len(tokens) < 2:
+        return None
+    picks = _boot_picks(len(tokens), n_boot, seed)
+    rates = tokens[picks].sum(axis=1) / seconds[picks].sum(axis=1)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(rates, [alpha, 1 - alpha])
+    return [round(float(lo), digits), round(float(hi), digits)]
 
 
 def _int(value):
@@ -184,6 +331,14 @@ def _int(value):
         return None if value is None or value != value else int(value)
     except (TypeError, ValueError):
         return value
+
+
+def _float(value) -> float:
+    """A float, NaN for a missing value."""
+    try:
+        return float("nan") if value is None else float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _tidy(frame, labels: list[str]):
@@ -209,9 +364,13 @@ def _tidy(frame, labels: list[str]):
 
 def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str | None = None,
                    target_dir=None, draft_dir=None, num_prompts: int = 4,
-                   max_new_tokens: int = 64, **_):
-    """Benchmark labelled points (dicts of loadtest.sweep keys) plus a no-speculation baseline,
-    each on its own freshly launched server; or just the server at `server_url` as it runs.
+                   max_new_tokens: int = 64, repeats: int = 1, **_):
+    """Benchmark labelled points (dicts of loadtest.sweep keys) plus a no-speculation baseline;
+    or just the server at `server_url` as it runs.
+
+    On the lab every point's server runs at once and the prompts go to them interleaved (see
+    `measure_interleaved`), so each speed-up is a paired ratio with an interval. With
+    backend="sglang" (one GPU) the servers run one after the other, as loadtest.sweep does.
 
     Returns one row per run: tokens/s, accept length, speed-up over the baseline.
     """
@@ -231,6 +390,10 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
                               "speedup": float("nan"), "completion_tokens": s["completion_tokens"],
                               "failed": s["failed"], "error": s["error"]}]).set_index("run")
     model_path = target_dir or lab_dir(lab) / "target"
+    if backend == "lab":
+        return measure_interleaved(points, lab, model_path=model_path, draft_dir=draft_dir,
+                                   num_prompts=num_prompts, max_new_tokens=max_new_tokens,
+                                   repeats=repeats)
     grid = []
     for label, point in points.items():
         point = dict(point)
@@ -252,6 +415,106 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
 def _point(cfg: SpecConfig, faults, draft) -> dict:
     """A loadtest.sweep point for a config served with lab faults and a lab draft."""
     return {"algorithm": cfg.algorithm, **cfg.given(), "fault": list(faults), "draft": draft}
+
+
+def _lab_servers(points: dict, model_path, draft_dir, stack):
+    """label -> (url, server info) for a no-speculation server and one lab server per point."""
+    from eagle3lab import loadtest, server
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    def start(point):
+        draft = None if point.get("baseline") else loadtest._lab_draft(point.get("draft", draft_dir), model_path)
+        return server.launch("lab", model_path, draft, spec=loadtest._point_spec(point, "lab"),
+                             extra_args=LAB_SERVER_ARGS)
+
+    everything = {BASELINE: {"baseline": True}, **points}
+    with ThreadPoolExecutor(max_workers=len(everything)) as pool:  # start-up is mostly waiting
+        futures = {label: pool.submit(start, point) for label, point in everything.items()}
+    launched, error = {}, None
+    for label, future in futures.items():
+        try:
+            srv = stack.enter_context(future.result())
+            launched[label] = (srv.url, srv.server_info())
+        except server.ServerError as exc:  # the others are stopped by the stack
+            error = error or exc
+    if error is not None:
+        raise error
+    return launched
+
+
+def measure_interleaved(points: dict, lab: str, model_path=None, draft_dir=None, num_prompts: int = 4,
+                        max_new_tokens: int = 64, repeats: int = 1):
+    """Every point on its own lab server, all running at once; each prompt goes to every server
+    in turn (the order rotates from prompt to prompt), `repeats` times over.
+
+    Why: servers measured one after the other see different machine load, so a ratio of two
+    such runs mixes the configuration with the moment it ran. Here each prompt gives a paired
+    measurement, and the intervals (bootstrap over prompts) say what the differences are worth.
+    """
+    import contextlib
+
+    import pandas as pd
+
+    from eagle3lab import loadtest
+
+    prompts = bench_prompts(lab, num_prompts)
+    rows = []
+    with contextlib.ExitStack() as stack:
+        servers = _lab_servers(points, model_path, draft_dir, stack)
+        labels = list(servers)
+        turn = 0
+        for r in range(max(1, int(repeats))):
+            for i, prompt in enumerate(prompts):
+                order = labels[turn % len(labels):] + labels[:turn % len(labels)]
+                turn += 1
+                for label in order:
+                    result = loadtest.run(servers[label][0], [prompt], max_new_tokens=max_new_tokens,
+                                          progress=False)
+                    for req in result.requests.itertuples():
+                        rows.append({"run": label, "prompt": i, "repeat": r, "ok": bool(req.ok),
+                                     "tokens": req.completion_tokens, "seconds": req.latency_s,
+                                     "verify": _float(getattr(req, "spec_verify_ct", None))})
+    frame = pd.DataFrame(rows)
+    return interleaved_table(frame, {label: info for label, (_, info) in servers.items()})
+
+
+def interleaved_table(frame, infos: dict | None = None):
+    """One row per run from per-request rows (run, prompt, tokens, seconds[, verify]): tokens/s,
+    accept length and speed-up over the baseline, each with a 95 % interval over prompts."""
+    import pandas as pd
+
+    infos = infos or {}
+    per_prompt = (frame[frame["ok"]].groupby(["run", "prompt"], sort=False)
+                  [["tokens", "seconds", "verify"]].sum(min_count=1).reset_index())
+    base = per_prompt[per_prompt["run"] == BASELINE].set_index("prompt")
+    rows = []
+    for label in dict.fromkeys(frame["run"]):
+        mine = per_prompt[per_prompt["run"] == label].set_index("prompt")
+        failed = mine.empty
+        tps = float(mine["tokens"].sum() / mine["seconds"].sum()) if not failed else float("nan")
+        row = {"run": label,
+               "draft tokens run": _int(infos.get(label, {}).get("speculative_num_draft_tokens"))
+               if label != BASELINE else None,
+               "tokens_per_s": tps, "tokens_per_s_ci95": rate_ci(mine["tokens"], mine["seconds"]),
+               "accept_length": float("nan"), "accept_length_ci95": None,
+               "speedup": float("nan"), "speedup_ci95": None,
+               "prompts": int(len(mine)), "requests": int((frame["run"] == label).sum()),
+               "completion_tokens": int(mine["tokens"].sum()) if not failed else 0,
+               "failed": failed}
+        verify = mine["verify"].astype(float) if "verify" in mine else None
+        if label != BASELINE and verify is not None and verify.notna().all() and verify.sum() > 0:
+            row["accept_length"] = float(mine["tokens"].sum() / verify.sum())
+            row["accept_length_ci95"] = rate_ci(mine["tokens"], verify, digits=3)
+        if len(base) and not failed:
+            both = mine.join(base.add_suffix("_base"), how="inner")
+            row["speedup"] = float((both["tokens"].sum() / both["seconds"].sum())
+                                   / (both["tokens_base"].sum() / both["seconds_base"].sum()))
+            if label != BASELINE:
+                row["speedup_ci95"] = ratio_ci(both["tokens"], both["seconds"], both["tokens_base"],
+                                               both["seconds_base"])
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("run")
 
 
 def measure_flag_sets(flag_sets: dict, lab: str, faults=(), draft: str = "seed", **kwargs):
@@ -286,6 +549,7 @@ class ServedRun:
     log: Any                     # the server log, read_log's frame
     tokens: Any = None           # one row per generated token (lab engine)
     prompt_text: str | None = None
+    prompt_texts: list | None = None
     standalone_acc: list | None = None
     server_info: dict = field(default_factory=dict)
 
@@ -326,20 +590,35 @@ class ServedRun:
     @property
     def token_view(self):
         """The first request's generation, token by token (plots.token_view)."""
+        return self.token_view_of()
+
+    def token_view_of(self, sources=None, avoid=("encodings/",)):
+        """One request's generation, token by token: the first whose prompt does not come from a
+        held-out file under `avoid` (the lab's stdlib text starts with codec tables, which read as
+        noise), with the file named in the title."""
         import pandas as pd
 
         from eagle3lab import plots
 
         if self.tokens is None or not len(self.tokens):
             return None
-        first = self.tokens[self.tokens["request"] == self.tokens["request"].min()]
+        requests = sorted(self.tokens["request"].unique())
+        pick = requests[0]
+        if sources:
+            pick = next((r for r in requests if r < len(sources)
+                         and not any(str(sources[r]).startswith(a) for a in avoid)), pick)
+        first = self.tokens[self.tokens["request"] == pick]
+        prompt_text = self.prompt_texts[pick] if self.prompt_texts and pick < len(self.prompt_texts) \
+            else self.prompt_text
+        where = f" (prompt: a passage of `{sources[pick]}` from Python's standard library)" \
+            if sources and pick < len(sources) else ""
         kinds = {"prefill": "prompt", "draft": "accepted", "accepted": "accepted", "bonus": "bonus",
                  "replacement": "replaced", "target": "replaced"}
-        rows = [] if self.prompt_text is None else [{"text": self.prompt_text, "kind": "prompt",
-                                                     "position": None}]
+        rows = [] if prompt_text is None else [{"text": prompt_text, "kind": "prompt", "position": None}]
         rows += [{"text": r.text, "kind": kinds.get(r.kind, "replaced"),
                   "position": r.depth if r.depth else None} for r in first.itertuples()]
-        return plots.token_view(pd.DataFrame(rows), title="First request: how each token was produced")
+        return plots.token_view(pd.DataFrame(rows), title=f"Request {pick + 1}{where}: how each token "
+                                                          "was produced")
 
 
 def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: str = "seed",
@@ -370,7 +649,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     from eagle3lab.lab import evaluate_draft, load_lab
 
     lab_obj = load_lab(lab)
-    prompts = lab_obj.heldout_prompts(num_prompts, 48)
+    prompts = bench_prompts(lab_obj, num_prompts)
     fault_flags = [a for f in faults for a in ("--fault", f)]
     with server.launch("lab", lab_obj.target_dir, lab_obj.draft_dir(draft), spec=spec,
                        extra_args=(*LAB_SERVER_ARGS, "--decode-log-interval", "8", *fault_flags)) as srv:
@@ -385,6 +664,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
                          wiring=served_draft.train_boundaries, depth=running.num_steps)
     return ServedRun(observe_lab(result, requested=spec, warnings=logged.warnings), logged.frame,
                      tokens=result.tokens, prompt_text=lab_obj.tokenizer.decode(prompts[0]),
+                     prompt_texts=[lab_obj.tokenizer.decode(p) for p in prompts],
                      standalone_acc=acc["accuracy"].tolist(), server_info=info)
 
 
@@ -396,15 +676,22 @@ def _bench_row(result, **extra) -> dict:
     from eagle3lab import analysis
 
     s = result.summary()
-    rates = analysis.per_position(result.steps, k=result.spec.num_steps, conditional=True,
-                                   n_boot=200)["rate"] \
-        if len(result.steps) else []
+    pp = analysis.per_position(result.steps, k=result.spec.num_steps, conditional=True,
+                                n_boot=200) \
+        if len(result.steps) else None
+    r = result.requests
     return {**extra, "draft": s["draft"], "num_steps": s["num_steps"], "topk": s["topk"],
-            "num_draft_tokens": s["num_draft_tokens"], "accept_length": s["accept_length"],
-            "accept_length_ci95": s["accept_length_ci95"],
-            "tokens_per_s": s["tokens_per_s"], "baseline_tokens_per_s": s["baseline_tokens_per_s"],
-            "speedup": s["speedup"], "lossless": s["lossless"],
-            "per_position": [round(float(r), 3) for r in rates],
+            "num_draft_tokens": s["num_draft_tokens"], "prompts": int(len(r)),
+            "accept_length": s["accept_length"], "accept_length_ci95": s["accept_length_ci95"],
+            "tokens_per_s": s["tokens_per_s"],
+            "tokens_per_s_ci95": rate_ci(r["spec_tokens"], r["spec_s"]),
+            "baseline_tokens_per_s": s["baseline_tokens_per_s"],
+            "baseline_tokens_per_s_ci95": rate_ci(r["base_tokens"], r["base_s"]),
+            "speedup": s["speedup"],
+            "speedup_ci95": ratio_ci(r["spec_tokens"], r["spec_s"], r["base_tokens"], r["base_s"]),
+            "lossless": s["lossless"],
+            "per_position": [] if pp is None else [round(float(v), 3) for v in pp["rate"]],
+            "per_position_n": [] if pp is None else [int(v) for v in pp["n"]],
             "draft_over_target": s.get("draft_over_target")}
 
 
@@ -423,9 +710,11 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
     cases = [("healthy (no fault)", [])] + [(f, [f]) for f in dict.fromkeys([SEED_AFTER_FIX, *faults])]
     rows = []
     for name, fault_list in tqdm(cases, desc="faults", leave=False, disable=True):
-        engine, _ = make_lab_engine(lab_obj, fault_list)
+        engine, plan = make_lab_engine(lab_obj, fault_list)
+        # the notebooks' shared prompts, except where the fault is about the prompts themselves
+        prompts = None if plan.prompt_kinds else bench_prompts(lab_obj, num_prompts)
         result = run_bench(lab_obj, spec=spec, faults=fault_list, engine=engine, n_prompts=num_prompts,
-                           max_new_tokens=max_new_tokens, progress=False)
+                           prompts=prompts, max_new_tokens=max_new_tokens, progress=False)
         rows.append(_bench_row(result, hypothesis=name))
     return pd.DataFrame(rows).set_index("hypothesis")
 
@@ -485,7 +774,8 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
     rows = []
     for s, t, d in grid:
         res = SpecConfig(num_steps=s, topk=t, num_draft_tokens=d).resolve(engine="sglang", version=version)
-        result = run_bench(lab_obj, spec=res.to_engine_params(), faults=faults, engine=engine, n_prompts=num_prompts,
+        result = run_bench(lab_obj, spec=res.to_engine_params(), faults=faults, engine=engine,
+                           prompts=bench_prompts(lab_obj, num_prompts),
                            max_new_tokens=max_new_tokens, progress=False)
         rows.append(_bench_row(result, asked=(s, t, d), changed=res.differs))
     return pd.DataFrame(rows)
@@ -495,6 +785,36 @@ def chain_rows(sweep):
     """The chain (topk = 1) points of a sweep, as plots.throughput_vs_depth wants them."""
     chains = sweep[sweep["topk"] == 1].rename(columns={"num_steps": "depth"})
     return chains.sort_values("depth")
+
+
+def per_position_table(table):
+    """Conditional acceptance by draft position per row of a fault sweep, with the number of
+    steps that reached each position (n): a long table, one row per (row, position)."""
+    import pandas as pd
+
+    rows = []
+    for name, row in table.iterrows():
+        ns = list(row.get("per_position_n") or [])
+        for i, rate in enumerate(row["per_position"], start=1):
+            rows.append({"hypothesis": name, "position": i, "rate": rate,
+                         "n": ns[i - 1] if i <= len(ns) else None})
+    long = pd.DataFrame(rows)
+    wide = long.pivot(index="hypothesis", columns="position", values="rate")
+    n = long.pivot(index="hypothesis", columns="position", values="n")
+    out = wide.copy().astype(object)
+    for c in wide.columns:
+        out[c] = [("–" if r != r else f"{r:.2f}") + (f" (n={int(k)})" if k == k and k is not None else "")
+                  for r, k in zip(wide[c], n[c])]
+    out.columns = [f"position {c}" for c in wide.columns]
+    return out.loc[list(dict.fromkeys(table.index))]
+
+
+def speedup_table(sweep):
+    """Each configuration of a sweep: accept length and speed-up with their intervals."""
+    cols = ["num_steps", "topk", "num_draft_tokens", "accept_length", "accept_length_ci95",
+            "speedup", "speedup_ci95"]
+    out = sweep[[c for c in cols if c in sweep]].copy()
+    return out.sort_values(["topk", "num_steps", "num_draft_tokens"]).reset_index(drop=True)
 
 
 def warnings_table(resolved):

@@ -124,11 +124,18 @@ def gap_plot(gap: pd.DataFrame, title: str | None = None):
     left.plot(gap["position"], gap["served"], marker="o", color=COLORS["observed"], label="served")
     left.set(xlabel="draft position", ylabel="conditional acceptance", ylim=(0, 1.05),
              title="Per position")
+    left.set_xticks(list(gap["position"]))
     left.legend(fontsize="small")
-    right.bar(gap["position"], gap["lost"], color=COLORS["rejected"])
-    right.set(xlabel="draft position", ylabel="accept length lost",
-              title=f"Lost {gap['lost'].sum():.2f} tokens/step in total")
-    fig.suptitle(title or "Standalone accuracy vs served acceptance", fontweight="bold")
+    diff = -gap["lost"]  # served minus standalone-predicted, per position's term
+    right.bar(gap["position"], diff, color=[COLORS["accepted"] if d >= 0 else COLORS["rejected"] for d in diff])
+    right.axhline(0, color="0.3", lw=0.8)
+    total = float(diff.sum())
+    right.set(xlabel="draft position", ylabel="served − predicted (tokens/step)",
+              title=f"Served {'above' if total >= 0 else 'below'} the acc@k prediction by "
+                    f"{abs(total):.2f} tokens/step")
+    fig.suptitle(title or "Standalone acc@k (teacher-forced) vs served acceptance: different measures",
+                 fontweight="bold")
+    fig.tight_layout()
     return _close(fig)
 
 
@@ -149,27 +156,31 @@ def log_timeline(log: pd.DataFrame, title: str | None = None):
     series = [c for c in ("accept_len", "gen_throughput") if c in log and log[c].notna().any()]
     if not series:
         raise PlotError("no log line carries an accept length or a generation throughput")
-    use_time = "time" in log and log["time"].notna().all()
-    xcol = "time" if use_time else ("line" if "line" in log else None)
-    fig, axes = _figure(len(series), 1, sharex=True, figsize=(8, 2.2 + 2.4 * len(series)))
-    axes = np.atleast_1d(axes)
-    for ax, col in zip(axes, series):
+    # Log timestamps are whole seconds, so many lines share one: plot against the order of the
+    # lines (one point per logged batch) with a rolling mean, and a histogram beside it.
+    fig, axes = _figure(len(series), 2, figsize=(11, 1.6 + 2.4 * len(series)),
+                        gridspec_kw={"width_ratios": [3, 1]}, squeeze=False)
+    for (ax, hist), col in zip(axes, series):
         rows = log[log[col].notna()]
-        x = rows[xcol] if xcol else np.arange(len(rows))
+        y = rows[col].astype(float).to_numpy()
+        x = np.arange(1, len(y) + 1)
         color = COLORS["observed"] if col == "accept_len" else COLORS["accepted"]
-        ax.plot(x, rows[col].astype(float), color=color, marker=".", lw=1)
-        mean = float(rows[col].astype(float).mean())
-        ax.axhline(mean, color=COLORS["model"], ls="--", lw=1, label=f"mean {mean:.2f}")
-        ax.set(ylabel="accept length" if col == "accept_len" else "gen throughput (tok/s)")
-        ax.legend(fontsize="small")
-    axes[-1].set(xlabel="time" if use_time else "log line")
-    axes[0].set_title(title or "Accept length and throughput over time")
-    if use_time:  # concise labels whether the log spans seconds or days
-        import matplotlib.dates as mdates
-
-        locator = mdates.AutoDateLocator()
-        axes[-1].xaxis.set_major_locator(locator)
-        axes[-1].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+        ax.plot(x, y, color=color, marker=".", lw=0, alpha=0.6, label="one logged batch")
+        window = max(3, len(y) // 10)
+        if len(y) >= window:
+            rolling = pd.Series(y).rolling(window, center=True, min_periods=1).mean()
+            ax.plot(x, rolling, color=COLORS["model"], lw=2, label=f"rolling mean of {window}")
+        label = "accept length" if col == "accept_len" else "gen throughput (tok/s)"
+        ax.set(ylabel=label)
+        ax.legend(fontsize="small", loc="best", framealpha=0.9)
+        hist.hist(y, bins=min(20, max(5, len(y) // 3)), orientation="horizontal", color=color, alpha=0.8)
+        mean = float(y.mean())
+        hist.axhline(mean, color=COLORS["model"], ls="--", lw=1)
+        hist.set(xlabel="logged batches", title=f"mean {mean:.2f} (n={len(y)})")
+        hist.sharey(ax)
+    axes[-1][0].set(xlabel="logged batch (in log order)")
+    axes[0][0].set_title(title or "Accept length and throughput, batch by batch")
+    fig.tight_layout()
     return _close(fig)
 
 
@@ -337,28 +348,102 @@ def speed_plot(measured, title: str = "Tokens/s and accept length"):
     base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else None
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     y = np.arange(len(runs))
-    left.barh(y, runs["tokens_per_s"], color=COLORS["observed"])
+    left.barh(y, runs["tokens_per_s"], color=COLORS["observed"], xerr=_ci_errors(runs, "tokens_per_s"),
+              ecolor="0.3", capsize=3)
     if base is not None:
-        left.axvline(base, color=COLORS["baseline"], ls="--", label=f"{BASELINE}: {base:.1f} tok/s")
-        left.legend(fontsize="small", loc="lower right")
-    for yi, (tps, sp) in enumerate(zip(runs["tokens_per_s"], runs["speedup"])):
-        left.annotate(f"{tps:.1f}" + (f" ({sp:.2f}×)" if sp == sp else ""), (tps, yi),
+        base_ci = measured.loc[BASELINE].get("tokens_per_s_ci95") if "tokens_per_s_ci95" in measured else None
+        if isinstance(base_ci, (list, tuple)) and len(base_ci) == 2:
+            left.axvspan(base_ci[0], base_ci[1], color=COLORS["baseline"], alpha=0.15)
+        left.axvline(base, color=COLORS["baseline"], ls="--", label=f"{BASELINE}: {base:.1f} tok/s (band: 95% CI)")
+    errs = _ci_errors(runs, "tokens_per_s")
+    for yi, (tps, sp, ci) in enumerate(zip(runs["tokens_per_s"], runs["speedup"],
+                                           runs.get("speedup_ci95", [None] * len(runs)))):
+        ci_txt = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, (list, tuple)) and len(ci) == 2 else ""
+        left.annotate(f"{tps:.1f}" + (f" ({sp:.2f}×{ci_txt})" if sp == sp else ""),
+                      (tps + (errs[1][yi] if errs is not None else 0), yi),
                       xytext=(3, 0), textcoords="offset points", va="center", fontsize="small")
+    left.set_xlim(0, max(float(runs["tokens_per_s"].max()), float(base or 0)) * 1.6)
     left.set_yticks(y, runs.index)
     left.invert_yaxis()
     left.set(xlabel="tokens/s", title="Throughput")
-    right.barh(y, runs["accept_length"], color=COLORS["accepted"])
+    right.barh(y, runs["accept_length"], color=COLORS["accepted"], xerr=_ci_errors(runs, "accept_length"),
+               ecolor="0.3", capsize=3)
+    handles = []
     if "draft tokens run" in runs:
-        right.scatter(runs["draft tokens run"], y, marker="|", s=300, color=COLORS["rejected"],
-                      label="draft tokens verified per step", zorder=5)
-        right.legend(fontsize="small", loc="lower right")
+        handles.append(right.scatter(runs["draft tokens run"], y, marker="|", s=300, color=COLORS["rejected"],
+                                     label="draft tokens verified per step", zorder=5))
     right.set_yticks(y, [""] * len(y))
     right.invert_yaxis()
     right.set(xlabel="accept length (tokens per verify step)", title="Accept length")
     fig.suptitle(title, fontweight="bold")
+    # legends below the axes, never over the bars
+    left.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+    if handles:
+        right.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def _ci_errors(table, value: str):
+    """Error-bar lengths [below, above] from `<value>_ci95` (None when the table has none)."""
+    col = f"{value}_ci95"
+    if col not in table:
+        return None
+    below, above = [], []
+    for v, ci in zip(table[value], table[col]):
+        has = isinstance(ci, (list, tuple)) and len(ci) == 2 and v == v
+        below.append(max(0.0, v - ci[0]) if has else 0.0)
+        above.append(max(0.0, ci[1] - v) if has else 0.0)
+    return np.array([below, above])
+
+
+def wiring_heatmap(matrix, trained, served, title: str):
+    """The cosine matrix between the training capture (rows) and the served capture (columns),
+    labelled by slot and boundary, with the intended pairing (slot i with slot i) outlined."""
+    import matplotlib.patches as mpatches
+    import seaborn as sns
+
+    trained, served = list(trained), list(served)
+    rows = [f"slot {i + 1}: b={b}" for i, b in enumerate(trained)]
+    cols = [f"slot {i + 1}: b={b}" for i, b in enumerate(served)]
+    grid = pd.DataFrame(matrix.loc[trained, served].to_numpy(), index=rows, columns=cols)
+    fig, ax = _figure(figsize=(2.2 + 1.9 * len(cols), 1.4 + 0.9 * len(rows)))
+    sns.heatmap(grid, ax=ax, vmin=-1, vmax=1, cmap="vlag", annot=True, fmt=".2f",
+                cbar_kws={"label": "mean cosine over tokens"}, annot_kws={"size": 12})
+    for i in range(min(len(rows), len(cols))):
+        ax.add_patch(mpatches.Rectangle((i, i), 1, 1, fill=False, lw=2.5, ec="black"))
+    ax.set_xlabel("served capture (slot: boundary the server feeds)")
+    ax.set_ylabel("training capture (slot: boundary trained on)")
+    ax.tick_params(axis="x", rotation=0)
+    ax.tick_params(axis="y", rotation=0)
+    ax.set_title(title + "\n(outlined: the pairing the draft expects, slot i with slot i)", fontsize=11)
+    fig.tight_layout()
+    return _close(fig)
+
+
+def speedup_vs_depth(sweep: pd.DataFrame, title: str | None = None):
+    """Measured speed-up over no speculation with 95% intervals: chains (topk 1) against depth,
+    trees (topk > 1) as separate points; 1.0 (no speculation) marked."""
+    _need(sweep, ["num_steps", "topk", "num_draft_tokens", "speedup"], "speed-up vs depth")
+    fig, ax = _figure(figsize=(8, 4.4))
+    chains = sweep[sweep["topk"] == 1].sort_values("num_steps")
+    trees = sweep[sweep["topk"] > 1].sort_values("num_steps")
+    ax.errorbar(chains["num_steps"], chains["speedup"], yerr=_ci_errors(chains, "speedup"),
+                marker="o", capsize=3, color=COLORS["observed"], label="chains (topk 1, draft tokens = depth + 1)")
+    for j, (_, row) in enumerate(trees.iterrows()):
+        err = _ci_errors(trees.loc[[row.name]], "speedup")
+        ax.errorbar([row["num_steps"] + 0.12 * (j % 3 - 1)], [row["speedup"]], yerr=err, fmt="s", capsize=3,
+                    color=_palette(len(trees) + 1)[j + 1],
+                    label=f"tree: {int(row['num_steps'])} steps, topk {int(row['topk'])}, "
+                          f"{int(row['num_draft_tokens'])} draft tokens")
+    ax.axhline(1.0, color=COLORS["baseline"], ls="--",
+               label="no speculation (1.0×; its own spread is inside each paired interval)")
+    ax.set(xlabel="draft depth (num_steps)", ylabel="speed-up over no speculation",
+           title=title or "Speed-up vs depth (bars: 95% CI over prompts)")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    fig.tight_layout()
+    return _close(fig)
 
 
 def show_matrix(matrix, rows: str, columns: str, title: str):
@@ -412,7 +497,7 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
     from eagle3lab.style import COLORS, apply_style
 
     apply_style()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 4.8))
     y = np.arange(len(table))
     colors = [COLORS["accepted"] if name.startswith("healthy") else
               COLORS["rejected"] if name == SEED_AFTER_FIX else COLORS["observed"] for name in table.index]
@@ -427,11 +512,14 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
              title="Accept length")
     for (name, row), color in zip(table.iterrows(), colors):
         rates = row["per_position"]
-        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=name, color=color
+        ns = list(row.get("per_position_n") or []) if hasattr(row, "get") else []
+        label = name + (f" (n={', '.join(map(str, ns))})" if ns else "")
+        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=label, color=color
                    if color != COLORS["observed"] else None, lw=2.5 if color != COLORS["observed"] else 1.2)
     right.set(xlabel="draft position", ylabel="P(accept | earlier accepted)", ylim=(-0.02, 1.02),
               title="Where the chain breaks")
-    right.legend(fontsize="x-small", ncol=2)
+    right.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                 title="n = steps reaching each position", title_fontsize="x-small")
     fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
     plt.close(fig)

@@ -37,60 +37,198 @@ def show_diff(diff_text: str, max_lines: int = 400):
     display(Code("\n".join(lines[:max_lines]) + more, language="diff"))
 
 
-def _ratio_words(ratio: float) -> str:
-    if ratio != ratio:
+# --------------------------------------------------------------------------- intervals
+
+
+def _finite(x) -> bool:
+    try:
+        return x is not None and x == x and abs(float(x)) != float("inf")
+    except (TypeError, ValueError):
+        return False
+
+
+def _ci(ci):
+    """(lo, hi) as floats, or None when absent or malformed."""
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_finite(v) for v in ci):
+        return float(ci[0]), float(ci[1])
+    return None
+
+
+def interval_holds(point, ci) -> bool:
+    """True when an interval contains its own point estimate (or there is no interval)."""
+    ci = _ci(ci)
+    if ci is None or not _finite(point):
+        return True
+    lo, hi = ci
+    tol = 1e-9 * max(1.0, abs(float(point)))
+    return lo - tol <= float(point) <= hi + tol
+
+
+def ci_text(point, ci, fmt: str = ".2f", unit: str = "") -> str:
+    """`1.23 [1.10, 1.35]`: a figure with its 95 % interval (just the figure without one)."""
+    if not _finite(point):
+        return "n/a"
+    ci = _ci(ci)
+    text = f"{float(point):{fmt}}{unit}"
+    return text if ci is None else f"{text} [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
+
+
+def compare(a, a_ci, b, b_ci) -> str:
+    """"higher", "lower" or "same": a against b, a difference only when the intervals separate.
+
+    With no interval on either side, any difference is "same" unless it exceeds 5 % of |b|
+    (a figure without an interval is not allowed to win on noise).
+    """
+    if not (_finite(a) and _finite(b)):
+        return "unknown"
+    a, b = float(a), float(b)
+    ia, ib = _ci(a_ci), _ci(b_ci)
+    if ia is None and ib is None:
+        if abs(a - b) <= 0.05 * max(abs(b), 1e-12):
+            return "same"
+        return "higher" if a > b else "lower"
+    lo_a, hi_a = ia if ia is not None else (a, a)
+    lo_b, hi_b = ib if ib is not None else (b, b)
+    if lo_a > hi_b:
+        return "higher"
+    if hi_a < lo_b:
+        return "lower"
+    return "same"
+
+
+def compare_words(a, a_ci, b, b_ci, higher: str = "higher than", lower: str = "lower than",
+                  same: str = "not distinguishable from") -> str:
+    """The words for a against b, chosen by `compare` (intervals checked first)."""
+    return {"higher": higher, "lower": lower, "same": same}.get(
+        compare(a, a_ci, b, b_ci), "could not be compared with")
+
+
+def speedup_words(speedup, ci=None) -> str:
+    """A speed-up over no speculation in words: faster or slower only when its interval excludes 1."""
+    if not _finite(speedup):
         return "could not be compared with"
-    if ratio > 1.05:
-        return f"{ratio:.2f}× faster than"
-    if ratio < 0.95:
-        return f"{1 / ratio:.2f}× slower than"
-    return "about as fast as"
+    verdict = compare(speedup, ci, 1.0, None) if _ci(ci) else (
+        "higher" if speedup > 1.05 else "lower" if speedup < 0.95 else "same")
+    figure = ci_text(speedup, ci, unit="×")
+    if verdict == "higher":
+        return f"faster ({figure}) than"
+    if verdict == "lower":
+        return f"slower ({figure}) than"
+    return f"not distinguishable ({figure}) from"
+
+
+def _ratio_words(ratio: float, ci=None) -> str:
+    return speedup_words(ratio, ci)
+
+
+def _get(row, key, default=None):
+    value = row.get(key, default) if hasattr(row, "get") else default
+    return default if value is None else value
 
 
 def flag_set_sentence(measured) -> str:
-    """Prose for notebook 01, every figure taken from `measured`."""
+    """Prose for notebook 01, every figure taken from `measured` (intervals checked)."""
     if BASELINE not in measured.index:
         row = measured.iloc[0]
         return (f"The server ran at **{row['tokens_per_s']:.1f} tok/s** with accept length "
                 f"**{row['accept_length']:.2f}**.")
-    base = measured.loc[BASELINE, "tokens_per_s"]
-    lines = [f"Without speculation the lab server decodes **{base:.1f} tok/s**."]
+    base = measured.loc[BASELINE]
+    lines = [f"Without speculation the lab server decodes "
+             f"**{ci_text(base['tokens_per_s'], _get(base, 'tokens_per_s_ci95'), '.1f')} tok/s** "
+             f"(95 % interval over prompts in brackets; runs interleaved prompt by prompt)."]
+    verdicts = []
     for label, row in measured.drop(index=BASELINE).iterrows():
+        sp, sp_ci = row["speedup"], _get(row, "speedup_ci95")
+        verdicts.append(compare(sp, sp_ci, 1.0, None) if _ci(sp_ci) else
+                        ("higher" if sp > 1.05 else "lower" if sp < 0.95 else "same"))
         lines.append(f"- *{label}*: {_int(row['draft tokens run'])} draft tokens verified per step, accept "
-                     f"length **{row['accept_length']:.2f}**, **{row['tokens_per_s']:.1f} tok/s** — "
-                     f"{_ratio_words(row['speedup'])} no speculation.")
-    best = measured.drop(index=BASELINE)["speedup"].max()
-    lines.append("" if best != best else
-                 ("\nNo flag set beats plain decoding: fixing the flags alone cannot help while the "
-                  "draft accepts this little." if best < 1 else
-                  "\nAt least one flag set beats plain decoding on this draft."))
+                     f"length **{ci_text(row['accept_length'], _get(row, 'accept_length_ci95'))}**, "
+                     f"**{row['tokens_per_s']:.1f} tok/s** — {speedup_words(sp, sp_ci)} no speculation.")
+    if "higher" in verdicts:
+        lines.append("\nAt least one flag set beats plain decoding on this draft, beyond the noise.")
+    elif all(v == "lower" for v in verdicts):
+        lines.append("\nNo flag set beats plain decoding: fixing the flags alone cannot help while the "
+                     "draft accepts this little.")
+    elif verdicts:
+        lines.append("\nNo flag set beats plain decoding beyond the noise.")
     return "\n".join(lines)
 
 
 def fix_sentence(measured, before: str, after: str) -> str:
-    """Prose for notebook 03: how much the fix moved accept length and tokens/s."""
+    """Prose for notebook 03: how much the fix moved accept length and tokens/s, in words chosen
+    from the intervals (a title never says "barely moved" when the intervals separate)."""
     b, a = measured.loc[before], measured.loc[after]
-    base = measured.loc[BASELINE, "tokens_per_s"] if BASELINE in measured.index else float("nan")
-    return (f"Accept length went from **{b['accept_length']:.2f}** to **{a['accept_length']:.2f}** and "
-            f"throughput from **{b['tokens_per_s']:.1f}** to **{a['tokens_per_s']:.1f} tok/s** "
-            f"(no speculation: {base:.1f} tok/s). With the fix the server is "
-            f"{_ratio_words(a['speedup'])} plain decoding.")
+    al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
+                 _get(b, "accept_length_ci95"))
+    moved = {"higher": "rose", "lower": "fell", "same": "did not move measurably"}.get(al, "changed")
+    return (f"Accept length {moved}: **{ci_text(b['accept_length'], _get(b, 'accept_length_ci95'))}** before "
+            f"the fix, **{ci_text(a['accept_length'], _get(a, 'accept_length_ci95'))}** after; throughput "
+            f"**{b['tokens_per_s']:.1f}** → **{a['tokens_per_s']:.1f} tok/s**. With the fix the server is "
+            f"{speedup_words(a['speedup'], _get(a, 'speedup_ci95'))} plain decoding (before: "
+            f"{speedup_words(b['speedup'], _get(b, 'speedup_ci95'))} it).")
+
+
+def fix_title(measured, before: str, after: str) -> str:
+    """The title of notebook 03's finding, its direction taken from the intervals."""
+    b, a = measured.loc[before], measured.loc[after]
+    al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
+                 _get(b, "accept_length_ci95"))
+    if al == "higher":
+        return (f"The fix works on the lab (accept length {b['accept_length']:.2f} → {a['accept_length']:.2f}); "
+                "what limits it next is the draft itself, trained without TTT (notebooks 04 and 05 "
+                "measure how much).")
+    if al == "lower":
+        return "The fix made acceptance worse on the lab."
+    return "The fix did not move accept length measurably on the lab."
 
 
 def accuracy_sentence(right, served) -> str:
-    """Prose for notebook 02 from two evaluate_draft frames."""
-    r1, s1 = float(right["accuracy"].iloc[0]), float(served["accuracy"].iloc[0])
-    k = int(right["depth"].max())
-    rk, sk = float(right["accuracy"].iloc[-1]), float(served["accuracy"].iloc[-1])
-    deep_r = f" (acc@{k} **{rk:.1%}**)" if k > 1 else ""
-    deep_s = f" (acc@{k} **{sk:.1%}**)" if k > 1 else ""
-    return (f"With the boundaries it was trained on, the draft's acc@1 is **{r1:.1%}**{deep_r}; fed what "
-            f"the server feeds it, acc@1 is **{s1:.1%}**{deep_s}. "
-            + ("The served wiring costs most of the draft's accuracy." if s1 < 0.5 * r1 else
-               "The served wiring costs little accuracy." if s1 > 0.9 * r1 else
-               "The served wiring costs a noticeable part of the draft's accuracy."))
+    """Prose for notebook 02 from two evaluate_draft frames: which wiring scores higher at which
+    depths (a headline that holds at depth 1 only says so)."""
+    r = right["accuracy"].to_numpy(float)
+    sv = served["accuracy"].to_numpy(float)
+    depths = right["depth"].to_numpy(int)
+    worse = [int(d) for d, x, y in zip(depths, r, sv) if y < 0.9 * x]
+    better = [int(d) for d, x, y in zip(depths, r, sv) if y > x]
+    k = int(depths.max())
+    text = (f"With the boundaries it was trained on, the draft's acc@1 is **{r[0]:.1%}**"
+            + (f" (acc@{k} **{r[-1]:.1%}**)" if k > 1 else "")
+            + f"; fed what the server feeds it, acc@1 is **{sv[0]:.1%}**"
+            + (f" (acc@{k} **{sv[-1]:.1%}**)" if k > 1 else "") + ". ")
+    if worse == [int(d) for d in depths]:
+        text += "The served wiring costs accuracy at every depth."
+    elif worse:
+        text += (f"The served wiring costs accuracy at depth {_depths(worse)}"
+                 + (f" and scores no lower at depth {_depths(better)}" if better else "")
+                 + (" — where the draft, trained without TTT, is weak either way" if better else "")
+                 + "; depth 1 is what decides acceptance, since every later draft needs it accepted first.")
+    else:
+        text += "The served wiring costs little accuracy."
+    return text
 
 
+def _depths(ds) -> str:
+    ds = list(ds)
+    if len(ds) > 2 and ds == list(range(ds[0], ds[-1] + 1)):
+        return f"{ds[0]}–{ds[-1]}"
+    return ", ".join(map(str, ds))
+
+
+def gap_sentence(gap) -> str:
+    """Notebook 04: accept length predicted from standalone acc@k versus served, in words that
+    name the two measures and the direction."""
+    st, sv = float(gap["accept_length_standalone"].iloc[-1]), float(gap["accept_length_served"].iloc[-1])
+    direction = compare(sv, None, st, None)
+    words = {"higher": "is **higher** than", "lower": "is **lower** than",
+             "same": "is about the same as"}.get(direction, "cannot be compared with")
+    return (f"If served acceptance equalled standalone acc@k, the accept length would be "
+            f"**{st:.2f}**; the served per-position rates give **{sv:.2f}**, which {words} that. "
+            "The two are different measures: acc@k is teacher-forced on held-out text (the true text "
+            "is the input at every step), served acceptance is conditional on the draft's own earlier "
+            "tokens having been accepted, on the target's own continuation."
+            + (f" The draft's acc@2 ({float(gap['standalone'].iloc[1]):.1%}) is far below its acc@1 "
+               f"({float(gap['standalone'].iloc[0]):.1%}): the signature of a draft trained without TTT."
+               if len(gap) > 1 and gap["standalone"].iloc[1] < 0.5 * gap["standalone"].iloc[0] else ""))
 def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     """Prose for the log section: how many decode lines, accept length range, throughput."""
     decode = log[log["accept_len"].notna()]
@@ -128,30 +266,52 @@ def rates_text(rates) -> str:
 
 
 def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
-    """Which hypothesis reproduces the seed-after-fix signature, and what the healthy draft gets."""
+    """Which hypothesis reproduces the seed-after-fix signature (saying that the fixed seed is a
+    no-TTT draft by construction), with per-position sample sizes and speed-up intervals."""
     ref = table.loc[reference]
     name, distance = closest_hypothesis(table, reference)
     healthy = table.loc[[n for n in table.index if n.startswith("healthy")][0]]
-    return (f"The seed after its fix (`{reference}`) accepts **{ref['accept_length']:.2f}** tokens per step "
-            f"(per position {rates_text(ref['per_position'])}) for a speed-up of **{ref['speedup']:.2f}×**. "
-            f"Of the other hypotheses, **{name}** has the closest per-position profile "
-            f"(mean difference {distance:.2f}): accept length {table.loc[name, 'accept_length']:.2f}, "
-            f"per position {rates_text(table.loc[name, 'per_position'])}. "
-            f"The healthy draft — trained with training-time test, served with the wiring it was "
-            f"trained on — accepts **{healthy['accept_length']:.2f}** at the same configuration, a "
-            f"speed-up of **{healthy['speedup']:.2f}×**.")
+    other = table.loc[name]
+    n_ref = _get(ref, "per_position_n", [])
+    n_other = _get(other, "per_position_n", [])
+    text = (f"The seed after its fix (`{reference}`) accepts **{ci_text(ref['accept_length'], _get(ref, 'accept_length_ci95'))}** "
+            f"tokens per step (per position {rates_text(ref['per_position'])}"
+            + (f", steps at risk n = {list(n_ref)}" if len(n_ref) else "") + "), a speed-up of "
+            f"**{ci_text(ref['speedup'], _get(ref, 'speedup_ci95'), unit='×')}**. "
+            f"Of the other hypotheses, **{name}** has the closest per-position profile (mean "
+            f"difference {distance:.2f}; per position {rates_text(other['per_position'])}"
+            + (f", n = {list(n_other)}" if len(n_other) else "") + "). ")
+    if name == "no-ttt":
+        text += ("That is expected rather than discovered: the seed's draft is a no-TTT draft by "
+                 "construction, and after the fix it reads the boundaries it was trained on, so it "
+                 "differs from `no-ttt` only in which boundaries it was trained on. ")
+    text += (f"The healthy draft (trained with TTT, served with the wiring it was trained on) accepts "
+             f"**{ci_text(healthy['accept_length'], _get(healthy, 'accept_length_ci95'))}** at the same "
+             f"configuration, a speed-up of **{ci_text(healthy['speedup'], _get(healthy, 'speedup_ci95'), unit='×')}**; "
+             f"its speed-up is {compare_words(healthy['speedup'], _get(healthy, 'speedup_ci95'), ref['speedup'], _get(ref, 'speedup_ci95'))} "
+             "the fixed seed's. Rates at positions with a small n are noisy.")
+    return text
 
 
 def winner_sentence(sweep) -> str:
-    """The measured best configuration and its speed-up."""
-    best = sweep.loc[sweep["speedup"].idxmax()]
-    worst = sweep.loc[sweep["speedup"].idxmin()]
-    return (f"Best measured configuration: **{int(best['num_steps'])} steps, topk {int(best['topk'])}, "
-            f"{int(best['num_draft_tokens'])} draft tokens** — accept length **{best['accept_length']:.2f}**, "
-            f"**{best['tokens_per_s']:.1f} tok/s** against {best['baseline_tokens_per_s']:.1f} without "
-            f"speculation: a speed-up of **{best['speedup']:.2f}×**. The worst point "
-            f"({int(worst['num_steps'])}/{int(worst['topk'])}/{int(worst['num_draft_tokens'])}) "
-            f"reaches {worst['speedup']:.2f}×.")
+    """The measured best configuration, and which others its interval does not separate from."""
+    best_i = sweep["speedup"].idxmax()
+    best, worst = sweep.loc[best_i], sweep.loc[sweep["speedup"].idxmin()]
+    cfg = lambda r: f"{int(r['num_steps'])}/{int(r['topk'])}/{int(r['num_draft_tokens'])}"  # noqa: E731
+    ties = [cfg(r) for i, r in sweep.iterrows() if i != best_i and compare(
+        best["speedup"], _get(best, "speedup_ci95"), r["speedup"], _get(r, "speedup_ci95")) == "same"]
+    text = (f"Highest measured speed-up: **{int(best['num_steps'])} steps, topk {int(best['topk'])}, "
+            f"{int(best['num_draft_tokens'])} draft tokens** (steps/topk/draft tokens {cfg(best)}) — accept length "
+            f"**{ci_text(best['accept_length'], _get(best, 'accept_length_ci95'))}**, speed-up "
+            f"**{ci_text(best['speedup'], _get(best, 'speedup_ci95'), unit='×')}**. ")
+    if ties:
+        text += (f"Its interval overlaps those of {', '.join(ties)}: on this budget these are "
+                 "not distinguishable, so none of them is *the* winner. ")
+    else:
+        text += "Its interval separates it from every other point. "
+    text += (f"The lowest point ({cfg(worst)}) reaches "
+             f"{ci_text(worst['speedup'], _get(worst, 'speedup_ci95'), unit='×')}.")
+    return text
 
 
 def headline(text: str):
@@ -172,3 +332,65 @@ def resolution_sentence(resolved) -> str:
     parts = [f"*{label}* asks for {row['asked steps/topk/draft'][2]} draft tokens but runs "
              f"**{row['num_draft_tokens']}**" for label, row in changed.iterrows()]
     return "; ".join(parts) + " — with one warning line in the server log and nothing else."
+
+
+def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
+    """Notebook 03: what the seed's fixed ids feed on `version`, per version, and what the
+    one-layer offset costs on the lab (accept length and speed-up, intervals compared)."""
+    from eagle3lab.experiments import SEED_FIX_IDS, SEED_TRAINED
+
+    def row_for(v):
+        for label, row in by_version.iterrows():
+            lo, _, hi = str(label).partition(" – ")
+            if v in (lo, hi) or (hi and _vt(lo) <= _vt(v) <= _vt(hi)):
+                return label, row
+        return None, None
+
+    label, row = row_for(version)
+    fed_col = next(c for c in by_version.columns if c.startswith("fix "))
+    ok_col = next(c for c in by_version.columns if c.startswith("fix = trained"))
+    good = [str(v) for v, r in by_version.iterrows() if bool(r[ok_col])]
+    text = ""
+    if row is not None:
+        fed = row[fed_col]
+        text += (f"On SGLang **{version}**, the seed's fixed ids {SEED_FIX_IDS} feed **{fed}** on its "
+                 f"DeepSeek-V3-style target, " + ("exactly the boundaries it was trained on. " if bool(row[ok_col])
+                                                  else f"not the **{SEED_TRAINED}** it was trained on"))
+        if not bool(row[ok_col]) and isinstance(fed, list):
+            off = sum(1 for f, t in zip(fed, SEED_TRAINED) if f != t)
+            text += f": {off} of {len(SEED_TRAINED)} slots are one layer off. "
+        text += (f"The ids that feed the trained boundaries there: **{row['ids that feed the trained boundaries']}**. ")
+    if good:
+        text += (f"The seed's ids were right only on SGLang {', '.join(good)} (deepseek_v2.py adds 1 to every id "
+                 "there; from 0.5.13 it adds 1 only when the first id is 1). ")
+    names = list(measured.index)
+    if len(names) == 2:
+        a, b = (measured.loc[n] for n in names)
+        verdict = compare_words(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
+                                _get(b, "accept_length_ci95"), "higher than", "lower than",
+                                "not distinguishable from")
+        text += (f"\n\nOn the lab the same offset (*{names[0]}*, boundaries {a['boundaries']}) gives accept length "
+                 f"**{ci_text(a['accept_length'], _get(a, 'accept_length_ci95'))}**, {verdict} "
+                 f"*{names[1]}* (boundaries {b['boundaries']}): "
+                 f"**{ci_text(b['accept_length'], _get(b, 'accept_length_ci95'))}**; speed-up "
+                 f"{ci_text(a['speedup'], _get(a, 'speedup_ci95'), unit='×')} against "
+                 f"{ci_text(b['speedup'], _get(b, 'speedup_ci95'), unit='×')}. ")
+        direction = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
+                            _get(b, "accept_length_ci95"))
+        if direction == "same":
+            text += ("So on the lab a one-layer offset costs nothing measurable (neighbouring boundaries of "
+                     "the residual stream carry nearly the same state); the seed's fix disappointed for "
+                     "another reason (its draft was trained without TTT: notebooks 04 and 05). It is still "
+                     "not the wiring the draft was trained on, and a real target may be less forgiving: "
+                     "use the ids above and measure.")
+        elif direction == "lower":
+            text += "The offset costs acceptance: the ids above are worth fixing."
+        else:
+            text += "Here the offset wiring scores higher, which a one-layer shift does not explain: rerun with more prompts."
+    return text
+
+
+def _vt(v: str):
+    import re
+
+    return tuple(int(x) for x in re.findall(r"\d+", str(v))[:3])

@@ -339,7 +339,47 @@ def render_html(nb, title: str | None = None, *, exclude_input: bool = False) ->
     exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input=exclude_input,
                             exclude_input_prompt=exclude_input, exclude_output_prompt=exclude_input)
     html, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title or "notebook"}})
-    return _REMOTE_SCRIPT.sub("", html)
+    html = _REMOTE_SCRIPT.sub("", html)
+    return html.replace("</head>", _WIDE_OUTPUTS_CSS + "</head>", 1)
+
+
+# Wide tables scroll inside their cell instead of being clipped at the page edge.
+_WIDE_OUTPUTS_CSS = ("<style>.jp-OutputArea-output table{display:block;overflow-x:auto;max-width:100%;}"
+                     ".jp-OutputArea-output{overflow-x:auto;}</style>\n")
+
+_LOCAL_PATH = re.compile(r"(?<![\w.:/])(/tmp/|/work/|/root/|/home/|/var/folders/|[A-Z]:\\Users\\)[^\s\"'<>)]*")
+
+
+def local_paths(html: str) -> list[str]:
+    """Local filesystem paths in a rendered page's visible text (a shared report must not carry
+    them: they mean nothing to its reader and leak the author's machine)."""
+    text = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", html, flags=re.S | re.I)
+    text = re.sub(r'src="data:[^"]*"', " ", text)
+    text = re.sub(r"<[^>]+>", " ", text)
+    return sorted(set(m.group(0) for m in _LOCAL_PATH.finditer(_html_unescape(text))))
+
+
+def _html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def broken_links(html: str) -> list[str]:
+    """Links in a page that would break when the page is sent alone: in-page anchors with no
+    matching id, and relative links to other files."""
+    ids = set(re.findall(r'\b(?:id|name)="([^"]+)"', html))
+    bad = []
+    for href in re.findall(r'\bhref="([^"]*)"', html):
+        if href.startswith("#"):
+            import urllib.parse
+
+            target = urllib.parse.unquote(href[1:])
+            if target and target not in ids and href[1:] not in ids:
+                bad.append(href)
+        elif not re.match(r"^(https?:|mailto:|data:)", href):
+            bad.append(href)
+    return bad
 
 
 HEADLINE_KEY = "eagle3lab_headline"  # output metadata set by eagle3lab.prose.headline
@@ -356,26 +396,104 @@ def headlines(nb) -> list[str]:
     return found
 
 
-def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem", intro: str = ""):
-    """All executed notebooks as one, after a summary table linking the per-notebook pages."""
+# How to rerun each notebook on one's own deployment: the parameters each command sets (every
+# name is a parameter of that notebook; tests/test_report.py checks it).
+RERUN: dict[str, list[tuple[str, str]]] = {
+    "01": [("a running SGLang server", "-p SERVER_URL=http://HOST:30000"),
+           ("or launch SGLang per flag set, on the GPU machine",
+            "-p BACKEND=sglang -p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft")],
+    "02": [("your checkpoints", "-p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft "
+                                "-p \"SERVE=('sglang', '0.5.23')\"")],
+    "03": [("your SGLang tree and patched server",
+            "-p SGLANG_DIR=/path/to/site-packages/sglang -p SERVER_URL=http://HOST:30000")],
+    "04": [("your server's log", "-p LOG_FILE=/path/to/server.log")],
+    "05": [("your servers for the configuration sweep (the hypotheses stay on the lab)",
+            "-p \"SERVER_URLS=['http://HOST:30000']\"")],
+}
+
+
+def lab_facts(lab: str) -> dict:
+    """What the lab is, from its manifest: sizes, corpus, where it was built (empty if unknown)."""
+    import os
+
+    from eagle3lab.paths import lab_dir
+
+    path = lab_dir(lab) / "manifest.json"
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    cfg, target, corpus = m.get("config", {}), m.get("target", {}), m.get("corpus", {})
+    return {"parameters": target.get("parameters"), "layers": target.get("num_layers", cfg.get("num_layers")),
+            "hidden": target.get("hidden_size", cfg.get("hidden_size")), "vocab": cfg.get("vocab_size"),
+            "train_tokens": corpus.get("train_tokens"), "python": corpus.get("python"),
+            "drafts": sorted(m.get("drafts", {})), "built_cpus": m.get("environment", {}).get("cpus"),
+            "cpus": os.cpu_count()}
+
+
+BOX_TERMS = ("the seed", "the lab", "accept length", "speed-up")  # defined in the box, used by all
+
+
+def deployment_box(lab: str, runs: list[NotebookRun] | None = None) -> str:
+    """The index's opening box: what was run, on what, what carries over to a real deployment and
+    what does not, and the commands that rerun each notebook on one's own deployment."""
+    from eagle3lab import glossary
+
+    f = lab_facts(lab)
+    if f.get("parameters"):
+        what = (f"the **{lab}** lab: a **{f['parameters'] / 1e6:.1f} M-parameter Llama** target "
+                f"({f['layers']} layers, hidden size {f['hidden']}, vocabulary {f['vocab']}) trained on "
+                f"{f['train_tokens']:,} tokens of **Python source** (the standard library of Python "
+                f"{f['python']}), with EAGLE-3 drafts ({', '.join(f['drafts'])}) trained on it, decoded on "
+                f"**this machine's CPU ({f['cpus']} cores, no GPU)**")
+    else:
+        what = f"the **{lab}** lab (its manifest could not be read)"
+    names = {r.name[:2] for r in runs} if runs else set(RERUN)
+    cmds = "\n".join(f"> - `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
+                      for nb, items in RERUN.items() if nb in names for why, args in items)
+    return (
+        f"> **What this is.** The notebooks below were executed against {what}.\n"
+        + glossary.define_markdown(*BOX_TERMS).replace("> **Terms.**", ">\n> **Terms.**") + "\n>\n"
+        "> **What carries over to a real deployment:** acceptance behaviour (accept length, where the "
+        "chain breaks, what a wiring offset, a draft trained one step deep or a config override does to them), the wiring "
+        "rules and the configurations (SGLang's own resolver and capture rules, per version).\n>\n"
+        "> **What does not:** absolute tokens/s and the cost ratios behind them (a draft step against a "
+        "target step on a tiny model on a CPU is not a GPU's); speed-ups here give the direction of an "
+        "effect, not its size on your hardware.\n>\n"
+        "> SGLang's logs carry only the mean accept length per batch: the per-position tables (notebooks "
+        "04 and 05) come from the lab engine decoding the same prompts.\n>\n"
+        "> **Rerun on your own deployment** (the parameters cells are hidden on this page; every "
+        "notebook also runs as is in JupyterLab):\n" + cmds + "\n>\n"
+        "> This page is self-contained (plots embedded, no links out). The same notebooks with their "
+        "code, one page each, sit next to it in the report folder.")
+
+
+def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem", intro: str = "",
+                      box: str = ""):
+    """All executed notebooks as one page, after the opening box and a summary table whose links
+    stay inside the page (the index can be sent alone)."""
     import nbformat
 
-    rows = ["| notebook | status | time | page |", "|---|---|---|---|"]
+    from eagle3lab import glossary
+
+    rows = ["| notebook | status | time |", "|---|---|---|"]
     for run in runs:
         status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
-        page = f"[{run.html_path.name}]({run.html_path.name})" if run.html_path else ""
-        rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s | {page} |")
-    header = f"# {title}\n\n{intro}\n\n" + "\n".join(rows)
+        rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s |")
+    header = f"# {title}\n\n{intro}\n\n" + (f"{box}\n\n" if box else "") + "\n".join(rows)
     glance = [f"**[{run.name}](#{run.name})**\n\n" + "\n\n".join(texts)
               for run in runs if (texts := headlines(run.notebook))]
     if glance:
         header += "\n\n## At a glance\n\n" + "\n\n".join(glance)
+        header += _glance_terms(header)
     cells = [nbformat.v4.new_markdown_cell(header)]
+    defined = glossary.defined_in(header)
     for n, run in enumerate(runs):
         cells.append(nbformat.v4.new_markdown_cell(f'<a id="{run.name}"></a>\n\n---'))
         for i, cell in enumerate(run.notebook.cells):
             cell = copy.deepcopy(cell)
             cell["id"] = f"n{n}-{i}"  # ids must be unique across the merged notebooks
+            _drop_known_terms(cell, defined)
             cells.append(cell)
         if run.error:
             cells.append(nbformat.v4.new_markdown_cell(
@@ -384,6 +502,39 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
     merged.metadata = copy.deepcopy(runs[0].notebook.metadata) if runs else merged.metadata
     merged.metadata.pop("widgets", None)
     return merged
+
+
+def _glance_terms(header: str) -> str:
+    """Definitions of the terms the At-a-glance summary uses that the box has not defined, so
+    a reader who stops at the summary meets no undefined term."""
+    from eagle3lab import glossary
+
+    known = glossary.defined_in(header)
+    used = [t for t in glossary.TERMS if t not in known and glossary.uses(header, t)]
+    return ("\n\n" + glossary.define_markdown(*used)) if used else ""
+
+
+def _drop_known_terms(cell, defined: set) -> None:
+    """In the one-page index, a notebook's Terms output keeps only terms not defined earlier on
+    the page (each term is defined once); `defined` grows with what the cell defines."""
+    from eagle3lab import glossary
+
+    if cell.cell_type != "code":
+        return
+    outputs = []
+    for out in cell.get("outputs", []):
+        text = out.get("data", {}).get("text/markdown")
+        text = "".join(text) if isinstance(text, list) else text
+        terms = glossary.defined_in(text) if text else set()
+        if terms:
+            keep = [t for t in glossary.TERMS if t in terms and t not in defined]
+            defined.update(terms)
+            if not keep:
+                continue
+            out = copy.deepcopy(out)
+            out["data"]["text/markdown"] = glossary.define_markdown(*keep)
+        outputs.append(out)
+    cell["outputs"] = outputs
 
 
 # --------------------------------------------------------------------------- the whole report
@@ -424,8 +575,8 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
     intro = (f"Executed against the **{lab}** lab on {time.strftime('%Y-%m-%d %H:%M %Z')}; "
              "every figure and number below was computed in this run.")
     index = out_dir / "index.html"
-    index.write_text(render_html(combined_notebook(runs, intro=intro), title="EAGLE-3 post-mortem",
-                                 exclude_input=True), encoding="utf-8")
+    index.write_text(render_html(combined_notebook(runs, intro=intro, box=deployment_box(lab, runs)),
+                                 title="EAGLE-3 post-mortem", exclude_input=True), encoding="utf-8")
     report = Report(runs, out_dir, index)
     (out_dir / "summary.json").write_text(json.dumps(
         {"lab": lab, "ok": report.ok, "notebooks": report.summary().to_dict("records")}, indent=1))

@@ -47,9 +47,9 @@ def _measured():
 def test_prose_states_only_the_measured_figures():
     text = prose.flag_set_sentence(_measured())
     assert "90.0 tok/s" in text and "56.8 tok/s" in text and "46.7 tok/s" in text
-    assert "1.58× slower" in text and "1.93× slower" in text and "No flag set beats" in text
+    assert "slower (0.63×) than" in text and "slower (0.52×) than" in text and "No flag set beats" in text
     fix = prose.fix_sentence(_measured(), "steps 1", "steps 15")
-    assert "**1.50** to **1.90**" in fix and "56.8" in fix and "46.7" in fix
+    assert "**1.50** before" in fix and "**1.90** after" in fix and "56.8" in fix and "46.7" in fix
 
 
 def test_closest_hypothesis_matches_the_per_position_profile():
@@ -61,6 +61,7 @@ def test_closest_hypothesis_matches_the_per_position_profile():
     assert name == "no-ttt" and distance == pytest.approx(0.05 / 3 * 2)
     text = prose.hypothesis_sentence(table)
     assert "**no-ttt**" in text and "**3.30**" in text and "**1.80×**" in text
+    assert "no-TTT draft by construction" in text
 
 
 def test_winner_sentence_names_the_fastest_point():
@@ -69,6 +70,10 @@ def test_winner_sentence_names_the_fastest_point():
                           "baseline_tokens_per_s": [100.0] * 3, "speedup": [1.2, 1.9, 1.5]})
     text = prose.winner_sentence(sweep)
     assert "3 steps, topk 1, 4 draft tokens" in text and "1.90×" in text and "1/1/2" in text
+    # with intervals, a point whose interval overlaps the best one's is called a tie
+    sweep["speedup_ci95"] = [[1.1, 1.3], [1.6, 2.2], [1.4, 1.7]]
+    text = prose.winner_sentence(sweep)
+    assert "overlaps those of 5/2/8" in text and "1/1/2" not in text.split("overlaps")[1].split(":")[0]
 
 
 def test_capture_before_after_on_the_installed_sglang(tmp_path):

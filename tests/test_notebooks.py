@@ -53,3 +53,27 @@ def test_the_post_mortem_embeds_every_notebook_and_its_plots(ci_report):
     assert index.count("data:image/png;base64,") >= pngs
     summary = json.loads((ci_report.out_dir / "summary.json").read_text())
     assert summary["ok"] is True and summary["lab"] == "ci"
+
+
+def test_the_index_can_be_sent_alone_and_carries_no_local_path(ci_report):
+    index = ci_report.index_path.read_text()
+    assert report.broken_links(index) == []
+    assert report.local_paths(index) == []
+    assert "What carries over" in index
+
+
+def test_the_rendered_index_defines_terms_before_use_and_intervals_hold(ci_report):
+    import re
+
+    from eagle3lab import glossary, prose
+
+    index = ci_report.index_path.read_text()
+    body = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", index, flags=re.S)
+    body = re.sub(r'<dfn title="([^"]+)"[^>]*>', "\x00\\1\x01", body)  # keep the definitions' marks
+    blocks = [re.sub(r"<[^>]+>", "", b) for b in re.split(r'<div class="jp-Cell ', body)]
+    blocks = [re.sub("\x00(.*?)\x01", r'<dfn title="\1">', b) for b in blocks]
+    assert glossary.undefined_before_use(blocks, slack=2) == []
+    # every "x [lo, hi]" a sentence prints has its estimate inside its interval
+    plain = re.sub(r"<[^>]+>", "", index).replace("**", "")
+    for point, lo, hi in re.findall(r"(\d+\.\d+)×? \[(\d+\.\d+), (\d+\.\d+)\]", plain):
+        assert prose.interval_holds(float(point), [float(lo), float(hi)]), (point, lo, hi)

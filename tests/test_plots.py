@@ -39,7 +39,10 @@ def test_per_position_bars_heights_are_the_rates():
 def test_gap_plot_and_throughput_and_heatmap():
     gap = A.gap_table([0.8] * 5, A.per_position(steps(0.5), conditional=True, n_boot=100))
     fig = P.gap_plot(gap)
-    assert "Lost" in fig.axes[1].get_title()
+    # served (0.5 per position) below the acc@k prediction (0.8): the title says below, not "lost -x"
+    assert "below the acc@k prediction" in fig.axes[1].get_title()
+    above = P.gap_plot(A.gap_table([0.3] * 5, A.per_position(steps(0.5), conditional=True, n_boot=100)))
+    assert "above the acc@k prediction" in above.axes[1].get_title()
     table = A.throughput_vs_depth(A.CostModel(0.002, 0.02), a=0.8, max_depth=6)
     fig = P.throughput_vs_depth(table)
     assert any("no speculation" == t for t in fig.axes[0].get_legend_handles_labels()[1])
@@ -54,16 +57,17 @@ def test_log_timeline_from_read_log_rows():
                         "accept_len": [1.7, 1.8, None, 1.9, 1.75],
                         "gen_throughput": [50, 52, None, 55, 51]})
     fig = P.log_timeline(log)
-    assert len(fig.axes) == 2
+    assert len(fig.axes) == 4  # per series: batches in log order, and a histogram
     assert len(fig.axes[0].lines[0].get_ydata()) == 4
+    assert list(fig.axes[0].lines[0].get_xdata()) == [1, 2, 3, 4]  # batch index, not clock time
     with pytest.raises(EagleLabError):
         P.log_timeline(pd.DataFrame({"message": ["x"]}))
     # vLLM: throughput and acceptance on different lines; old SGLang: no accept length at all
     split = pd.DataFrame({"line": [1, 2, 3, 4], "accept_len": [None, 2.1, None, 2.4],
                           "gen_throughput": [260.0, None, 820.0, None]})
     fig = P.log_timeline(split)
-    assert [len(ax.lines[0].get_ydata()) for ax in fig.axes] == [2, 2]
-    assert len(P.log_timeline(split.drop(columns="accept_len")).axes) == 1
+    assert [len(ax.lines[0].get_ydata()) for ax in fig.axes[::2]] == [2, 2]
+    assert len(P.log_timeline(split.drop(columns="accept_len")).axes) == 2
 
 
 def test_log_timeline_on_real_sample_logs():
@@ -123,3 +127,24 @@ def test_token_html_reads_engine_bench_tokens_frame():
                           "depth": [0, 1, 2, 0, 0]})
     html = P.token_html(frame)
     assert "position 2" in html and html.count("e3l-accepted") == 2 and "↵" in html
+
+
+def test_speedup_vs_depth_draws_chains_trees_and_intervals():
+    sweep = pd.DataFrame({"num_steps": [1, 3, 5, 3], "topk": [1, 1, 1, 2], "num_draft_tokens": [2, 4, 6, 6],
+                          "speedup": [1.4, 1.9, 2.2, 1.9],
+                          "speedup_ci95": [[1.3, 1.6], [1.8, 2.2], [1.5, 3.0], [1.8, 2.0]]})
+    fig = P.speedup_vs_depth(sweep)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert any(label.startswith("chains") for label in labels)
+    assert "tree: 3 steps, topk 2, 6 draft tokens" in labels
+    assert any(label.startswith("no speculation") for label in labels)
+    assert "predicted" not in " ".join(labels)
+
+
+def test_wiring_heatmap_labels_slots_and_boundaries():
+    matrix = pd.DataFrame([[1.0, 0.2], [0.3, 0.9]], index=[0, 2], columns=[2, 12])
+    fig = P.wiring_heatmap(matrix, [0, 2], [2, 12], "t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["slot 1: b=0", "slot 2: b=2"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["slot 1: b=2", "slot 2: b=12"]
+    assert len(ax.patches) == 2  # the intended pairing, outlined

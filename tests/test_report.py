@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,30 @@ def test_committed_notebooks_match_sources_and_carry_no_outputs():
                               "SGLANG_DIR"}, path.name
         assert all(not c.get("outputs") and not c.get("execution_count")
                    for c in nb.cells if c.cell_type == "code"), path.name
+
+
+def test_local_paths_are_found_in_visible_text_only():
+    html = ('<html><head><style>a{background:url(/tmp/x.png)}</style></head><body>'
+            '<p>Target: <code>/tmp/eagle3lab-sglang-abc/sglang</code> and ./data/lab/ci</p>'
+            '<img src="data:image/png;base64,AAAA/tmp/AAAA"><p>/root/.cache/x and https://host/work/y</p></body></html>')
+    assert report.local_paths(html) == ["/root/.cache/x", "/tmp/eagle3lab-sglang-abc/sglang"]
+    assert report.local_paths("<p>./data/lab/ci and ~/models</p>") == []
+
+
+def test_broken_links_flags_missing_anchors_and_links_out():
+    html = ('<a id="01_a"></a><h2 id="Intro">Intro</h2><a href="#01_a">ok</a><a href="#Intro">ok</a>'
+            '<a href="#02_b">missing</a><a href="02_b.html">out</a><a href="https://x.org">ok</a>')
+    assert report.broken_links(html) == ["#02_b", "02_b.html"]
+
+
+def test_deployment_box_says_what_carries_over_and_reruns_with_real_parameters():
+    box = report.deployment_box("ci")
+    assert "M-parameter Llama" in box and "Python source" in box and "no GPU" in box
+    assert "What carries over" in box and "What does not" in box and "only the mean accept length" in box
+    for nb, items in report.RERUN.items():
+        path = next((REPO / "notebooks").glob(f"{nb}_*.ipynb"))
+        declared = report.read_parameters(report.read_notebook(path))
+        for _, args in items:
+            for name in re.findall(r"-p \"?([A-Z_]+)=", args):
+                assert name in declared, f"{nb}: {name} is not a parameter"
+            assert f"--only {nb} {args}" in box

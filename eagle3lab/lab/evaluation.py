@@ -3,7 +3,11 @@
 This is the "standalone accuracy" a training pipeline reports: the draft reads the
 boundaries of `wiring` (default: the ones it was trained on) and is unrolled `depth`
 steps on its own hidden states with the true tokens; acc@j is how often its top-1 at
-depth j equals the target's top-1. Serving the draft with other boundaries (SGLang's
+depth j equals the target's top-1; `loss` is the cross-entropy of the draft against that same
+top-1 token (nats), i.e. what the lab's drafts are trained on (teacher "argmax"). Scoring it
+against the target's whole soft distribution instead rewards a draft for hedging (a draft fed
+the wrong states is less sure, so it scored a lower loss at lower accuracy) and exceeds
+ln(vocab) for a confident draft on a diffuse target. Serving the draft with other boundaries (SGLang's
 +1 rule on the config ids) is the same call with wiring=[id + 1 for id in ids].
 """
 
@@ -32,7 +36,7 @@ def _token_windows(texts, tokenizer, seq_len: int, limit: int) -> list[list[int]
 @torch.no_grad()
 def evaluate_draft(target, draft, texts, wiring: list[int] | None = None,
                    depth: int | None = None, *, tokenizer=None, seq_len: int = 128,
-                   max_windows: int = 64) -> pd.DataFrame:
+                   max_windows: int = 64, teacher: str = "argmax") -> pd.DataFrame:
     """acc@1..depth of `draft` on `texts` (strings or token-id lists), one row per depth.
 
     `target` is a LlamaForCausalLM or a Lab (whose tokenizer is then used).
@@ -53,7 +57,7 @@ def evaluate_draft(target, draft, texts, wiring: list[int] | None = None,
     for w in windows:
         x = torch.tensor([w])
         logits, states = capture(target, x, wiring)
-        for d in ttt_unroll(draft, concat_aux(states, wiring), x, logits, depth):
+        for d in ttt_unroll(draft, concat_aux(states, wiring), x, logits, depth, teacher=teacher):
             row = totals[d["depth"]]
             row["hits"] += int(d["hits"])
             row["count"] += int(d["count"])

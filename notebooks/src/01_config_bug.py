@@ -11,6 +11,11 @@
 # when the `sglang` package is installed), then **measures** each on the lab server against the
 # no-speculation baseline, with the seed's draft served the way SGLang serves it.
 
+# %%
+from eagle3lab import glossary
+
+glossary.define("depth", "bonus token")
+
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
 LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
@@ -72,7 +77,10 @@ else:
 # ## Measured: tokens/s and accept length against no speculation
 #
 # Each flag set is served by the lab server (SGLang's HTTP API and log format) — or by your own
-# servers, see the parameters — and the same held-out prompts are decoded greedily.
+# servers, see the parameters — and the same held-out prompts are decoded greedily. On the lab all
+# servers run at once and each prompt goes to every one of them in turn (the order rotates), so
+# every speed-up is a ratio of interleaved runs, with a 95 % bootstrap interval over prompts in
+# `speedup_ci95`. These prompts are the same in every notebook.
 
 # %%
 measured = experiments.measure_flag_sets(

@@ -1,18 +1,24 @@
 # %% [markdown]
 # # 02 · What training fed the draft versus what the server feeds it
 #
-# The seed's second bug was silent: training fed the draft's `fc` layer the concatenation
-# `[embedding, layer 3, layer 31]`, while SGLang, reading the ids in the draft's config and adding
-# its `+1`, fed `[layer 3, layer 31, layer 59]`. The server ran, outputs stayed correct (speculative
-# decoding is lossless), and only acceptance showed that something was off.
+# The seed's second bug was silent: training fed the draft's `fc` layer the concatenation of
+# boundaries `[0, 3, 31]` (the embedding, the inputs of layers 3 and 31), while the SGLang it ran
+# (0.5.11 or 0.5.12, whose `deepseek_v2.py` adds 1 to every id) read the ids `[2, 30, 58]` in the
+# draft's config and fed boundaries `[3, 31, 59]`. (Notebook 03 shows, version by version, what
+# the same ids do on later SGLang releases: the rule changed in 0.5.13.) The server ran, outputs
+# stayed correct (speculative decoding is lossless), and only acceptance showed that something was
+# off.
 #
 # This notebook reproduces the check on the lab: **the wiring report** (slot by slot, the boundary
 # training used and the boundary the server will feed), **the cosine-similarity matrix** between
 # the two captures (which finds an offset numerically, without trusting any convention), and
 # **standalone accuracy** of the draft with the right wiring versus as served.
 #
-# *Boundary* b of a target with N layers: b = 0 is the embedding output, b = k the output of
-# layer k−1 (the input of layer k) before any final norm.
+
+# %%
+from eagle3lab import glossary
+
+glossary.define("boundary", "slot", "lossless", "acc@k", "TTT")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own checkpoints.
@@ -41,7 +47,8 @@ lab = load_lab(LAB)
 draft_dir = DRAFT_DIR or lab.draft_dir("seed")
 target_dir = TARGET_DIR or lab.target_dir
 target, tokenizer = experiments.load_target(TARGET_DIR, lab)
-prose.markdown(f"Target: `{target_dir}` ({lab.num_layers} layers) · draft: `{draft_dir}`")
+prose.markdown(f"Target: `{prose.short_path(target_dir)}` ({lab.num_layers} layers) · draft: "
+               f"`{prose.short_path(draft_dir)}`")
 
 # %% [markdown]
 # ## The wiring report
@@ -79,14 +86,21 @@ serve_b = list(report.fed)
 train_capture = capture.capture(target, ids, train_b)
 serve_capture = capture.capture(target, ids, serve_b)
 matrix = wiring.wiring_matrix(train_capture, serve_capture)
-plots.show_matrix(matrix, "trained on (boundary)", "served (boundary)",
-                  "Cosine similarity: training capture vs served capture")
+plots.wiring_heatmap(matrix, train_b, serve_b,
+                     "Cosine similarity: training capture vs served capture")
 
 # %% [markdown]
 # ## Standalone accuracy: right wiring versus as served
 #
-# Teacher-forced top-1 accuracy of the draft at each unrolled depth on held-out text, once with
-# the boundaries it was trained on and once with the boundaries the server feeds.
+# Teacher-forced top-1 accuracy of the draft at each unrolled depth on held-out text (acc@k), once
+# with the boundaries it was trained on and once with the boundaries the server feeds. `positions`
+# is the number of scored tokens; `loss` is the cross-entropy of the draft against the target's
+# top token (nats), the quantity the lab's drafts are trained on, so it falls as accuracy rises.
+# This is a property of the draft alone: what a server measures (served acceptance) is a different
+# quantity, compared with this one in notebook 04.
+
+# %%
+glossary.define("served acceptance")
 
 # %%
 from eagle3lab.lab import evaluate_draft

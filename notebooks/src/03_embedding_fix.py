@@ -1,10 +1,13 @@
 # %% [markdown]
-# # 03 · The embedding-capture fix, and why the benchmark barely moved
+# # 03 · The embedding-capture fix: what it feeds, what it buys, and why it is not enough
 #
 # Having found the wiring mismatch, the seed's investigator patched SGLang's model file so that an
 # id of `-1` in `eagle_aux_hidden_state_layer_ids` captures the embedding output (boundary 0),
 # rewrote the draft's ids from `[2, 30, 58]` to `[-1, 2, 30]`, restarted with 5 steps and 6 draft
-# tokens — and measured roughly the same tokens per second as before.
+# tokens — and measured roughly the same tokens per second as before. Two things decide what that
+# fix was worth: whether the new ids really feed the boundaries training used (that depends on the
+# SGLang version), and how good the draft is once they do (it was trained without TTT: notebooks 04
+# and 05).
 #
 # Here: **the patch** (eagle3lab's reusable version of it, shown as a diff against a real SGLang
 # package), **what it changes** in the boundaries SGLang feeds, and **the lab served with embedding
@@ -40,8 +43,8 @@ from eagle3lab import patching
 
 sglang_copy = experiments.sglang_source_copy(SGLANG_DIR)
 plan = patching.check(sglang_copy)
-prose.markdown(f"SGLang **{plan.version}** at `{prose.short_path(SGLANG_DIR or 'installed sglang')}`: "
-               f"{plan.summary()}")
+where = prose.short_path(SGLANG_DIR) if SGLANG_DIR else "the installed package, copied"
+prose.markdown(f"SGLang **{plan.version}** ({where}): file by file, whether it needs the patch.")
 plan.to_frame()
 
 # %%
@@ -62,10 +65,41 @@ capture_table = experiments.capture_before_after(sglang_copy, lab.num_layers)
 capture_table
 
 # %% [markdown]
+# ## Do the seed's fixed ids feed what training used? It depends on the SGLang version
+#
+# The seed's draft was trained on boundaries `[0, 3, 31]` of a 61-layer DeepSeek-V3-style target,
+# and its fix wrote the ids `[-1, 2, 30]`, counting on SGLang adding 1 to each id. Whether it does
+# is decided by `set_eagle3_layers_to_capture` in `srt/models/deepseek_v2.py`, which changed in
+# SGLang 0.5.13 (from then on: +1 only when the first id is 1). The table applies each version's rule
+# (`eagle3lab.conventions`, read in each wheel) to the seed's ids, and lists the ids that work.
+
+# %%
+by_version = experiments.seed_ids_by_version()
+by_version
+
+# %% [markdown]
+# The same offset on the lab: the seed's draft served at the seed's configuration with the
+# boundaries it was trained on, and with two slots one layer low, as the seed's ids land on
+# SGLang 0.5.13 and later (the lab's target is a Llama, whose rule always adds 1, so the offset is
+# applied directly to the boundaries).
+
+# %%
+trained_lab = list(lab.load_draft("seed").train_boundaries)
+wirings = experiments.measure_wirings(
+    {"the seed's ids on SGLang ≥ 0.5.13": experiments.lab_analog(trained_lab),
+     "ids that feed the trained boundaries": trained_lab},
+    lab=LAB, spec=(STEPS, TOPK, DRAFT_TOKENS), draft="seed", **budget)
+wirings[["boundaries", "accept_length", "accept_length_ci95", "speedup", "speedup_ci95", "prompts"]]
+
+# %%
+prose.headline(prose.seed_ids_sentence(by_version, wirings))
+
+# %% [markdown]
 # ## Served with embedding capture: measured
 #
 # The seed's draft served three ways at the seed's configuration: as SGLang fed it before the fix,
-# with the fix (embedding capture, the ids it was trained on), and no speculation.
+# with the fix (embedding capture, the ids it was trained on), and no speculation; all servers
+# run at once and take the prompts in turn, the same prompts as in notebook 01.
 
 # %%
 spec = SpecConfig(num_steps=STEPS, topk=TOPK, num_draft_tokens=DRAFT_TOKENS)
@@ -79,5 +113,7 @@ fix
 plots.speed_plot(fix, title="The embedding fix on the lab")
 
 # %%
-prose.headline(prose.fix_sentence(fix, "before the fix (wiring-seed)",
-                                  "with the embedding patch (embed-patch)"))
+prose.headline("**" + prose.fix_title(fix, "before the fix (wiring-seed)",
+                                      "with the embedding patch (embed-patch)") + "** "
+               + prose.fix_sentence(fix, "before the fix (wiring-seed)",
+                                    "with the embedding patch (embed-patch)"))

@@ -1,14 +1,15 @@
 # %% [markdown]
 # # 04 · Where acceptance is lost
 #
-# After the fix the seed's server logged accept lengths around 1.8 with 6 draft tokens, although
-# the draft scored well standalone. The logs say *how much* is accepted; to see *where* the chain
-# breaks we need acceptance per draft position, and to see what it costs, the arithmetic that links
-# per-token acceptance to accept length and tokens/s.
+# After the fix the seed's server logged accept lengths around 1.8 with 6 draft tokens, while its
+# training reported 75 % accuracy — at the first step only. The logs say *how much* is accepted; to
+# see *where* the chain breaks we need acceptance per draft position, and to see what it costs, the
+# arithmetic that links per-token acceptance to accept length and tokens/s.
 #
-# This notebook reads the server log back, computes per-position acceptance, compares it with the
-# draft's standalone accuracy, lets you explore accept length versus depth interactively, and asks
-# the diagnosis which causes fit the numbers.
+# This notebook reads the server log back, computes per-position served acceptance (from the lab
+# engine: SGLang's log lines carry only the mean accept length), compares it with the draft's
+# standalone acc@k — a different measure, see below — lets you explore accept length versus depth
+# interactively, and asks the diagnosis which causes fit the numbers.
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
@@ -24,7 +25,7 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import analysis, experiments, plots, prose
+from eagle3lab import analysis, experiments, glossary, plots, prose
 from eagle3lab.config import SpecConfig
 from eagle3lab.style import apply_style
 
@@ -37,7 +38,8 @@ served_rates, observed, standalone = None, None, None
 #
 # `eagle3lab.sources.logfile.read_log` turns the server's `Decode batch` lines into a table; with no log
 # given, the lab server is started with the seed's fixed configuration and a benchmark is run
-# against it, exactly as one would against SGLang.
+# against it, exactly as one would against SGLang. The prompts are the same as in notebooks 01
+# and 03.
 
 # %%
 run = experiments.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
@@ -46,6 +48,9 @@ run = experiments.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=
 log = run.log
 measured = log[log["accept_len"].notna()]  # SGLang decode lines, vLLM / llama.cpp metric lines
 measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
+
+# %%
+glossary.define("accept_rate_raw")
 
 # %%
 plots.log_timeline(log, title="Accept length and throughput, as logged")
@@ -57,8 +62,10 @@ prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
 # ## Per-position acceptance
 #
 # Each verify step accepts 0..k drafts. Position i's conditional rate is the share of steps that
-# accept draft i among those that accepted drafts 1..i−1; the draft's standalone acc@i (teacher
-# forced, on held-out text) is the reference.
+# accept draft i among those that accepted drafts 1..i−1 (`n`: how many steps reached position i).
+# These rates come from the lab engine decoding the same prompts as the server: SGLang's log lines
+# carry only the mean accept length, so on a real SGLang deployment this table needs vLLM's or
+# llama.cpp's per-position metrics, or the lab. Next to them, the draft's standalone acc@i.
 
 # %%
 per_pos, standalone = run.per_position, run.standalone_acc
@@ -77,9 +84,7 @@ if per_pos is not None and standalone is not None:
     gap = analysis.gap_table(standalone, per_pos)
     display(gap)
     display(plots.gap_plot(gap))
-    prose.markdown(f"Standalone accuracy predicts an accept length of "
-                   f"**{gap['accept_length_standalone'].iloc[-1]:.2f}** if it held when served; the served "
-                   f"per-position rates give **{gap['accept_length_served'].iloc[-1]:.2f}**.")
+    prose.markdown(prose.gap_sentence(gap))
 
 # %% [markdown]
 # ## Accept length versus depth — interactive
@@ -109,6 +114,7 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # each and the next check to run.
 
 # %%
+glossary.define("multi_step")
 findings = analysis.diagnose(run.observation, standalone_acc=standalone)
 analysis.findings_frame(findings)
 
@@ -120,7 +126,10 @@ prose.markdown(prose.diagnosis_sentence(findings))
 # ## One generation, token by token
 #
 # Green: accepted drafts (darker = deeper in the chain); purple: the bonus token after a fully
-# accepted chain; red: the target's token that replaced a rejected draft.
+# accepted chain; red: the target's token that replaced a rejected draft. The lab's text is Python
+# source (its standard library), so the prompt is a passage of a held-out source file (codec tables
+# are skipped when another prompt is available: they read as noise).
 
 # %%
-run.token_view if run.token_view is not None else prose.markdown("*Token provenance needs the lab engine.*")
+view = run.token_view_of(experiments.prompt_sources(LAB, budget["num_prompts"])) if run.tokens is not None else None
+view if view is not None else prose.markdown("*Token provenance needs the lab engine.*")

@@ -1,0 +1,127 @@
+"""Words chosen from values and intervals: a headline never contradicts its own numbers, an
+interval always contains its estimate, and a difference is called one only beyond the noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from eagle3lab import experiments, prose
+from eagle3lab.experiments import BASELINE
+
+
+def test_compare_calls_a_difference_only_when_intervals_separate():
+    assert prose.compare(2.0, [1.9, 2.1], 1.5, [1.4, 1.6]) == "higher"
+    assert prose.compare(1.5, [1.4, 1.6], 2.0, [1.9, 2.1]) == "lower"
+    assert prose.compare(1.10, [0.95, 1.25], 1.06, [0.98, 1.14]) == "same"
+    assert prose.compare(1.04, None, 1.0, None) == "same"       # no interval: within 5 % is a tie
+    assert prose.compare(1.30, None, 1.0, None) == "higher"
+    assert prose.compare(float("nan"), None, 1.0, None) == "unknown"
+    assert prose.compare_words(2.0, [1.9, 2.1], 1.5, [1.4, 1.6]) == "higher than"
+    assert prose.compare_words(1.1, [0.9, 1.3], 1.0, [0.9, 1.2]) == "not distinguishable from"
+
+
+def test_speedup_words_follow_the_interval_not_the_point():
+    assert prose.speedup_words(1.04, [1.01, 1.07]).startswith("faster")
+    assert prose.speedup_words(1.20, [0.90, 1.50]).startswith("not distinguishable")
+    assert prose.speedup_words(0.80, [0.70, 0.90]).startswith("slower")
+    assert "[0.70, 0.90]" in prose.speedup_words(0.80, [0.70, 0.90])
+
+
+def test_interval_holds_flags_an_interval_that_excludes_its_estimate():
+    assert prose.interval_holds(1.5, [1.4, 1.6])
+    assert not prose.interval_holds(1.453, [1.5, 1.6])
+    assert prose.interval_holds(1.5, None)
+
+
+def _fix_table(before, before_ci, after, after_ci):
+    return pd.DataFrame({"accept_length": [np.nan, before, after],
+                         "accept_length_ci95": [None, before_ci, after_ci],
+                         "tokens_per_s": [100.0, 90.0, 140.0], "speedup": [1.0, 0.9, 1.4],
+                         "speedup_ci95": [None, [0.85, 0.95], [1.3, 1.5]]},
+                        index=[BASELINE, "before", "after"])
+
+
+def test_fix_headline_direction_matches_its_numbers():
+    up = _fix_table(1.32, [1.25, 1.40], 1.91, [1.80, 2.00])
+    title, text = prose.fix_title(up, "before", "after"), prose.fix_sentence(up, "before", "after")
+    assert "works" in title and "barely" not in title and "did not move" not in title
+    assert text.startswith("Accept length rose") and "faster (1.40× [1.30, 1.50]) than" in text
+    flat = _fix_table(1.32, [1.20, 1.45], 1.36, [1.25, 1.50])
+    assert "did not move accept length measurably" in prose.fix_title(flat, "before", "after")
+    assert prose.fix_sentence(flat, "before", "after").startswith("Accept length did not move measurably")
+
+
+def _acc(values):
+    return pd.DataFrame({"depth": np.arange(1, len(values) + 1), "accuracy": values})
+
+
+def test_accuracy_headline_is_qualified_by_depth():
+    right, served = _acc([0.56, 0.16, 0.13, 0.10, 0.08]), _acc([0.18, 0.15, 0.12, 0.11, 0.10])
+    text = prose.accuracy_sentence(right, served)
+    assert "at depth 1" in text and "no lower at depth 4, 5" in text and "every depth" not in text
+    everywhere = prose.accuracy_sentence(right, _acc([0.1, 0.05, 0.04, 0.03, 0.02]))
+    assert "at every depth" in everywhere
+
+
+def test_gap_sentence_names_both_measures_and_the_direction():
+    from eagle3lab import analysis
+
+    gap = analysis.gap_table([0.56, 0.16, 0.13], [0.6, 0.5, 0.4])
+    text = prose.gap_sentence(gap)
+    assert "is **higher** than" in text and "different measures" in text and "teacher-forced" in text
+    assert "trained without TTT" in text  # acc@2 16 % against acc@1 56 %
+    assert "TTT" not in prose.gap_sentence(analysis.gap_table([0.6, 0.5, 0.4], [0.6, 0.5, 0.4]))
+
+
+def test_interleaved_table_pairs_prompts_and_its_intervals_hold():
+    rng = np.random.default_rng(1)
+    rows = []
+    for prompt in range(6):
+        for run, tps, al in ((BASELINE, 100, None), ("spec", 130, 2.0)):
+            for repeat in range(2):
+                tokens = 64
+                seconds = tokens / (tps * rng.uniform(0.8, 1.2))
+                rows.append({"run": run, "prompt": prompt, "repeat": repeat, "ok": True, "tokens": tokens,
+                             "seconds": seconds, "verify": tokens / al if al else np.nan})
+    table = experiments.interleaved_table(pd.DataFrame(rows))
+    spec = table.loc["spec"]
+    assert spec["accept_length"] == pytest.approx(2.0) and spec["prompts"] == 6 and spec["requests"] == 12
+    for col in ("tokens_per_s", "speedup", "accept_length"):
+        assert prose.interval_holds(spec[col], spec[f"{col}_ci95"]), col
+    assert spec["speedup_ci95"][0] > 1.0  # a 30 % speed-up with ±20 % noise still separates from 1
+    assert table.loc[BASELINE, "speedup"] == pytest.approx(1.0)
+
+
+def test_ratio_ci_needs_two_prompts_and_contains_the_ratio():
+    assert experiments.ratio_ci([10], [1], [10], [2]) is None
+    ci = experiments.ratio_ci([10, 10, 10], [1, 1.2, 0.9], [10, 10, 10], [2, 2.1, 1.9])
+    assert prose.interval_holds((30 / 3.1) / (30 / 6.0), ci)
+
+
+def test_seed_ids_by_version_reconciles_notebooks_02_and_03():
+    table = experiments.seed_ids_by_version()
+    fix_col = "fix [-1, 2, 30] (patched) feeds"
+    assert table.loc["0.5.11 – 0.5.12", fix_col] == [0, 3, 31]
+    assert table.loc["0.5.11 – 0.5.12", "config ids [2, 30, 58] feed"] == [3, 31, 59]
+    assert table.loc["0.5.14 – 0.5.23", fix_col] == [0, 2, 30]
+    assert "[0, 3, 31] (no patch)" in table.loc["0.5.14 – 0.5.23", "ids that feed the trained boundaries"]
+    assert "[-1, 3, 31] with the patch" in table.loc["0.5.13", "ids that feed the trained boundaries"]
+    assert experiments.lab_analog([0, 2, 12]) == [0, 1, 11]
+    text = prose.seed_ids_sentence(table, pd.DataFrame())
+    assert "feed **[0, 2, 30]**" in text and "2 of 3 slots are one layer off" in text
+    measured = pd.DataFrame({"boundaries": [[0, 1, 11], [0, 2, 12]], "accept_length": [1.92, 1.90],
+                             "accept_length_ci95": [[1.84, 2.02], [1.80, 2.02]], "speedup": [1.08, 1.01],
+                             "speedup_ci95": [[0.93, 1.27], [0.92, 1.12]]}, index=["offset", "exact"])
+    assert "costs nothing measurable" in prose.seed_ids_sentence(table, measured)
+    measured["accept_length_ci95"] = [[1.30, 1.45], [1.80, 2.02]]
+    measured["accept_length"] = [1.38, 1.90]
+    assert "The offset costs acceptance" in prose.seed_ids_sentence(table, measured)
+
+
+def test_per_position_table_shows_n():
+    table = pd.DataFrame({"per_position": [[0.8, 0.5], [0.4, float("nan")]],
+                          "per_position_n": [[100, 80], [100, 0]]}, index=["healthy", "no-ttt"])
+    out = experiments.per_position_table(table)
+    assert out.loc["healthy", "position 2"] == "0.50 (n=80)" and out.loc["no-ttt", "position 2"] == "– (n=0)"
