@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -23,3 +24,21 @@ def cache_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def read_json_object(path: Path, what: str, error=None) -> dict:
+    """A JSON object from a file, or `error` (an EagleLabError subclass) saying what is wrong with
+    it: missing, not JSON, or JSON but not an object (a config.json a user points us at)."""
+    from eagle3lab.errors import EagleLabError
+
+    error = error or EagleLabError
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{what}: {path} not found")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{what}: {path} is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise error(f"{what}: {path} holds a {type(data).__name__}, not a JSON object")
+    return data

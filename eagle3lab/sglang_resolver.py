@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -75,19 +74,9 @@ def resolve_with_sglang(requests: list[dict], python: str | None = None,
            "PYTHONWARNINGS": "ignore"}
     repo_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = repo_root + os.pathsep + env.get("PYTHONPATH", "")
-    try:
-        proc = subprocess.run([python, "-m", "eagle3lab.sglang_resolver"],
-                              input=json.dumps(requests), capture_output=True, text=True,
-                              timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as exc:
-        raise EagleLabError(f"SGLang's resolver did not finish within {timeout:.0f} s") from exc
-    except OSError as exc:
-        raise EagleLabError(f"cannot run {python}: {exc}") from exc
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        tail = (proc.stderr or "").strip().splitlines()[-3:]
-        raise EagleLabError(f"SGLang's resolver failed (exit {proc.returncode}): {' | '.join(tail)}")
-    out = json.loads(lines[-1])
+    from eagle3lab.workers import run_json_worker
+
+    out = run_json_worker(python, "eagle3lab.sglang_resolver", requests, env, timeout, "SGLang's resolver")
     if out.get("import_error"):
         raise EagleLabError(
             f"sglang is not importable with {python} ({out['import_error']}); install it with "

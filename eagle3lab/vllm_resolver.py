@@ -18,7 +18,6 @@ Each result: {"fields": {...} | None, "error": "ExceptionType(ConfigClass)" | No
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 # What the worker reads back from the VllmConfig (names as in eagle3lab.config.VllmResolution).
@@ -34,18 +33,9 @@ def resolve_with_vllm(argvs: list[list[str]], python: str | None = None,
     from eagle3lab.vllm_env import vllm_env, vllm_python
 
     python = vllm_python(python)
-    try:
-        proc = subprocess.run([python, "-m", "eagle3lab.vllm_resolver"], input=json.dumps(argvs),
-                              capture_output=True, text=True, timeout=timeout, env=vllm_env())
-    except subprocess.TimeoutExpired as exc:
-        raise EagleLabError(f"vLLM's resolver did not finish within {timeout:.0f} s") from exc
-    except OSError as exc:
-        raise EagleLabError(f"cannot run {python}: {exc}") from exc
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        tail = (proc.stderr or "").strip().splitlines()[-3:]
-        raise EagleLabError(f"vLLM's resolver failed (exit {proc.returncode}): {' | '.join(tail)}")
-    out = json.loads(lines[-1])
+    from eagle3lab.workers import run_json_worker
+
+    out = run_json_worker(python, "eagle3lab.vllm_resolver", argvs, vllm_env(), timeout, "vLLM's resolver")
     if out.get("import_error"):
         raise EagleLabError(f"vllm is not importable with {python} ({out['import_error']})")
     return out

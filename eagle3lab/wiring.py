@@ -8,7 +8,6 @@ offset shows up even when no convention is known.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 from eagle3lab.conventions import (Boundaries, CaptureError, ConventionError, describe_boundary,
                                    ids_for, serve_boundaries, serve_table, train_boundaries)
 from eagle3lab.errors import EagleLabError
+from eagle3lab.paths import read_json_object
 from eagle3lab.versions import LATEST_SGLANG
 
 PATCH_COMMAND = "eagle3lab patch sglang --apply"
@@ -55,15 +55,7 @@ class DraftInfo:
 
 
 def _read_json(path: Path, what: str) -> dict:
-    if not path.is_file():
-        raise WiringInputError(f"{what}: {path} not found")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise WiringInputError(f"{what}: {path} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise WiringInputError(f"{what}: {path} holds a {type(data).__name__}, not a JSON object")
-    return data
+    return read_json_object(path, what, WiringInputError)
 
 
 def _int_key(config: dict, key: str, path: Path, required: bool = True) -> int | None:

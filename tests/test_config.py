@@ -1,6 +1,5 @@
 """Effective speculative config: SGLang's per-version rules, vLLM, flags, findings, CLI."""
 
-import pandas as pd
 import pytest
 
 from eagle3lab.cli import main

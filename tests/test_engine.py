@@ -8,7 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from eagle3lab.engine.faults import FaultError, normalize_faults, plan_faults
 from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
-from eagle3lab.engine.speculate import (DraftTree, SamplingParams, SpecEngine, SpecParams,
+from eagle3lab.engine.speculate import (DraftTree, SamplingParams, SpecEngine,
                                         accept_path, target_probs)
 from eagle3lab.lab.draft import Eagle3Draft, KVCache
 

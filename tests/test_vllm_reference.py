@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 
 import pytest
 
@@ -152,7 +151,6 @@ def captured(lab, drafts_dir):
 @pytest.mark.parametrize("name", list(ID_SETS))
 def test_serve_boundaries_equal_what_vllm_captures(lab, captured, name):
     from eagle3lab.engine.faults import draft_config_ids
-    from eagle3lab.vllm_reference import draft_copy  # noqa: F401 - same edit as the fixture
 
     edit, real = ID_SETS[name], captured[name]
     config = {}

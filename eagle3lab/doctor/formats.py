@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3lab.errors import EagleLabError
+from eagle3lab.paths import read_json_object
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
                "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
@@ -52,15 +53,7 @@ class TensorInfo:
 
 
 def read_json(path: Path, what: str) -> dict:
-    if not path.is_file():
-        raise DoctorInputError(f"{what}: {path} not found")
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DoctorInputError(f"{what}: {path} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise DoctorInputError(f"{what}: {path} holds a {type(data).__name__}, not a JSON object")
-    return data
+    return read_json_object(path, what, DoctorInputError)
 
 
 def safetensors_header(file: Path) -> dict[str, TensorInfo]:

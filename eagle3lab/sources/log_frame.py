@@ -332,5 +332,5 @@ def plot_log(df, path=None):
     return fig
 
 
-__all__ = ["read_log", "summarize", "plot_log", "sglang_accept_rate_definition", "LogReadError",
+__all__ = ["summarize", "plot_log", "sglang_accept_rate_definition", "LogReadError",
            "COLUMNS", "ENGINES", "KINDS"]
