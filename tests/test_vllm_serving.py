@@ -180,7 +180,7 @@ def test_the_counters_are_summed_over_engines_and_a_restart_is_caught(healthy):
 
 
 def test_the_log_reader_reads_vllm_0_32_spec_decoding_lines(healthy, ci_lab):
-    from eagle3lab.logs import read_log
+    from eagle3lab.sources.logfile import read_log
 
     loadtest.run(healthy, prompts(ci_lab, 2), max_new_tokens=32, progress=False)
     total = vllm_metrics.scrape(healthy)

@@ -111,7 +111,7 @@ def _files_digest(files):
 
 
 def draft_wirings(n: int) -> dict[str, dict]:
-    """The story's drafts (see the common brief): boundaries trained on, ids written."""
+    """The seed story's three drafts (healthy, seed, no-ttt): boundaries trained on, ids written."""
     served_ids = [1, n // 2 - 1, n - 4]           # SpecForge default; SGLang serves id + 1
     return {
         "healthy": {"boundaries": [2, n // 2, n - 3], "aux_ids": served_ids, "ttt": True,
