@@ -22,6 +22,7 @@ import math
 import time
 from pathlib import Path
 
+from eagle3lab.conventions import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
 from eagle3lab.doctor.report import CheckStatus, Finding
 
@@ -132,7 +133,7 @@ def search(scorer: Scorer, starts: list[list[int]], max_passes: int = 3, screen_
     rows = max(1, min(scorer.ids.shape[0], screen_positions // scorer.m))
     starts = [list(s) for s in starts if len(s) == k and all(0 <= b <= n + 1 for b in s)]
     loss = lambda s, r=rows: scorer.score(s, rows=r)[1]  # noqa: E731
-    best = min(starts, key=loss) if starts else [2, n // 2, n - 3][:k]
+    best = min(starts, key=loss) if starts else default_boundaries(n)[:k]
 
     def sweep(best, options):
         changed = False
@@ -356,7 +357,7 @@ MATERIAL_ACC_DROP = 0.05  # an acc@1 loss this large (absolute) is a fault worth
 def _infer_wiring(scorer: Scorer, fed: dict, spec: DraftSpec, n: int, serve, facts) -> list[Finding]:
     from eagle3lab.doctor.static import _fix_text
 
-    starts = list(fed.values()) + [[2, n // 2, n - 3], [0, 2, n // 2]]
+    starts = list(fed.values()) + [default_boundaries(n), [0, 2, n // 2]]
     recorded = spec.provenance.get("train_boundaries")
     if recorded:
         starts.append(list(recorded))

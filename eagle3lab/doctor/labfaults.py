@@ -19,7 +19,7 @@ CHECKPOINT_FAULTS = {"lm-head-target": "healthy", "rope-theta": "healthy", "no-a
 
 def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
     """Copy the lab draft the fault starts from into `out_dir`, with the fault written in."""
-    from eagle3lab.engine.faults import WRONG_ROPE_THETA
+    from eagle3lab.engine.faults import WRONG_ROPE_THETA, seed_fix_ids
 
     if fault not in CHECKPOINT_FAULTS:
         raise EagleLabError(f"no checkpoint form for fault {fault!r}; known: {', '.join(CHECKPOINT_FAULTS)}")
@@ -37,7 +37,7 @@ def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
         config.get("eagle_config", {}).pop("eagle_aux_hidden_state_layer_ids", None)
     elif fault == "embed-patch":
         n = config["target_num_hidden_layers"]
-        config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [-1, 1, n // 2 - 1]
+        config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = seed_fix_ids(n)
     elif fault == "lm-head-target":
         _overwrite_lm_head(out, lab_root / "target")
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eagle3lab.conventions import default_boundaries
+from eagle3lab.conventions import default_boundaries, served_by_lab
 from eagle3lab.errors import EagleLabError
 
 CHECKPOINT_FILE = "model.safetensors"
@@ -205,9 +205,9 @@ class Eagle3Draft(nn.Module):
         lab = self.config.get("eagle3lab") or {}
         if lab.get("train_boundaries") is not None:
             return list(lab["train_boundaries"])
-        if self.aux_layer_ids:
-            return [i + 1 for i in self.aux_layer_ids]
-        return default_boundaries(self.config["target_num_hidden_layers"])
+        # not recorded: what SGLang's llama capture feeds for the config ids (the trainer captured
+        # through it), the default boundaries when there are none
+        return list(served_by_lab(self.aux_layer_ids or None, self.config["target_num_hidden_layers"]))
 
     @property
     def ttt_steps(self) -> int:
