@@ -1,10 +1,13 @@
-# The two set-up commands of the README. Both create or reuse .venv and install what they need.
+# The two set-up commands of the README. Both create or reuse .venv and install what they need
+# (`make report BACKEND=vllm` also .venv-vllm, vLLM's CPU build).
 .PHONY: report test
 LAB ?= default
+BACKEND ?= lab
 
 report:
 	bash scripts/setup.sh
-	HF_HUB_OFFLINE=1 .venv/bin/eagle3lab report --lab $(LAB) --out reports/
+	if [ "$(BACKEND)" = vllm ]; then bash scripts/setup_vllm.sh; fi
+	HF_HUB_OFFLINE=1 .venv/bin/eagle3lab report --lab $(LAB) --backend $(BACKEND) --out reports/
 
 test:
 	bash scripts/setup.sh

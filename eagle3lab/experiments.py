@@ -205,6 +205,18 @@ def target_arch(target_dir=None, lab: str | None = None) -> str:
     return "LlamaForCausalLM"
 
 
+def serve_engine(serve=None, backend: str = "lab") -> tuple[str, str]:
+    """(engine, version) a notebook's wiring check applies: SERVE as given, else vLLM's version
+    read for BACKEND="vllm", else SGLang's newest read (what the lab server emulates)."""
+    if serve is not None:
+        return tuple(serve)
+    if backend == "vllm":
+        from eagle3lab.vllm_env import VLLM_VERSION
+
+        return ("vllm", VLLM_VERSION)
+    return ("sglang", LATEST_SGLANG)
+
+
 def sglang_installed() -> bool:
     """True when the `sglang` package can be imported here (its resolver runs on CPU)."""
     import importlib.util
@@ -390,14 +402,21 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
                               "speedup": float("nan"), "completion_tokens": s["completion_tokens"],
                               "failed": s["failed"], "error": s["error"]}]).set_index("run")
     model_path = target_dir or lab_dir(lab) / "target"
-    if backend == "lab":
+    if backend == "lab" or (backend == "vllm" and not server.has_gpu()):
+        # vLLM's CPU build: a few servers fit in memory at once, so measure them interleaved too
         return measure_interleaved(points, lab, model_path=model_path, draft_dir=draft_dir,
                                    num_prompts=num_prompts, max_new_tokens=max_new_tokens,
-                                   repeats=repeats)
+                                   repeats=repeats, backend=backend)
     grid = []
     for label, point in points.items():
         point = dict(point)
-        if backend != "lab":
+        if backend == "vllm":  # wiring faults become ids (experiments_vllm.layer_ids_for)
+            from eagle3lab import experiments_vllm
+            from eagle3lab.lab import load_lab
+
+            draft, spec = experiments_vllm.launch_spec(point, load_lab(lab, progress=False), draft_dir)
+            point = {**spec, "draft": str(draft)}
+        elif backend != "lab":
             point.pop("fault", None)  # lab switches: a real engine serves the checkpoints as they are
             name = point.pop("draft", None)
             if draft_dir is None and name is not None:  # DRAFT_DIR=None: the lab's draft of that name
@@ -444,14 +463,33 @@ def _lab_servers(points: dict, model_path, draft_dir, stack):
 
 
 def measure_interleaved(points: dict, lab: str, model_path=None, draft_dir=None, num_prompts: int = 4,
-                        max_new_tokens: int = 64, repeats: int = 1):
+                        max_new_tokens: int = 64, repeats: int = 1, backend: str = "lab",
+                        batch: int = 3):
     """Every point on its own lab server, all running at once; each prompt goes to every server
     in turn (the order rotates from prompt to prompt), `repeats` times over.
 
     Why: servers measured one after the other see different machine load, so a ratio of two
     such runs mixes the configuration with the moment it ran. Here each prompt gives a paired
     measurement, and the intervals (bootstrap over prompts) say what the differences are worth.
+    backend="vllm" (CPU build): the same with vLLM servers, at most `batch` points (and their own
+    no-speculation server) at a time, since each takes a few GiB.
     """
+    import pandas as pd
+
+    if backend == "vllm" and len(points) > batch:
+        items = list(points.items())
+        parts = [measure_interleaved(dict(items[i:i + batch]), lab, model_path, draft_dir, num_prompts,
+                                     max_new_tokens, repeats, backend, batch)
+                 for i in range(0, len(items), batch)]
+        return pd.concat([parts[0]] + [p.drop(index=BASELINE) for p in parts[1:]])
+    frame, infos = _interleaved_requests(points, lab, model_path, draft_dir, num_prompts, max_new_tokens,
+                                         repeats, backend)
+    return interleaved_table(frame, infos)
+
+
+def _interleaved_requests(points, lab, model_path, draft_dir, num_prompts, max_new_tokens, repeats,
+                          backend):
+    """(per-request rows, label -> server info): every server up at once, prompts in turn."""
     import contextlib
 
     import pandas as pd
@@ -459,9 +497,17 @@ def measure_interleaved(points: dict, lab: str, model_path=None, draft_dir=None,
     from eagle3lab import loadtest
 
     prompts = bench_prompts(lab, num_prompts)
+    api = "openai" if backend == "vllm" else None
     rows = []
     with contextlib.ExitStack() as stack:
-        servers = _lab_servers(points, model_path, draft_dir, stack)
+        if backend == "vllm":
+            from eagle3lab import experiments_vllm
+            from eagle3lab.lab import load_lab
+
+            servers = experiments_vllm.launch_all(points, load_lab(lab, progress=False), stack,
+                                                  model_path=model_path, draft_dir=draft_dir)
+        else:
+            servers = _lab_servers(points, model_path, draft_dir, stack)
         labels = list(servers)
         turn = 0
         for r in range(max(1, int(repeats))):
@@ -470,13 +516,12 @@ def measure_interleaved(points: dict, lab: str, model_path=None, draft_dir=None,
                 turn += 1
                 for label in order:
                     result = loadtest.run(servers[label][0], [prompt], max_new_tokens=max_new_tokens,
-                                          progress=False)
+                                          progress=False, api=api)
                     for req in result.requests.itertuples():
                         rows.append({"run": label, "prompt": i, "repeat": r, "ok": bool(req.ok),
                                      "tokens": req.completion_tokens, "seconds": req.latency_s,
                                      "verify": _float(getattr(req, "spec_verify_ct", None))})
-    frame = pd.DataFrame(rows)
-    return interleaved_table(frame, {label: info for label, (_, info) in servers.items()})
+    return pd.DataFrame(rows), {label: info for label, (_, info) in servers.items()}
 
 
 def interleaved_table(frame, infos: dict | None = None):
@@ -529,6 +574,15 @@ def measure_variants(variants: dict, spec: SpecConfig, lab: str, draft: str = "s
     return measure_points(points, lab, **kwargs)
 
 
+def fix_labels(backend: str = "lab") -> tuple[str, str]:
+    """Notebook 03's two variants, named for the engine: on SGLang (and the lab, which emulates
+    it) the fix is the embedding patch; on vLLM it is other ids (`experiments_vllm.WIRING_ON_VLLM`)."""
+    if backend == "vllm":
+        return ("the draft's own ids (wiring-seed on vLLM)",
+                "ids that feed the trained boundaries (the fix on vLLM, no patch)")
+    return "before the fix (wiring-seed)", "with the embedding patch (embed-patch)"
+
+
 def load_target(target_dir=None, lab=None):
     """(model, tokenizer) of a transformers target: the directory given, else the lab's."""
     if target_dir is None:
@@ -569,8 +623,25 @@ class ServedRun:
 
     @property
     def per_position(self):
-        """Conditional per-position acceptance with bootstrap CIs (None when unknown)."""
-        return self.observation.per_position
+        """Conditional per-position acceptance with bootstrap CIs (None when unknown). A source
+        that counts unconditionally (vLLM's /metrics) is converted: from its per-request
+        histograms where the server returned them (intervals kept), else from the counters."""
+        obs = self.observation
+        if obs.per_position is None or obs.conditional is not False:
+            return obs.per_position
+        if obs.frame is not None and len(obs.frame):
+            from eagle3lab import analysis
+
+            return analysis.per_position(obs.frame, k=len(obs.per_position), conditional=True)
+        from eagle3lab.sources.vllm_metrics import conditional
+
+        return conditional(obs)
+
+    @property
+    def per_position_unconditional(self):
+        """P(at least i drafts accepted) per position, as vLLM counts (None when not counted so)."""
+        obs = self.observation
+        return obs.per_position if obs.conditional is False else None
 
     @property
     def steps(self):
@@ -623,12 +694,13 @@ class ServedRun:
 
 def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: str = "seed",
                   faults=(), spec: SpecConfig | None = None, num_prompts: int = 4,
-                  max_new_tokens: int = 64, eval_texts: int = 8, **_) -> ServedRun:
+                  max_new_tokens: int = 64, eval_texts: int = 8, backend: str = "lab", **_) -> ServedRun:
     """Read a given log; or benchmark a running server and read `log_file`; or, on the lab,
     serve `spec` + `faults`, benchmark it, read its log back, and run the same prompts through
     the lab engine at the config the server reports it runs, for per-step statistics and the
     draft's standalone accuracy. `spec`: the SpecConfig asked for (what the log's effective
-    config is compared with)."""
+    config is compared with). backend="vllm": serve it on vLLM and read its /metrics
+    (`experiments_vllm.serve_and_observe`)."""
     from eagle3lab import loadtest, server
     from eagle3lab.errors import EagleLabError
     from eagle3lab.sources.lab import observe_lab
@@ -649,6 +721,15 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     from eagle3lab.lab import evaluate_draft, load_lab
 
     lab_obj = load_lab(lab)
+    if backend == "vllm":
+        from eagle3lab import experiments_vllm
+
+        return experiments_vllm.serve_and_observe(lab_obj, draft=draft, faults=faults, spec=spec,
+                                                  num_prompts=num_prompts, max_new_tokens=max_new_tokens,
+                                                  eval_texts=eval_texts)
+    if backend != "lab":
+        raise EagleLabError(f"backend {backend!r}: serve_and_log launches 'lab' or 'vllm'; for SGLang "
+                            "give SERVER_URL and LOG_FILE of your running server")
     prompts = bench_prompts(lab_obj, num_prompts)
     fault_flags = [a for f in faults for a in ("--fault", f)]
     with server.launch("lab", lab_obj.target_dir, lab_obj.draft_dir(draft), spec=spec,
@@ -742,12 +823,17 @@ def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
 
 
 def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, num_prompts: int = 4,
-                 max_new_tokens: int = 64, version: str = LATEST_SGLANG, **_):
+                 max_new_tokens: int = 64, version: str = LATEST_SGLANG, backend: str = "lab", **_):
     """Measure each configuration of `grid`: on the lab engine (healthy draft, interleaved
-    baseline), or spread over running servers (`urls`) with eagle3lab.loadtest.sweep."""
+    baseline), spread over running servers (`urls`) with eagle3lab.loadtest.sweep, or on vLLM
+    servers (backend="vllm": its chains, interleaved with no speculation; trees are left out,
+    vLLM's EAGLE-3 drafts a chain)."""
     import pandas as pd
 
     from eagle3lab.config import SpecConfig
+
+    if backend == "vllm" and not urls:
+        return _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens)
 
     if urls:
         from eagle3lab import loadtest
@@ -779,6 +865,23 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
                            max_new_tokens=max_new_tokens, progress=False)
         rows.append(_bench_row(result, asked=(s, t, d), changed=res.differs))
     return pd.DataFrame(rows)
+
+
+def _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens):
+    """config_sweep's rows for vLLM: each chain of the grid on its own vLLM server."""
+    from eagle3lab import experiments_vllm
+
+    chains, _ = experiments_vllm.chain_grid(grid)
+    points = {f"{s}/{t}/{d}": {"num_steps": s, "draft": draft} for s, t, d in chains}
+    table = measure_points(points, lab, backend="vllm", num_prompts=num_prompts,
+                           max_new_tokens=max_new_tokens)
+    base = table.loc[BASELINE, "tokens_per_s"] if BASELINE in table.index else float("nan")
+    table = table.drop(index=BASELINE, errors="ignore")
+    steps = [int(label.split("/")[0]) for label in table.index]
+    return table.reset_index().assign(num_steps=steps, topk=1, num_draft_tokens=[s + 1 for s in steps],
+                                      asked=[tuple(int(x) for x in label.split("/")) for label in table.index],
+                                      changed=False, baseline_tokens_per_s=base, draft=draft,
+                                      engine=experiments_vllm.VLLM_SERVE)
 
 
 def chain_rows(sweep):

@@ -126,14 +126,25 @@ def _get(row, key, default=None):
     return default if value is None else value
 
 
-def flag_set_sentence(measured) -> str:
+def where(backend: str = "lab") -> tuple[str, str]:
+    """(the server, where) in words for a notebook BACKEND: what prose names the measured engine."""
+    if backend == "vllm":
+        from eagle3lab.vllm_env import VLLM_VERSION
+
+        return f"vLLM {VLLM_VERSION}", "on vLLM"
+    if backend == "sglang":
+        return "SGLang", "on SGLang"
+    return "the lab server", "on the lab"
+
+
+def flag_set_sentence(measured, backend: str = "lab") -> str:
     """Prose for notebook 01, every figure taken from `measured` (intervals checked)."""
     if BASELINE not in measured.index:
         row = measured.iloc[0]
         return (f"The server ran at **{row['tokens_per_s']:.1f} tok/s** with accept length "
                 f"**{row['accept_length']:.2f}**.")
     base = measured.loc[BASELINE]
-    lines = [f"Without speculation the lab server decodes "
+    lines = [f"Without speculation {where(backend)[0]} decodes "
              f"**{ci_text(base['tokens_per_s'], _get(base, 'tokens_per_s_ci95'), '.1f')} tok/s** "
              f"(95 % interval over prompts in brackets; runs interleaved prompt by prompt)."]
     verdicts = []
@@ -168,18 +179,19 @@ def fix_sentence(measured, before: str, after: str) -> str:
             f"{speedup_words(b['speedup'], _get(b, 'speedup_ci95'))} it).")
 
 
-def fix_title(measured, before: str, after: str) -> str:
+def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
     """The title of notebook 03's finding, its direction taken from the intervals."""
     b, a = measured.loc[before], measured.loc[after]
+    on = where(backend)[1]
     al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
                  _get(b, "accept_length_ci95"))
     if al == "higher":
-        return (f"The fix works on the lab (accept length {b['accept_length']:.2f} → {a['accept_length']:.2f}); "
+        return (f"The fix works {on} (accept length {b['accept_length']:.2f} → {a['accept_length']:.2f}); "
                 "what limits it next is the draft itself, trained without TTT (notebooks 04 and 05 "
                 "measure how much).")
     if al == "lower":
-        return "The fix made acceptance worse on the lab."
-    return "The fix did not move accept length measurably on the lab."
+        return f"The fix made acceptance worse {on}."
+    return f"The fix did not move accept length measurably {on}."
 
 
 def accuracy_sentence(right, served) -> str:
@@ -394,3 +406,52 @@ def _vt(v: str):
     import re
 
     return tuple(int(x) for x in re.findall(r"\d+", str(v))[:3])
+
+
+# --------------------------------------------------------------------------- on vLLM
+
+def vllm_resolution_sentence(on_vllm, check=None) -> str:
+    """Notebook 01 on vLLM: what vLLM runs for each flag set (a chain of num_speculative_tokens),
+    what it changes on its own, and whether vLLM's own resolver agrees."""
+    lines = []
+    for label, row in on_vllm.iterrows():
+        asked = row["asked steps/topk/draft"]
+        if row.get("refused"):
+            lines.append(f"- *{label}*: vLLM refuses it ({row['refused']}).")
+            continue
+        k = _int(row["num_speculative_tokens"])
+        text = (f"- *{label}*: vLLM takes one number, `num_speculative_tokens` = **{k}** (eagle3lab passes "
+                f"num_steps), and verifies a chain of **{k + 1}** tokens per step")
+        if asked[2] is not None and asked[2] != k + 1:
+            text += f", not the {asked[2]} draft tokens asked"
+        silent = list(row.get("silent changes") or [])
+        lines.append(text + (f"; it also changes, unasked: {'; '.join(silent)}." if silent else "."))
+    if check is not None and len(check):
+        agree = int(check["agree"].sum())
+        lines.append(f"\nvLLM {check['vllm_version'].iloc[0]}'s own `EngineArgs(...).create_engine_config()` "
+                     f"agrees with eagle3lab's vLLM rules on **{agree} of {len(check)}** flag sets.")
+    return "\n".join(lines)
+
+
+def capture_sentence(table) -> str:
+    """Notebook 02 on vLLM: rule vs measurement, and what the draft's own ids feed on each engine."""
+    agree = int(table["agree"].sum())
+    own = table.iloc[0]
+    sglang_col = next(c for c in table.columns if c.startswith("SGLang"))
+    rule_col = next(c for c in table.columns if c.startswith("vLLM") and "rule" in c)
+    return (f"The running vLLM captured what eagle3lab's rule says for **{agree} of {len(table)}** id sets "
+            f"(each captured tensor equals transformers' hidden state of that boundary). The draft's own ids "
+            f"{own['config ids']} feed **{own[rule_col]}** on vLLM (an id is a boundary, 0 is the embedding) "
+            f"and **{own[sglang_col]}** on {sglang_col.replace(' feeds', '')} (+1 rule); it was trained on "
+            f"**{own['trained on']}**.")
+
+
+def source_sentence(obs) -> str:
+    """Where an observation's acceptance comes from and how much it rests on."""
+    names = {"lab": "the lab engine's step records", "vllm-metrics": "vLLM's /metrics counters (this "
+             "benchmark's window)", "log": "the server log", "meta_info": "SGLang's per-request meta_info"}
+    where = names.get(obs.source, obs.source)
+    counted = {True: "conditional", False: "unconditional", None: "not per position"}[obs.conditional]
+    n = f"{obs.n_steps} verify steps" if obs.n_steps else "an unknown number of steps"
+    reqs = f" over {obs.n_requests} requests" if obs.n_requests else ""
+    return f"Source: {where}; {n}{reqs}; per-position rates as counted: {counted}."

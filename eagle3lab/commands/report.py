@@ -8,6 +8,9 @@ HELP = "execute the notebooks against a lab (or your server) and render the HTML
 def add_arguments(parser) -> None:
     parser.add_argument("--lab", default="default", choices=["ci", "default"],
                         help="lab preset the notebooks run against (default: default)")
+    parser.add_argument("--backend", default="lab", choices=["lab", "vllm"],
+                        help="who serves the lab's checkpoints: the lab server (default) or vLLM "
+                             "(its CPU build from scripts/setup_vllm.sh, or $EAGLE3LAB_VLLM_PYTHON)")
     parser.add_argument("--out", default="reports", help="output folder (default: reports/)")
     parser.add_argument("--only", default=None, metavar="01,04",
                         help="comma-separated notebook numbers or names to run (default: all)")
@@ -37,6 +40,11 @@ def run(args) -> int:
     notebooks_dir = Path(args.notebooks) if args.notebooks else report.NOTEBOOKS_DIR
     report.list_notebooks(notebooks_dir, only)  # bad --only: say so before any work
     parameters = dict(report.parse_parameter(p) for p in args.param)
+    if args.backend != "lab":
+        from eagle3lab.server import find_vllm_python
+
+        find_vllm_python()  # no vLLM: say how to get it before any notebook runs
+        parameters.setdefault("BACKEND", args.backend)
     if not args.no_build:
         from eagle3lab.lab import load_lab
 

@@ -20,10 +20,12 @@ glossary.define("depth", "bonus token")
 # Parameters: change these to point the notebook at your own deployment.
 LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 SERVER_URL = None        # a running SGLang server, e.g. "http://gpu-box:30000": measure it as is
-BACKEND = "lab"          # "lab", or "sglang" on a GPU machine: launch one SGLang server per flag set
-TARGET_DIR = None        # target model for BACKEND="sglang"; None = the lab's target
-DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"; None = the lab's seed draft
-FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft as SGLang feeds it)
+BACKEND = "lab"          # "lab"; "vllm": one vLLM server per flag set (its CPU build here, yours on a GPU);
+                         # "sglang" on a GPU machine: one SGLang server per flag set
+TARGET_DIR = None        # target model for BACKEND="sglang"/"vllm"; None = the lab's target
+DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"/"vllm"; None = the lab's seed draft
+FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft as SGLang feeds it;
+                         # on vLLM: the draft's own ids, as vLLM reads them)
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 SGLANG_VERSION = None    # the SGLang version whose rules the resolver applies; None = the newest read
@@ -74,13 +76,38 @@ else:
                    f"{len(agree)}** flag sets.")
 
 # %% [markdown]
+# ## What will vLLM run?
+#
+# vLLM has no num_steps/topk/num_draft_tokens triple: its `--speculative-config` takes one number,
+# `num_speculative_tokens` (k), and drafts a chain of k tokens, verifying k + 1. eagle3lab passes
+# k = num_steps. `eagle3lab.vllm_rules` replays vLLM 0.32's `create_engine_config` (what it runs and
+# what it changes without asking), and, with `BACKEND="vllm"`, vLLM's own resolver checks it.
+
+# %%
+from eagle3lab import experiments_vllm
+
+if BACKEND == "vllm":
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(LAB)
+    target_dir, draft_dir = TARGET_DIR or lab_obj.target_dir, DRAFT_DIR or lab_obj.draft_dir("seed")
+    on_vllm = experiments_vllm.resolve_flag_sets(flag_sets, target_dir, draft_dir)
+    vllm_check = experiments_vllm.check_flag_sets(flag_sets, target_dir, draft_dir)
+    display(on_vllm)
+    display(vllm_check[["ours", "agree", "vllm_version"]])
+    prose.markdown(prose.vllm_resolution_sentence(on_vllm, vllm_check))
+else:
+    prose.markdown(f"*BACKEND is {BACKEND!r}: set BACKEND=\"vllm\" to see what vLLM runs for these flags.*")
+
+# %% [markdown]
 # ## Measured: tokens/s and accept length against no speculation
 #
 # Each flag set is served by the lab server (SGLang's HTTP API and log format) — or by your own
-# servers, see the parameters — and the same held-out prompts are decoded greedily. On the lab all
-# servers run at once and each prompt goes to every one of them in turn (the order rotates), so
-# every speed-up is a ratio of interleaved runs, with a 95 % bootstrap interval over prompts in
-# `speedup_ci95`. These prompts are the same in every notebook.
+# servers, see the parameters — and the same held-out prompts are decoded greedily. On the lab (and
+# on vLLM's CPU build, three flag sets at a time) all servers run at once and each prompt goes to
+# every one of them in turn (the order rotates), so every speed-up is a ratio of interleaved runs,
+# with a 95 % bootstrap interval over prompts in `speedup_ci95`. These prompts are the same in
+# every notebook.
 
 # %%
 measured = experiments.measure_flag_sets(
@@ -89,7 +116,7 @@ measured = experiments.measure_flag_sets(
 measured
 
 # %%
-plots.speed_plot(measured, title="The seed's flag sets on the lab")
+plots.speed_plot(measured, title=f"The seed's flag sets {prose.where(BACKEND)[1]}")
 
 # %%
-prose.headline(prose.flag_set_sentence(measured))
+prose.headline(prose.flag_set_sentence(measured, backend=BACKEND))

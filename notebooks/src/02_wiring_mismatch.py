@@ -26,7 +26,9 @@ LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's seed draft
 TARGET_DIR = None        # your target model directory (config.json + weights); None = the lab's
 TRAIN = None             # how the draft was trained, e.g. ("specforge", "0.2.0"); None = the lab draft's record
-SERVE = ("sglang", "0.5.23")  # the engine and version that serves it
+SERVE = None             # the engine and version that serves it, e.g. ("sglang", "0.5.23");
+                         # None = SGLang's newest read, or vLLM's with BACKEND="vllm"
+BACKEND = "lab"          # "vllm": also measure which states the running vLLM captures (its CPU build here)
 EVAL_TEXTS = None        # held-out texts for standalone accuracy; None = the preset's budget
 DEPTH = 5                # unrolled depth for standalone accuracy (the seed served 5 steps)
 
@@ -39,6 +41,7 @@ from eagle3lab.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, eval_texts=EVAL_TEXTS)
+serve = experiments.serve_engine(SERVE, BACKEND)
 
 # %%
 from eagle3lab.lab import load_lab
@@ -59,7 +62,7 @@ prose.markdown(f"Target: `{prose.short_path(target_dir)}` ({lab.num_layers} laye
 # %%
 from eagle3lab import wiring
 
-report = wiring.check(draft_dir, target=target_dir, train=TRAIN, serve=SERVE)
+report = wiring.check(draft_dir, target=target_dir, train=TRAIN, serve=serve)
 wiring_table = report.to_frame()
 wiring_table
 
@@ -68,6 +71,24 @@ bad = wiring_table[wiring_table["verdict"] != "ok"]
 prose.headline(
     f"**{len(bad)} of {len(wiring_table)} slots** are fed a different boundary than training used."
     if len(bad) else "Every slot is fed the boundary training used.")
+
+# %% [markdown]
+# ## vLLM's capture rule next to SGLang's, measured
+#
+# vLLM reads the same ids differently: an id is a boundary (0 is the embedding, N the last layer's
+# output before the final norm), where SGLang's Llama adds 1. With `BACKEND="vllm"` the draft is
+# loaded in vLLM with its own ids and with the ids that feed its training boundaries, and the
+# states the running model captures are read back from it and compared with transformers'.
+
+# %%
+if BACKEND == "vllm":
+    from eagle3lab import experiments_vllm
+
+    captured = experiments_vllm.capture_table(lab, draft="seed" if DRAFT_DIR is None else DRAFT_DIR)
+    display(captured)
+    prose.headline(prose.capture_sentence(captured))
+else:
+    prose.markdown(f"*BACKEND is {BACKEND!r}: set BACKEND=\"vllm\" to measure what vLLM captures.*")
 
 # %% [markdown]
 # ## The numbers agree: cosine similarity between the two captures

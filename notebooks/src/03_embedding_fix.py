@@ -18,6 +18,7 @@
 LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 SERVER_URL = None        # a running (patched) SGLang server to measure as is; None = the lab server
 SGLANG_DIR = None        # an `sglang` package directory to diff against; None = the installed one
+BACKEND = "lab"          # "lab", or "vllm": measure the fix on vLLM (there it is other ids, not a patch)
 STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6   # the seed's configuration after the fix
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
@@ -99,21 +100,22 @@ prose.headline(prose.seed_ids_sentence(by_version, wirings))
 #
 # The seed's draft served three ways at the seed's configuration: as SGLang fed it before the fix,
 # with the fix (embedding capture, the ids it was trained on), and no speculation; all servers
-# run at once and take the prompts in turn, the same prompts as in notebook 01.
+# run at once and take the prompts in turn, the same prompts as in notebook 01. On vLLM the
+# embedding needs no patch (id 0 is the embedding): the fix is the ids, so the two variants are
+# the draft's own ids and the ids that feed its training boundaries (a temporary copy of its
+# config; the checkpoint is not touched).
 
 # %%
 spec = SpecConfig(num_steps=STEPS, topk=TOPK, num_draft_tokens=DRAFT_TOKENS)
-fix = experiments.measure_variants(
-    {"before the fix (wiring-seed)": ["wiring-seed"],
-     "with the embedding patch (embed-patch)": ["embed-patch"]},
-    spec, lab=LAB, server_url=SERVER_URL, draft="seed", **budget)
+before, after = experiments.fix_labels(BACKEND)
+fix = experiments.measure_variants({before: ["wiring-seed"], after: ["embed-patch"]},
+                                   spec, lab=LAB, server_url=SERVER_URL, draft="seed", backend=BACKEND,
+                                   **budget)
 fix
 
 # %%
-plots.speed_plot(fix, title="The embedding fix on the lab")
+plots.speed_plot(fix, title=f"The fix {prose.where(BACKEND)[1]}")
 
 # %%
-prose.headline("**" + prose.fix_title(fix, "before the fix (wiring-seed)",
-                                      "with the embedding patch (embed-patch)") + "** "
-               + prose.fix_sentence(fix, "before the fix (wiring-seed)",
-                                    "with the embedding patch (embed-patch)"))
+prose.headline("**" + prose.fix_title(fix, before, after, backend=BACKEND) + "** "
+               + prose.fix_sentence(fix, before, after))

@@ -16,8 +16,10 @@
 LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 LOG_FILE = None          # a server log (SGLang, vLLM, llama.cpp) to read; None = run the lab server
 SERVER_URL = None        # a running SGLang server to benchmark and read back; None = the lab server
+BACKEND = "lab"          # "lab", or "vllm": serve on vLLM (its CPU build here) and read its /metrics
 DRAFT = "seed"           # lab draft to serve
 FAULTS = ["embed-patch"] # lab faults: the seed's draft served after the embedding fix
+                         # (on vLLM: the ids that feed its training boundaries)
 STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6
 NUM_PROMPTS = None       # prompts to decode; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
@@ -44,7 +46,7 @@ served_rates, observed, standalone = None, None, None
 # %%
 run = experiments.serve_and_log(LOG_FILE, server_url=SERVER_URL, lab=LAB, draft=DRAFT, faults=FAULTS,
                                 spec=SpecConfig(num_steps=STEPS, topk=TOPK, num_draft_tokens=DRAFT_TOKENS),
-                                **budget)
+                                backend=BACKEND, **budget)
 log = run.log
 measured = log[log["accept_len"].notna()]  # SGLang decode lines, vLLM / llama.cpp metric lines
 measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "gen_throughput"]].tail()
@@ -63,12 +65,19 @@ prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
 #
 # Each verify step accepts 0..k drafts. Position i's conditional rate is the share of steps that
 # accept draft i among those that accepted drafts 1..i−1 (`n`: how many steps reached position i).
-# These rates come from the lab engine decoding the same prompts as the server: SGLang's log lines
-# carry only the mean accept length, so on a real SGLang deployment this table needs vLLM's or
-# llama.cpp's per-position metrics, or the lab. Next to them, the draft's standalone acc@i.
+# On the lab these rates come from the lab engine decoding the same prompts as the server: SGLang's
+# log lines carry only the mean accept length, so on a real SGLang deployment this table needs
+# vLLM's or llama.cpp's per-position metrics, or the lab. On vLLM they come from its `/metrics`
+# counters, read just before and after the benchmark; vLLM counts *unconditionally* (steps that
+# accepted at least i drafts), so its table is shown as it counts and converted to conditional
+# rates (from the per-request histograms vLLM returns, so the intervals hold). Next to them, the
+# draft's standalone acc@i.
 
 # %%
 per_pos, standalone = run.per_position, run.standalone_acc
+prose.markdown(prose.source_sentence(run.observation))
+if run.per_position_unconditional is not None:
+    display(run.per_position_unconditional.assign(counted="P(at least i accepted), as vLLM counts"))
 if per_pos is None:
     prose.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
                    "length); vLLM and llama.cpp logs, and the lab engine, do.*")
@@ -132,4 +141,5 @@ prose.markdown(prose.diagnosis_sentence(findings))
 
 # %%
 view = run.token_view_of(experiments.prompt_sources(LAB, budget["num_prompts"])) if run.tokens is not None else None
-view if view is not None else prose.markdown("*Token provenance needs the lab engine.*")
+view if view is not None else prose.markdown("*Token provenance needs the lab engine (BACKEND=\"lab\"): "
+                                               "a server returns tokens, not how each was produced.*")

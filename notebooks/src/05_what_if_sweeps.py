@@ -17,6 +17,7 @@ glossary.define("d2t", "normed-last")
 # Parameters: change these to point the notebook at your own deployment.
 LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 SERVER_URLS = None       # running servers (one per GPU machine) to spread a sweep over; None = lab
+BACKEND = "lab"          # "lab", or "vllm": the configuration sweep on vLLM servers (chains only)
 DRAFT = "healthy"        # lab draft for the configuration sweep
 CHAIN_STEPS = [1, 2, 3, 5, 7]        # chain depths (topk 1, draft tokens = steps + 1)
 TREES = [(3, 2, 6), (5, 2, 8), (5, 4, 12)]  # (steps, topk, draft tokens) tree configurations
@@ -65,15 +66,25 @@ prose.headline(prose.hypothesis_sentence(hypotheses))
 # ## What wins once it is fixed: depth, topk and draft tokens
 #
 # The healthy draft over a grid of configurations; each point records the configuration SGLang's
-# rules make effective next to the one asked for.
+# rules make effective next to the one asked for. On vLLM each chain runs on its own vLLM server,
+# interleaved with a server without speculation (three at a time); vLLM's EAGLE-3 drafts a chain,
+# so the trees are left out.
 
 # %%
 grid = experiments.config_grid(CHAIN_STEPS, TREES)
-sweep = experiments.config_sweep(grid, lab=LAB, urls=SERVER_URLS, draft=DRAFT, file=SWEEP_FILE, **budget)
+if BACKEND == "vllm":
+    from eagle3lab import experiments_vllm
+
+    trees = experiments_vllm.chain_grid(grid)[1]
+    prose.markdown(f"On {prose.where(BACKEND)[0]}: {len(grid) - len(trees)} chains measured, "
+                   f"{len(trees)} trees left out ({', '.join('/'.join(map(str, t)) for t in trees) or 'none'}).")
+sweep = experiments.config_sweep(grid, lab=LAB, urls=SERVER_URLS, draft=DRAFT, file=SWEEP_FILE,
+                                 backend=BACKEND, **budget)
 sweep.drop(columns=["per_position", "per_position_n"], errors="ignore")
 
 # %%
-plots.speedup_vs_depth(sweep, title="Speed-up over no speculation: chains by depth, and trees")
+plots.speedup_vs_depth(sweep, title=f"Speed-up over no speculation {prose.where(BACKEND)[1]}: "
+                                    "chains by depth" + (", and trees" if (sweep["topk"] > 1).any() else ""))
 
 # %%
 experiments.speedup_table(sweep)
