@@ -199,7 +199,8 @@ def test_dead_and_wrong_urls_are_checks_that_could_not_run(ci_lab, stub, capsys)
         assert report.exit_code == 0 and "server" not in report.facts
     routes["/health"] = (200, {})
     report = doctor(ci_lab.draft_dir("healthy"), serve="sglang==0.5.23", url=url, empirical=False)
-    assert "neither /server_info (SGLang) nor /v1/models (vLLM)" in {c.check: c.detail for c in report.checks}["server"]
+    detail = {c.check: c.detail for c in report.checks}["server"]
+    assert "neither /server_info (SGLang) nor /v1/models (vLLM)" in detail
     code = main(["doctor", "--draft", str(ci_lab.draft_dir("healthy")), "--serve", "sglang==0.5.23", "--static",
                  "--url", dead])
     out = capsys.readouterr()

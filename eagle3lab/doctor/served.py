@@ -100,19 +100,18 @@ def identify(url: str) -> Served:
         raise ServedError(f"{server.url}: {reason}")
     info = server.server_info(timeout=TIMEOUT_S)
     if info and "vllm_config" not in info:
-        server._api = "generate"
         engine = "eagle3lab" if info.get("engine") == "eagle3lab" else "sglang"
-        return Served(server, engine, str(info.get("version") or "") or None, info)
+        return Served(Server(server.url, api="generate"), engine, str(info.get("version") or "") or None, info)
     models = _get_json(f"{server.url}/v1/models")
     if not isinstance(models, dict) or not isinstance(models.get("data"), list):
         raise ServedError(f"{server.url}: answers /health but neither /server_info (SGLang) nor "
                           "/v1/models (vLLM): not a server the doctor reads")
-    server._api = "openai"
     dev = _get_json(f"{server.url}/server_info", params={"config_format": "json"}) if info else None
     speculative = {}
     if isinstance(dev, dict) and isinstance(dev.get("vllm_config"), dict):
         speculative = dev["vllm_config"].get("speculative_config") or {}
-    return Served(server, "vllm", None, dev if isinstance(dev, dict) else {}, models["data"],
+    return Served(Server(server.url, api="openai"), "vllm", None, dev if isinstance(dev, dict) else {},
+                  models["data"],
                   speculative if isinstance(speculative, dict) else {})
 
 
@@ -149,7 +148,6 @@ def _get_json(url: str, params=None):
 
 def _sglang(served: Served, serve, spec, tspec, flags, prompts, facts):
     from eagle3lab import loadtest
-    from eagle3lab.config import SpecConfig
 
     info = served.info
     findings = _engine_findings(served, serve)
@@ -178,7 +176,7 @@ def _sglang(served: Served, serve, spec, tspec, flags, prompts, facts):
     if not len(result.completed):
         return findings, [status, CheckStatus("server acceptance", False,
                                               f"no request completed: {result.error}")], extra
-    obs = result.observation(info, requested if isinstance(requested, SpecConfig) else None)
+    obs = result.observation(info, requested)
     window = (f"{len(result.completed)} requests of {text_source}, {new_tokens} new tokens each, "
               "temperature 0 (meta_info)")
     findings += _acceptance(obs, window, served)
