@@ -375,9 +375,11 @@ class Server:
     def api(self) -> str:
         """How to ask it for text: "generate" (SGLang's /generate, the lab) or "openai"
         (/v1/completions, vLLM). Found out once for a server started elsewhere: SGLang and the
-        lab answer /get_server_info, vLLM does not."""
+        lab answer /get_server_info, vLLM does not (its /server_info, in VLLM_SERVER_DEV_MODE only,
+        holds a `vllm_config`)."""
         if self._api is None:
-            self._api = "generate" if self.server_info() else "openai"
+            info = self.server_info()
+            self._api = "generate" if info and "vllm_config" not in info else "openai"
         return self._api
 
     def healthy(self, timeout: float = 2.0) -> bool:

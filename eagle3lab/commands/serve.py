@@ -87,7 +87,7 @@ def run(args) -> int:
     state = srv.load_state(
         args.model_path, args.speculative_draft_model_path, spec=spec, faults=args.fault,
         max_prompt_tokens=args.max_prompt_tokens, max_new_tokens=args.max_new_tokens,
-        decode_log_interval=args.decode_log_interval)
+        decode_log_interval=args.decode_log_interval, launch_command=_launch_command(args))
     info = state.server_info
     srv.logger.info(f"speculative: algorithm={info['speculative_algorithm']}, "
                     f"num_steps={info['speculative_num_steps']}, topk={info['speculative_eagle_topk']}, "
@@ -112,3 +112,18 @@ def run(args) -> int:
     httpd.shutdown()
     httpd.server_close()
     return 0
+
+
+def _launch_command(args) -> str:
+    """The SGLang flags this server was given, as SGLang 0.5.23 reports them (launch_command)."""
+    import shlex
+
+    argv = ["--model-path", str(args.model_path)]
+    for name in ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+                 "speculative_eagle_topk", "speculative_num_draft_tokens"):
+        value = getattr(args, name)
+        if value is not None:
+            argv += ["--" + name.replace("_", "-"), str(value)]
+    for fault in args.fault:
+        argv += ["--fault", fault]
+    return shlex.join(argv)

@@ -7,7 +7,9 @@ Three kinds of evidence, merged into one ranked list (`report.DoctorReport`):
 * static checks (`static.py`): configs and safetensors headers only;
 * empirical checks (`empirical.py`): the target run on a few prompts, the draft scored on every
   candidate set of boundaries, the vocabulary map and the rope base;
-* observations (`observed.py`): a server log, a running server's flags, the flags given.
+* observations (`observed.py`): a server log, the flags given;
+* a running server (`served.py`, `url=`): the config it runs, the draft it serves, its acceptance
+  (vLLM's /metrics, SGLang's meta_info) through `analysis.diagnose`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
 
     draft / target: checkpoint directories. serve: 'sglang==0.5.23' / 'vllm==0.33.0' (None: both
     engines at their newest read version). flags: the launch flags, as one string. log: a server
-    log file. url: a running server. prompts: a file of prompts (one per line, or JSON lines with
+    log file. url: a running server (SGLang, the lab's or vLLM; docs/doctor.md). prompts: a file of prompts (one per line, or JSON lines with
     "text"/"prompt") or a list of strings. empirical=False skips running the target.
     """
     from eagle3lab.doctor.static import static_checks
@@ -49,13 +51,23 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
         facts["empirical_seconds"] = round(time.perf_counter() - t0, 2)
     else:
         checks.append(CheckStatus("empirical wiring", False, "skipped (empirical=False / --static)"))
-    if flags or log or url:
+    if flags or log:
         from eagle3lab.doctor.observed import observed_checks
 
-        f, c, extra = observed_checks(serve, flags=flags, log=log, url=url, facts=facts)
+        f, c, extra = observed_checks(serve, flags=flags, log=log, facts=facts)
         findings += f
         checks += c
         facts.update(extra)
+    if url:
+        from eagle3lab.doctor.served import served_checks
+
+        t0 = time.perf_counter()
+        f, c, extra = served_checks(url, serve, spec=spec, tspec=tspec, flags=flags, prompts=prompts,
+                                    facts=facts)
+        findings += f
+        checks += c
+        facts.update(extra)
+        facts["server_seconds"] = round(time.perf_counter() - t0, 2)
     return DoctorReport(str(spec.path), str(tspec.path) if tspec else None, serve, findings, checks, facts)
 
 

@@ -236,6 +236,9 @@ def _read_prompts(prompts) -> list[str]:
     return [p for p in out if p]
 
 
+GENERIC_PROMPTS = ("def ", "The ", "import ", "# ", "In ", "class ", "1, 2, 3, ", "Hello")
+
+
 def _texts(target_dir: Path, tokenizer, target, prompts, seq_len: int, n_prompts: int = 24):
     """Token sequences to score on, in the draft's training distribution: the target's greedy
     continuations (EAGLE-3 drafts learn the target's own predictions) of the user's prompts, else
@@ -252,7 +255,7 @@ def _texts(target_dir: Path, tokenizer, target, prompts, seq_len: int, n_prompts
         user = [json.loads(line)["text"] for line in heldout.read_text().splitlines() if line.strip()]
         source = f"held-out passages ({heldout.name}), continued greedily by the target"
     else:
-        user = ["def ", "The ", "import ", "# ", "In ", "class ", "1, 2, 3, ", "Hello"]
+        user = list(GENERIC_PROMPTS)
         source = "the target's greedy continuations of short generic prompts (pass --prompts for your traffic)"
     prompt_len = seq_len // 4
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in user]

@@ -1,4 +1,4 @@
-"""What the deployment itself says: the launch flags, a server log, a running server.
+"""What the deployment itself says: the launch flags and a server log (a running server: served.py).
 
 Flags go through `eagle3lab.config` (the engine's resolution rules and their lint); a log
 through the observation layer (`eagle3lab.sources.logfile`: `observe_log`, `config_from_log`)
@@ -15,7 +15,7 @@ from eagle3lab.errors import EagleLabError
 SEVERITY = {"error": "error", "warning": "warning", "info": "info"}
 
 
-def observed_checks(serve, *, flags=None, log=None, url=None, facts=None) -> tuple[list[Finding], list[CheckStatus], dict]:
+def observed_checks(serve, *, flags=None, log=None, facts=None) -> tuple[list[Finding], list[CheckStatus], dict]:
     findings, checks, extra = [], [], {}
     if flags:
         f, c = _flags(serve, flags)
@@ -26,9 +26,6 @@ def observed_checks(serve, *, flags=None, log=None, url=None, facts=None) -> tup
         findings += f
         checks.append(c)
         extra.update(e)
-    if url:
-        checks.append(CheckStatus("server", False, f"{url}: reading a live server is not wired into the doctor "
-                                  "yet; run `eagle3lab bench --url URL` and pass its log with --log"))
     return findings, checks, extra
 
 

@@ -1,8 +1,9 @@
 """The doctor's findings, their ranking and their rendering (text, JSON, DataFrame).
 
 Ranking: errors before warnings before info; within a severity, evidence read in the
-checkpoints or measured on them ("checkpoint", "empirical") before statistics of acceptance
-("log", "statistics"), then by confidence. A finding from the checkpoints outranks a statistical
+checkpoints or measured on them ("checkpoint", "empirical") before the flags ("config"), what a
+running server says it runs ("server"), logs ("log") and statistics of acceptance ("metrics",
+"statistics"), then by confidence. A finding from the checkpoints outranks a statistical
 guess because it is a fact about what will be served, not an inference from its effect.
 """
 
@@ -12,7 +13,10 @@ import json
 from dataclasses import asdict, dataclass, field
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-SOURCE_RANK = {"checkpoint": 0, "empirical": 1, "config": 2, "log": 3, "statistics": 4}
+# "server": what a running server says it runs (/server_info, /metrics' series); "metrics": the
+# acceptance it measures and the statistical guesses made from it (served.py).
+SOURCE_RANK = {"checkpoint": 0, "empirical": 1, "config": 2, "server": 3, "log": 4, "metrics": 5,
+               "statistics": 5}
 
 
 @dataclass

@@ -444,7 +444,7 @@ def resolve_model_path(model_path: str):
 def load_state(model_path: str, draft_path: str | None = None, *, spec=None, faults=(),
                max_prompt_tokens: int | None = None, max_new_tokens: int = 256,
                decode_log_interval: int = DECODE_LOG_INTERVAL,
-               sglang_version: str = LATEST_SGLANG) -> ServerState:
+               sglang_version: str = LATEST_SGLANG, launch_command: str | None = None) -> ServerState:
     """Load target, draft and tokenizer; resolve the speculative config (a `SpecConfig`, None
     for plain decoding) like SGLang `sglang_version` would."""
     import warnings
@@ -493,6 +493,9 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
         "version": sglang_version, "engine": "eagle3lab",
         **(effective.server_info() if effective else NO_SPECULATION),
         "speculative_warnings": list(resolved.warnings) if resolved else [],
+        # SGLang 0.5.23 build_server_info (srt/utils/common.py): the flags as given, beside the
+        # resolved values, so a client can tell what was asked from what runs
+        "launch_command": launch_command,
         "faults": list(plan.faults),
         "draft_name": Path(draft_dir).name if draft_dir else None,
         "aux_hidden_state_boundaries": list(engine.boundaries) if draft is not None else None,
