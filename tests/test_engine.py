@@ -251,7 +251,7 @@ def test_fault_table_is_the_one_list():
     from eagle3lab.analysis import CAUSES
     from eagle3lab.engine.faults import EXCLUSIVE, FAULTS, NON_DRAFT_FAULTS
 
-    assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context")
+    assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context", "chat-template")
     assert ("embed-patch", "no-embed-patch") in EXCLUSIVE and ("quant-int4", "quant-int8") in EXCLUSIVE
     for fault in FAULTS.values():
         assert fault.causes and set(fault.causes) <= set(CAUSES), fault.name
