@@ -187,7 +187,8 @@ def test_chat_template_fault_serves_prompts_in_the_template():
                            max_prompt_tokens=64, max_new_tokens=16)
     assert state.info()["faults"] == ["chat-template"]
     ids = state.tokenizer("def f(x):\n    return", add_special_tokens=False)["input_ids"]
-    out = state.handle_generate({"text": "def f(x):\n    return", "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
+    out = state.handle_generate({"text": "def f(x):\n    return",
+                                 "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
     prefix, suffix = state.engine.prompt_template
     assert out["meta_info"]["prompt_tokens"] == 50 + len(ids) + 25 == len(prefix + ids + suffix)
     assert out["output_ids"] == SpecEngine(state.engine.target).generate_plain(prefix + ids + suffix, 8).output_ids
