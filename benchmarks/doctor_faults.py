@@ -3,6 +3,10 @@ with and without each fault, and what `eagle3lab doctor` says about the checkpoi
 leaves on disk (static checks, and the empirical wiring inference with --empirical).
 
     .venv/bin/python benchmarks/doctor_faults.py --preset default --prompts 8 --new-tokens 64 [--empirical]
+        [--faults none,chat-template]
+
+With --empirical the doctor also gets the lab's held-out passages as --prompts, so its prompt-format
+check (acc@1 as served vs as trained) runs where the target serves a chat template (chat-template).
 
 Also times the empirical inference per lab draft (--timing): wall and CPU seconds of
 `doctor(draft, target, serve="sglang==0.5.23")`, and the boundaries it names.
@@ -19,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-FAULTS = ["none", "lm-head-target", "rope-theta", "no-aux-ids", "embed-patch"]
+FAULTS = ["none", "lm-head-target", "rope-theta", "no-aux-ids", "embed-patch", "chat-template"]
 
 
 def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
@@ -28,7 +32,7 @@ def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
     from eagle3lab.engine.speculate import SamplingParams, SpecParams
 
     plan = plan_faults([f for f in faults if f != "none"], lab.num_layers)
-    engine = build_engine(lab.target, lab.load_draft(plan.draft_name), plan)
+    engine = build_engine(lab.target, lab.load_draft(plan.draft_name), plan, tokenizer=lab.tokenizer)
     gens = [engine.generate(p, new_tokens, spec=SpecParams(steps, 1, steps + 1),
                             sampling=SamplingParams(temperature=0.0, seed=0)) for p in prompts]
     return analysis.accept_length(analysis.steps_frame(gens))
@@ -36,16 +40,23 @@ def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
 
 def diagnose(lab, fault, empirical) -> str:
     from eagle3lab.doctor import doctor
-    from eagle3lab.doctor.labfaults import write_faulty_draft
+    from eagle3lab.doctor.labfaults import write_faulty_draft, write_faulty_target
 
     with tempfile.TemporaryDirectory() as tmp:
         if fault == "none":
-            draft = lab.root / "drafts" / "healthy"
+            draft, target = lab.root / "drafts" / "healthy", lab.target_dir
         else:
             draft = write_faulty_draft(lab.root, fault, Path(tmp) / fault)
-        report = doctor(draft, target=lab.target_dir, serve="sglang==0.5.23", empirical=empirical)
-    errors = [f"{f.cause}({f.source})" for f in report.errors]
-    return ", ".join(errors) or "no error"
+            target = write_faulty_target(lab.root, fault, Path(tmp) / f"{fault}-target")
+        prompts = list(lab.heldout_texts(24)) if empirical else None
+        report = doctor(draft, target=target, serve="sglang==0.5.23", empirical=empirical, prompts=prompts)
+    said = [f"{f.cause}({f.source})" for f in report.errors] or ["no error"]
+    said += [f"{f.cause} warning({f.source})" for f in report.findings if f.severity == "warning"]
+    fmt = report.facts.get("prompt_format")
+    if fmt:
+        said.append(f"acc@1 served {fmt['acc1_served']:.3f} vs trained {fmt['acc1_trained']:.3f} "
+                    f"({fmt['prompts']} prompts, p = {fmt['p']:.2g})")
+    return ", ".join(said)
 
 
 def timing(lab) -> None:
@@ -72,6 +83,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--empirical", action="store_true", help="run the doctor's empirical checks too")
     p.add_argument("--timing", action="store_true", help="time the empirical inference per lab draft")
+    p.add_argument("--faults", default=",".join(FAULTS), help="comma list of the faults to measure")
     args = p.parse_args(argv)
     import torch
 
@@ -89,7 +101,7 @@ def main(argv=None) -> int:
         return 0
     prompts = lab.heldout_prompts(args.prompts, args.prompt_tokens)
     print(f"lab {args.lab_dir or args.preset}: {args.prompts} prompts x {args.new_tokens} tokens, chain depth {args.steps}")
-    for fault in FAULTS:
+    for fault in args.faults.split(","):
         al = accept_length(lab, [fault], prompts, args.new_tokens, args.steps)
         print(f"{fault:15s} accept length {al:.3f} | doctor: {diagnose(lab, fault, args.empirical)}")
     return 0

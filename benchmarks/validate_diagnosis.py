@@ -188,7 +188,7 @@ class Runner:
         hot = "greedy-draft" in scenario or "sampled" in scenario
         temperature = self.args.temperature if hot else 0.0
         draft = self.draft(plan.draft_name)
-        engine = build_engine(self.lab.target, draft, plan)
+        engine = build_engine(self.lab.target, draft, plan, tokenizer=self.lab.tokenizer)
         sampling = SamplingParams(temperature=temperature, seed=0)
         gens = [engine.generate(p, self.args.new_tokens, spec=spec, sampling=sampling)
                 for p in self.prompts(plan)]

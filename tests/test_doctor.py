@@ -13,7 +13,7 @@ from eagle3lab.cli import main
 from eagle3lab.doctor import DoctorInputError, doctor
 from eagle3lab.doctor.empirical import mcnemar_p, paired_loss_p
 from eagle3lab.doctor.formats import read_draft_spec
-from eagle3lab.doctor.labfaults import write_faulty_draft
+from eagle3lab.doctor.labfaults import write_faulty_draft, write_faulty_target
 
 
 @pytest.fixture(scope="module")
@@ -329,3 +329,99 @@ def test_no_serve_seed_is_an_error_for_every_engine(lab_root):
     wiring = [f for f in report.errors if f.cause == "wiring"]
     assert [f.title for f in wiring] == ["if served by sglang==0.5.23 feeds [2, 4, 5], training used [0, 2, 4]",
                                          "if served by vllm==0.33.0 feeds [1, 3, 4], training used [0, 2, 4]"]
+
+
+# --------------------------------------------------------------------------- chat template (prompt format)
+
+QWEN_RENDERED = ("'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n<|im_start|>user\\n{message}"
+                 "<|im_end|>\\n<|im_start|>assistant\\n'")
+
+
+@pytest.fixture(scope="module")
+def chat_fault(lab_root, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("chat")
+    return (write_faulty_draft(lab_root, "chat-template", tmp / "draft"),
+            write_faulty_target(lab_root, "chat-template", tmp / "target"))
+
+
+def heldout(lab_root, n=9):
+    return [json.loads(line)["text"] for line in (lab_root / "heldout.jsonl").read_text().splitlines()][:n]
+
+
+def test_chat_template_fault_is_written_on_both_sides(lab_root, chat_fault):
+    from eagle3lab.chat_templates import QWEN2_CHATML
+
+    draft, target = chat_fault
+    assert json.loads((draft / "config.json").read_text())["eagle3lab"]["chat_template"] == ""
+    assert json.loads((target / "tokenizer_config.json").read_text())["chat_template"] == QWEN2_CHATML
+    assert write_faulty_target(lab_root, "rope-theta", draft.parent / "unused") == lab_root / "target"
+
+
+def test_chat_template_static_names_both_sides(lab_root, chat_fault):
+    from eagle3lab.chat_templates import QWEN2_CHATML
+
+    draft, target = chat_fault
+    report = static(draft, target)
+    assert report.exit_code == 0 and causes(report, "warning") == ["template"]
+    found = [f for f in report.findings if f.cause == "template"][0]
+    assert found.data == {"trained": "", "served": QWEN2_CHATML}
+    assert found.evidence == ("training format raw text (no template) (recorded in the draft config, "
+                              f"eagle3lab.chat_template); served: {QWEN_RENDERED} (the target's "
+                              "tokenizer_config.json chat_template, 328 characters)")
+    assert found.fix.startswith("send prompts as the draft was trained: raw text to /generate or /v1/completions")
+    as_trained = static(draft, lab_root / "target")  # the lab target has no template: raw, as trained
+    assert "template" not in causes(as_trained, "warning")
+    assert {c.check: c.detail for c in as_trained.checks}["chat template"] == \
+        "served as trained: raw text (no template)"
+
+
+def test_chat_template_empirical_measures_both_formats(lab_root, chat_fault):
+    """On the ci lab the served format is drafted *better*: its target answers ChatML with newlines."""
+    draft, target = chat_fault
+    report = doctor(draft, target=target, serve="sglang==0.5.23", prompts=heldout(lab_root), max_positions=600)
+    fmt = report.facts["prompt_format"]
+    assert (fmt["acc1_served"], fmt["acc1_trained"], fmt["prompts"], fmt["positions"]) == (1.0, 0.7188, 9, 576)
+    assert fmt["p"] == pytest.approx(5 / 2001)  # 4 of 2000 sign flips as extreme (+1 in both counts)
+    found = [f for f in report.findings if f.cause == "template" and f.source == "empirical"]
+    assert [f.severity for f in found] == ["info"]
+    assert found[0].title == "your prompts as served are drafted no worse than in the training format"
+    assert report.exit_code == 0
+
+
+def test_chat_template_empirical_error_when_served_is_worse(lab_root, tmp_path):
+    """The mirror image: a draft recorded as trained on ChatML, served raw (a target without a chat
+    template): the served format is significantly worse, an error with the measured numbers."""
+    from eagle3lab.chat_templates import QWEN2_CHATML
+
+    draft = write_faulty_draft(lab_root, "chat-template", tmp_path / "d")
+    config = json.loads((draft / "config.json").read_text())
+    config["eagle3lab"]["chat_template"] = QWEN2_CHATML
+    (draft / "config.json").write_text(json.dumps(config))
+    report = doctor(draft, target=lab_root / "target", serve="sglang==0.5.23", prompts=heldout(lab_root),
+                    max_positions=600)
+    top = [f for f in report.errors if f.cause == "template"]
+    assert [f.source for f in top] == ["empirical"]
+    assert (top[0].data["acc1_served"], top[0].data["acc1_trained"]) == (0.7188, 1.0)
+    assert top[0].fix == ("serve the prompts in the training template, or retrain the draft on data rendered "
+                          "with the served template")
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize("name", ["healthy", "seed", "no-ttt"])
+def test_prompt_format_no_false_alarm_on_lab_drafts(lab_root, name):
+    from eagle3lab.doctor.empirical import prompt_format
+    from eagle3lab.doctor.formats import read_draft_spec, read_target_spec
+
+    report = static(lab_root / "drafts" / name, lab_root / "target")
+    assert "template" not in {f.cause for f in report.findings}
+    facts = {}
+    found, status = prompt_format(None, None, None, [2, 4, 5], read_draft_spec(lab_root / "drafts" / name),
+                                  read_target_spec(lab_root / "target"), heldout(lab_root), 64, facts)
+    assert found == [] and facts == {} and not status.ran
+    assert status.detail == "served as trained (raw text (no template), assumed: none recorded): nothing to compare"
+
+
+def test_seed_report_prompt_format_did_not_run(seed_report):
+    assert "template" not in {f.cause for f in seed_report.findings}
+    assert {c.check: c.detail for c in seed_report.checks}["prompt format"] == \
+        "served as trained (raw text (no template), assumed: none recorded): nothing to compare"

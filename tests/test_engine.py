@@ -251,7 +251,7 @@ def test_fault_table_is_the_one_list():
     from eagle3lab.analysis import CAUSES
     from eagle3lab.engine.faults import EXCLUSIVE, FAULTS, NON_DRAFT_FAULTS
 
-    assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context")
+    assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context", "chat-template")
     assert ("embed-patch", "no-embed-patch") in EXCLUSIVE and ("quant-int4", "quant-int8") in EXCLUSIVE
     for fault in FAULTS.values():
         assert fault.causes and set(fault.causes) <= set(CAUSES), fault.name
@@ -304,3 +304,27 @@ def test_stop_token_ends_generation(pair):
     first = plain.output_ids.index(stop)
     out = engine.generate(prompt, 20, (3, 1, 4), stop_ids={stop})
     assert out.output_ids == plain.output_ids[:first + 1] and out.finish_reason == "stop"
+
+
+def test_chatml_template_is_the_one_sglang_quotes():
+    """QWEN2_CHATML is the Jinja text the installed sglang (0.5.23) quotes in lang/chat_template.py
+    for Qwen2, and renders to that file's `qwen` ChatTemplate (read from its source, not imported:
+    importing sglang costs seconds)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    from eagle3lab.chat_templates import QWEN2_CHATML, describe
+
+    root = Path(list(importlib.util.find_spec("sglang").submodule_search_locations)[0])
+    text = (root / "lang" / "chat_template.py").read_text()
+    quoted = text.split("# The chat template is: ", 1)[1].splitlines()[0][1:-1]
+    assert quoted.encode().decode("unicode_escape") == QWEN2_CHATML
+    qwen = next({k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg != "style"}
+                for node in ast.walk(ast.parse(text))
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ChatTemplate"
+                and any(k.arg == "name" and ast.literal_eval(k.value) == "qwen" for k in node.keywords))
+    roles = qwen["role_prefix_and_suffix"]
+    rendered = (roles["system"][0] + qwen["default_system_prompt"] + roles["system"][1]
+                + roles["user"][0] + "{message}" + roles["user"][1] + roles["assistant"][0])
+    assert describe(QWEN2_CHATML) == repr(rendered)

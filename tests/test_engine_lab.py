@@ -274,3 +274,36 @@ def test_cli_bench_all_prompts_reports_an_interval(lab, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:  # argparse: usage line and exit 2
         main(["lab", "bench", "--preset", "ci", "--prompts", "many"])
     assert exit_info.value.code == 2 and "expected a number or 'all'" in capsys.readouterr().err
+
+
+# the lab tokenizer's ids around a message in Qwen2's ChatML (byte-level BPE: the markup is plain text)
+CHATML_PREFIX = "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+CHATML_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_chat_template_fault_changes_what_the_engine_feeds(lab, prompts):
+    from eagle3lab.engine.faults import FaultError, build_engine, plan_faults
+
+    engine, plan = make_lab_engine(lab, ["chat-template"], max_seq_len=256)
+    prefix, suffix = engine.prompt_template
+    assert (len(prefix), len(suffix)) == (50, 25)
+    assert lab.tokenizer.decode(prefix) == CHATML_PREFIX and lab.tokenizer.decode(suffix) == CHATML_SUFFIX
+    gen = engine.generate(prompts[0], 8, (3, 1, 4))
+    assert gen.prompt_ids == prefix + list(prompts[0]) + suffix
+    assert engine.generate_plain(prompts[0], 8).prompt_ids == gen.prompt_ids
+    plain, _ = make_lab_engine(lab, [], max_seq_len=256)
+    assert plain.generate_plain(prompts[0], 8).prompt_ids == list(prompts[0])
+    with pytest.raises(FaultError, match="needs the target's tokenizer"):
+        build_engine(lab.target, None, plan_faults(["chat-template"], lab.num_layers))
+
+
+def test_chat_template_fault_measured_on_the_same_prompts(lab, prompts):
+    """The ci target, trained on raw Python source, answers ChatML with newlines only: every draft
+    is accepted. The template acts through what the target writes, not through the draft."""
+    raw = run_bench(lab, (3, 1, 4), [], prompts=prompts[:4], max_new_tokens=32, progress=False)
+    chat = run_bench(lab, (3, 1, 4), ["chat-template"], prompts=prompts[:4], max_new_tokens=32, progress=False)
+    assert raw.lossless and chat.lossless
+    assert list(chat.requests["prompt_tokens"]) == [len(p) for p in prompts[:4]]  # the caller's prompts
+    assert chat.accept_length == 4.0  # 32 tokens in 8 steps of 3 accepted drafts + the bonus
+    assert raw.accept_length == pytest.approx(130 / 56)  # 74 drafts accepted in 56 verify steps
+    assert set(chat.tokens["text"]) == {"\n"}

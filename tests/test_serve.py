@@ -178,6 +178,22 @@ def test_fault_switches_the_served_draft():
     assert state.info()["draft_name"] == "seed" and state.info()["faults"] == ["wiring-seed"]
 
 
+def test_chat_template_fault_serves_prompts_in_the_template():
+    from eagle3lab.engine.speculate import SpecEngine
+
+    root = ci_lab_root()
+    state = srv.load_state(str(root / "target"), str(root / "drafts" / "healthy"),
+                           spec=SpecConfig(num_steps=2, topk=1, num_draft_tokens=3), faults=["chat-template"],
+                           max_prompt_tokens=64, max_new_tokens=16)
+    assert state.info()["faults"] == ["chat-template"]
+    ids = state.tokenizer("def f(x):\n    return", add_special_tokens=False)["input_ids"]
+    out = state.handle_generate({"text": "def f(x):\n    return",
+                                 "sampling_params": {"max_new_tokens": 8, "temperature": 0}})
+    prefix, suffix = state.engine.prompt_template
+    assert out["meta_info"]["prompt_tokens"] == 50 + len(ids) + 25 == len(prefix + ids + suffix)
+    assert out["output_ids"] == SpecEngine(state.engine.target).generate_plain(prefix + ids + suffix, 8).output_ids
+
+
 def test_serve_command_starts_answers_and_stops_on_sigterm():
     root = ci_lab_root()
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")

@@ -56,7 +56,7 @@ def _set_label(s, n) -> str:
 class Scorer:
     """acc@1 and loss of a draft for any set of boundaries, from one capture of the target."""
 
-    def __init__(self, target, draft, windows, vocab_ids=None):
+    def __init__(self, target, draft, windows, vocab_ids=None, boundaries=None):
         import torch
 
         from eagle3lab.capture import capture, decoder_parts
@@ -75,8 +75,9 @@ class Scorer:
         t = x.shape[1]
         self.m = t - 1
         with torch.no_grad():
+            keep = states if boundaries is None else set(boundaries)  # only these sets will be scored
             self.proj = {(s, b): states[b][:, :self.m] @ w[:, s * h:(s + 1) * h].T
-                         for s in range(self.slots) for b in states}
+                         for s in range(self.slots) for b in states if b in keep}
         self.ids = x[:, 1:]
         self.positions = torch.arange(self.m)[None].expand(x.shape[0], -1)
         self.teacher = logits[:, 1:]  # row t predicts token t+2 for root t
@@ -333,9 +334,12 @@ def empirical_checks(spec: DraftSpec, tspec: TargetSpec | None, serve, *, prompt
     findings += _vocab_map(scorer, found[0].data["best"] if found else None, spec, facts)
     findings += _rope(scorer, found[0].data["best"] if found else None, tspec, draft, facts)
     facts["empirical_wiring_seconds"] = round(time.perf_counter() - t0, 2)
-    return findings, [CheckStatus(name, True, f"{scorer.positions_scored} positions of {text_source}; "
-                                  f"{facts['candidates_scored']} candidate sets",
-                                  facts["empirical_wiring_seconds"])], facts
+    checks = [CheckStatus(name, True, f"{scorer.positions_scored} positions of {text_source}; "
+                          f"{facts['candidates_scored']} candidate sets", facts["empirical_wiring_seconds"])]
+    f, c = prompt_format(target, tokenizer, draft, found[0].data["best"] if found else None, spec, tspec,
+                         prompts, seq_len, facts,
+                         n_prompts=max(2, min(FORMAT_PROMPTS, max_positions // FORMAT_NEW_TOKENS)))
+    return findings + f, checks + [c], facts
 
 
 def _fed_sets(static, spec, n, serve) -> dict:
@@ -469,3 +473,87 @@ def _rope(scorer: Scorer, best, tspec: TargetSpec, draft, facts) -> list[Finding
                         "empirical", "rope")]
     return [Finding("rope", "info", "the draft's configured rope_theta is not worse than the target's", text,
                     "", 0.6, "empirical", "rope")]
+
+
+# --------------------------------------------------------------------------- prompt format
+
+FORMAT_PROMPTS = 24  # user prompts scored per format (at most)
+FORMAT_NEW_TOKENS = 64  # greedy continuation scored per prompt
+
+
+def prompt_format(target, tokenizer, draft, best, spec: DraftSpec, tspec: TargetSpec, prompts, seq_len: int,
+                  facts, n_prompts: int = FORMAT_PROMPTS) -> tuple[list[Finding], CheckStatus]:
+    """acc@1 of the draft on the user's prompts as served (rendered with the target's chat template)
+    vs as trained (the draft's recorded training template, raw text when none is recorded), each
+    continued greedily by the target and scored on the continuation only (where an engine drafts).
+    Prompts are paired, so the test is a sign-flip test over per-prompt acc@1 differences."""
+    from eagle3lab.chat_templates import TemplateError, describe, template_text
+
+    name = "prompt format"
+    try:
+        served = template_text(tspec.tokenizer_config.get("chat_template")) or ""
+        recorded = spec.provenance.get("chat_template")
+        trained = template_text(recorded) or ""
+    except TemplateError as exc:
+        return [], CheckStatus(name, False, str(exc))
+    how = "recorded" if recorded is not None else "assumed: none recorded"
+    if best is None:
+        return [], CheckStatus(name, False, "no boundaries to feed the draft (the wiring inference found none)")
+    if served.strip() == trained.strip():
+        return [], CheckStatus(name, False, f"served as trained ({describe(served)}, {how}): nothing to compare")
+    if not prompts:
+        return [], CheckStatus(name, False, "give --prompts (your prompts as sent) to compare the target's chat "
+                               "template with the draft's training format")
+    try:
+        acc, hits = {}, {}
+        for label, template in (("trained", trained), ("served", served)):
+            acc[label], hits[label] = _format_acc(target, tokenizer, draft, best, template, prompts, seq_len,
+                                                  n_prompts)
+    except TemplateError as exc:
+        return [], CheckStatus(name, False, str(exc))
+    if hits["served"] is None:
+        return [], CheckStatus(name, False, "fewer than 2 prompts of 4 tokens or more in --prompts")
+    rows = hits["served"].shape[0]
+    p = paired_loss_p(hits["trained"].flatten(), hits["served"].flatten(), rows)
+    facts["prompt_format"] = {"acc1_served": round(acc["served"], 4), "acc1_trained": round(acc["trained"], 4),
+                              "p": p, "prompts": rows, "positions": int(hits["served"].numel()),
+                              "served": describe(served), "trained": describe(trained), "trained_how": how}
+    text = (f"acc@1 {acc['served']:.3f} on your prompts as served (target's chat template {describe(served)}) vs "
+            f"{acc['trained']:.3f} as trained ({describe(trained)}, {how}); {rows} prompts x "
+            f"{hits['served'].shape[1]} continuation tokens, paired sign-flip test over prompts p = {p:.2g}")
+    status = CheckStatus(name, True, f"{rows} prompts in two formats")
+    drop = acc["trained"] - acc["served"]
+    if drop >= MATERIAL_ACC_DROP and p < ALPHA:
+        fix = ("serve the prompts in the training format (raw: send text to /generate or /v1/completions, "
+               "not through the chat template)" if not trained else "serve the prompts in the training template")
+        return [Finding("template", "error", "your prompts as served (the target's chat template) are drafted worse "
+                        "than in the draft's training format", text,
+                        fix + ", or retrain the draft on data rendered with the served template", 0.85,
+                        "empirical", name, data=dict(facts["prompt_format"]))], status
+    title = ("your prompts as served are drafted no worse than in the training format" if drop <= 0 else
+             f"the served chat template costs no material acc@1 (less than {MATERIAL_ACC_DROP:.2f}, or p >= {ALPHA})")
+    return [Finding("template", "info", title, text, "", 0.6, "empirical", name,
+                    data=dict(facts["prompt_format"]))], status
+
+
+def _format_acc(target, tokenizer, draft, best, template, prompts, seq_len, n_prompts):
+    """(acc@1, hits [prompts, tokens]) of the draft fed `best` on the target's greedy continuations
+    of the prompts in one format; only continuation positions count."""
+    import torch
+
+    from eagle3lab.chat_templates import template_parts, wrap
+    from eagle3lab.lab.target import greedy_continue
+
+    ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in _read_prompts(prompts)]
+    ids = [i for i in ids if len(i) >= 4]
+    if len(ids) < 2:
+        return None, None
+    prompt_len = min(seq_len // 4, min(len(i) for i in ids[:n_prompts]))
+    parts = template_parts(tokenizer, template)
+    seqs = torch.tensor([wrap(i[:prompt_len], parts) for i in ids[:n_prompts]])
+    with torch.no_grad():
+        docs = torch.cat([greedy_continue(target, seqs[i:i + 8], FORMAT_NEW_TOKENS)
+                          for i in range(0, len(seqs), 8)])
+    scorer = Scorer(target, draft, docs.tolist(), boundaries=best)
+    hits = scorer.score(best)[2].view(len(docs), -1)[:, seqs.shape[1] - 1:].float()
+    return float(hits.mean()), hits

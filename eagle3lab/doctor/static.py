@@ -309,17 +309,35 @@ def check_rope(draft: DraftSpec, target: TargetSpec | None) -> tuple[list[Findin
 
 
 def check_template(draft: DraftSpec, target: TargetSpec | None) -> tuple[list[Finding], list[CheckStatus]]:
-    trained = draft.provenance.get("chat_template")
-    served = (target.tokenizer_config.get("chat_template") if target is not None else None)
-    if trained is None or served is None:
-        what = "the draft records no training template" if trained is None else "the target has no chat template"
-        return [], [CheckStatus("chat template", False, what)]
-    if str(trained).strip() == str(served).strip():
-        return [], [CheckStatus("chat template", True, "the draft's training template is the target's")]
-    return [Finding("template", "warning", "the draft was trained on another chat template than the target serves",
-                    f"training template {str(trained)[:60]!r}... vs target's {str(served)[:60]!r}...",
-                    "serve prompts in the training template, or retrain on the served one", 0.7,
-                    check="chat template")], [CheckStatus("chat template", True, "templates differ")]
+    """The draft's recorded training format (`eagle3lab.chat_template`, "" = raw text) against
+    the chat template the target's tokenizer_config.json makes the server render (none = raw)."""
+    from eagle3lab.chat_templates import TemplateError, describe, template_text
+
+    recorded = draft.provenance.get("chat_template")
+    if recorded is None:
+        return [], [CheckStatus("chat template", False, "the draft records no training template "
+                                "(eagle3lab.chat_template; \"\" records raw text)")]
+    if target is None:
+        return [], [CheckStatus("chat template", False, "no target given")]
+    try:
+        trained = template_text(recorded) or ""
+        served = template_text(target.tokenizer_config.get("chat_template")) or ""
+    except TemplateError as exc:
+        return [], [CheckStatus("chat template", False, str(exc))]
+    if trained.strip() == served.strip():
+        return [], [CheckStatus("chat template", True, f"served as trained: {describe(served)}")]
+    where = "the target's tokenizer_config.json chat_template"
+    evidence = (f"training format {describe(trained)} (recorded in the draft config, eagle3lab.chat_template); "
+                f"served: {describe(served) if served else 'no chat_template in ' + where + ', prompts go as sent'}"
+                + (f" ({where}, {len(served)} characters)" if served else ""))
+    fix = ("send prompts as the draft was trained: raw text to /generate or /v1/completions, not through the "
+           "chat template" if not trained else "render prompts with the draft's training template")
+    return [Finding("template", "warning",
+                    "the server renders prompts in another format than the draft was trained on", evidence,
+                    fix + "; or retrain the draft on data rendered with the served template (run the doctor "
+                    "with --prompts to measure what it costs)", 0.7, check="chat template",
+                    data={"trained": trained, "served": served})], \
+        [CheckStatus("chat template", True, "templates differ")]
 
 
 def check_dtype(draft: DraftSpec, target: TargetSpec | None) -> list[Finding]:

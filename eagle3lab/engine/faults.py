@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eagle3lab import conventions
+from eagle3lab.chat_templates import QWEN2_CHATML
 from eagle3lab.errors import EagleLabError
 
 WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
@@ -83,6 +84,11 @@ _TABLE = [
           "config: the engine guesses the default [2, N//2, N-3]",
           plan={"draft_name": "seed", "layer_ids": []}, causes=("wiring",), checkpoint=True,
           excludes=("wiring-seed", "embed-patch", "no-embed-patch", "no-ttt")),
+    Fault("chat-template", "serve every prompt in Qwen2's ChatML chat template (default system prompt, user "
+          "turn, assistant header; tokenized by the lab tokenizer), which the drafts, trained on raw text, never "
+          "saw; generation continues after the assistant header",
+          plan={"chat_template": QWEN2_CHATML}, needs_draft=False, causes=("distribution_shift",),
+          checkpoint=True),
 ]
 FAULTS: dict[str, Fault] = {f.name: f for f in _TABLE}
 
@@ -117,7 +123,7 @@ class FaultPlan:
     serve: str = DEFAULT_SERVE  # ENGINE==VERSION whose capture rule feeds the draft
     lm_head_from_target: bool = False
     rope_theta: float | None = None  # served draft rope_theta, None = the checkpoint's
-
+    chat_template: str | None = None  # Jinja chat template every prompt is served in, None = raw
 
     def boundaries(self, draft, num_layers: int, arch: str = "LlamaForCausalLM") -> list[int]:
         """Target boundaries the served draft reads: the rule of the `serve` engine and version
@@ -217,10 +223,16 @@ def apply_draft_faults(draft, target, plan: FaultPlan):
     return draft
 
 
-def build_engine(target, draft, plan: FaultPlan, *, max_seq_len: int = 2048):
-    """A `SpecEngine` for a transformers target and an Eagle3Draft with the plan's faults."""
+def build_engine(target, draft, plan: FaultPlan, *, max_seq_len: int = 2048, tokenizer=None):
+    """A `SpecEngine` for a transformers target and an Eagle3Draft with the plan's faults
+    (the tokenizer renders the chat template when the plan serves one)."""
+    from eagle3lab.chat_templates import template_parts
     from eagle3lab.engine.model import TargetModel, fake_quantize_
     from eagle3lab.engine.speculate import SpecEngine
+
+    if plan.chat_template and tokenizer is None:
+        raise FaultError("the chat-template fault needs the target's tokenizer to render its template")
+    parts = template_parts(tokenizer, plan.chat_template) if plan.chat_template else ((), ())
 
     if draft is not None:
         draft = apply_draft_faults(draft, target, plan)
@@ -231,7 +243,7 @@ def build_engine(target, draft, plan: FaultPlan, *, max_seq_len: int = 2048):
     if boundaries is not None and len(set(boundaries)) != len(boundaries):
         raise FaultError(f"served boundaries {boundaries} repeat a layer")
     return SpecEngine(lean, draft, boundaries=boundaries, normed_last=plan.normed_last,
-                      use_d2t=plan.use_d2t, greedy_draft=plan.greedy_draft)
+                      use_d2t=plan.use_d2t, greedy_draft=plan.greedy_draft, prompt_template=parts)
 
 
 # Prompts unlike the Python-source corpus (domain-shift): English prose and number lists.

@@ -191,8 +191,9 @@ class ServerState:
 
     def run_one(self, ids: list[int], params: dict) -> dict:
         sp, max_new, stop_ids, stop_strs = self.sampling(params)
-        if len(ids) + max_new + 64 > self.engine.max_seq_len:
-            raise BadRequest(f"prompt ({len(ids)}) + max_new_tokens ({max_new}) exceeds the "
+        served = len(self.engine.served_prompt(ids))  # with the chat template the fault serves, if any
+        if served + max_new + 64 > self.engine.max_seq_len:
+            raise BadRequest(f"prompt ({served}) + max_new_tokens ({max_new}) exceeds the "
                              f"context length {self.engine.max_seq_len - 64}")
         result = self.generate(ids, sp, max_new, stop_ids)
         gen = result["gen"]
@@ -212,7 +213,7 @@ class ServerState:
         meta = {
             "id": uuid.uuid4().hex,
             "finish_reason": finish,
-            "prompt_tokens": len(ids),
+            "prompt_tokens": len(gen.prompt_ids),
             "completion_tokens": len(out_ids),
             "cached_tokens": 0,
             "e2e_latency": result["latency"],
@@ -487,7 +488,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
     if max_prompt_tokens + max_new_tokens + 64 > max_pos:
         raise EagleLabError(f"--max-prompt-tokens + --max-new-tokens must stay below the model's "
                             f"{max_pos} positions")
-    engine = build_engine(target, draft, plan, max_seq_len=max_seq)
+    engine = build_engine(target, draft, plan, max_seq_len=max_seq, tokenizer=tokenizer)
     info = {
         "model_path": str(model_path), "tokenizer_path": str(target_dir), "device": "cpu",
         "version": sglang_version, "engine": "eagle3lab",

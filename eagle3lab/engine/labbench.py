@@ -182,7 +182,8 @@ def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None, serve: st
     plan = plan_faults(faults, lab.num_layers, serve=serve)
     max_pos = int(getattr(lab.target.config, "max_position_embeddings", 2048))
     draft = draft if draft is not None else lab.load_draft(plan.draft_name)
-    engine = build_engine(lab.target, draft, plan, max_seq_len=min(max_seq_len or max_pos, max_pos))
+    engine = build_engine(lab.target, draft, plan, max_seq_len=min(max_seq_len or max_pos, max_pos),
+                          tokenizer=lab.tokenizer)
     return engine, plan
 
 
@@ -199,7 +200,8 @@ def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None
     else:
         plan = plan_faults(faults, engine.target.num_layers, serve=serve)
     if prompts is None:
-        room = engine.max_seq_len - max_new_tokens - spec.num_steps * spec.topk - 8
+        room = (engine.max_seq_len - max_new_tokens - spec.num_steps * spec.topk - 8
+                - len(engine.served_prompt([])))  # a served chat template's ids come on top
         long_tokens = min(4 * lab_train_seq_len(lab), room)
         prompts = bench_prompts(lab, n_prompts, prompt_tokens, plan.prompt_kinds,
                                 long_tokens=long_tokens, max_len=room)

@@ -204,11 +204,13 @@ class SpecEngine:
     boundaries: target boundaries fed to the draft's fc (default: what SGLang feeds a llama
         target for the draft's config ids, `conventions.served_by_lab`).
     normed_last / use_d2t / greedy_draft: fault switches (see eagle3lab.engine.faults).
+    prompt_template: (prefix ids, suffix ids) put around every prompt (the chat-template fault).
     """
 
     def __init__(self, target, draft=None, *, boundaries: list[int] | None = None,
                  max_seq_len: int = 2048, normed_last: bool = False, use_d2t: bool = True,
-                 greedy_draft: bool = False, threads: int | None = 1):
+                 greedy_draft: bool = False, threads: int | None = 1,
+                 prompt_template: tuple[list[int], list[int]] = ((), ())):
         self.target = target if isinstance(target, TargetModel) else TargetModel(target, max_seq_len)
         self.max_seq_len = self.target.max_seq_len
         self.draft = None
@@ -230,19 +232,28 @@ class SpecEngine:
         self.normed_last = normed_last
         self.greedy_draft = greedy_draft
         self.threads = threads
+        self.prompt_template = (list(prompt_template[0]), list(prompt_template[1]))
+
+    def served_prompt(self, prompt_ids) -> list[int]:
+        """The ids the engine feeds for a prompt: inside the chat template's prefix and suffix
+        when one is served (the chat-template fault), else the prompt itself."""
+        prefix, suffix = self.prompt_template
+        return prefix + list(prompt_ids) + suffix
 
     # -- plain decoding -------------------------------------------------------------------
     def generate_plain(self, prompt_ids, max_new_tokens: int, sampling: SamplingParams | None = None,
                        stop_ids=(), on_step=None, on_prefill=None) -> Generation:
         """Autoregressive decoding with the same target forward (the baseline)."""
         with _threads(self.threads):
-            return self._generate_plain(prompt_ids, max_new_tokens, sampling, stop_ids, on_step, on_prefill)
+            return self._generate_plain(self.served_prompt(prompt_ids), max_new_tokens, sampling, stop_ids,
+                                        on_step, on_prefill)
 
     def generate(self, prompt_ids, max_new_tokens: int, spec=None, sampling: SamplingParams | None = None,
                  stop_ids=(), on_step=None, on_prefill=None) -> Generation:
         """Speculative decoding; output distribution equals `generate_plain`'s (see _generate)."""
         with _threads(self.threads):
-            return self._generate(prompt_ids, max_new_tokens, spec, sampling, stop_ids, on_step, on_prefill)
+            return self._generate(self.served_prompt(prompt_ids), max_new_tokens, spec, sampling, stop_ids,
+                                  on_step, on_prefill)
 
     @torch.inference_mode()
     def _generate_plain(self, prompt_ids, max_new_tokens: int, sampling: SamplingParams | None = None,
