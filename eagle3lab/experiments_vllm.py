@@ -257,7 +257,10 @@ def serve_and_observe(lab, draft: str = "seed", faults=(), spec: SpecConfig | No
     spec = spec or SpecConfig()
     draft_dir, launch = launch_spec({"draft": draft, "fault": list(faults), **spec.given()}, lab)
     prompts = bench_prompts(lab, num_prompts)
-    with server.launch("vllm", lab.target_dir, draft_dir, spec=launch, vllm_python=vllm_python) as srv:
+    # vLLM logs its SpecDecoding metrics line every VLLM_LOG_STATS_INTERVAL s (vllm/envs.py, 10 s by
+    # default): once a second, so a short benchmark leaves lines in the log to read back
+    with server.launch("vllm", lab.target_dir, draft_dir, spec=launch, vllm_python=vllm_python,
+                       env={"VLLM_LOG_STATS_INTERVAL": "1"}) as srv:
         obs, result = vllm_metrics.observe(srv, prompts, max_new_tokens=max_new_tokens,
                                            requested=spec.given())
         log = read_log(srv.log_path, engine="vllm")

@@ -55,7 +55,9 @@ measured[["line", "engine", "kind", "time", "accept_len", "accept_rate_raw", "ge
 glossary.define("accept_rate_raw")
 
 # %%
-plots.log_timeline(log, title="Accept length and throughput, as logged")
+plots.log_timeline(log, title="Accept length and throughput, as logged") if len(measured) else \
+    prose.markdown("*No log line carries an accept length: the run was shorter than the server's "
+                   "logging interval.*")
 
 # %%
 prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
