@@ -247,7 +247,8 @@ def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     lens = decode["accept_len"]
     if not len(lens):
         return "The log has no line with an accept length."
-    text = (f"The log has **{len(decode)}** lines with an accept length; it ranges from **{lens.min():.2f}** "
+    text = (f"The log has **{len(decode)}** line{'s' if len(decode) != 1 else ''} with an accept length; "
+            f"it ranges from **{lens.min():.2f}** "
             f"to **{lens.max():.2f}** (mean **{lens.mean():.2f}**)")
     if requested_draft_tokens:
         text += f", out of at most {requested_draft_tokens} tokens per verify step"
