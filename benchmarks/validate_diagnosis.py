@@ -107,6 +107,7 @@ def main(argv=None) -> int:
         from tqdm import tqdm
 
         torch.manual_seed(0)
+        torch.set_num_threads(1)  # lab-sized models: fastest on one thread, no stalls on a busy machine
         lab, folder = open_lab(args)
         identity = V.lab_identity(folder)
         runner = V.Runner(lab, prompts=args.prompts, prompt_tokens=args.prompt_tokens,
@@ -114,6 +115,11 @@ def main(argv=None) -> int:
                           temperature=args.temperature, holdout=args.holdout)
         for scenario in tqdm(scenarios, desc="scenarios", unit="run"):
             observations[scenario] = runner.observe(scenario)
+        if args.observations:  # saved before scoring: re-scoring needs no decoding
+            with open(args.observations, "w") as fh:
+                fh.write(json.dumps({"meta": identity}) + "\n")
+                for scenario, obs in observations.items():
+                    fh.write(json.dumps({"scenario": "+".join(scenario), **obs}) + "\n")
     commit = V.rules_commit(REPO)
     table = V.score_table(observations)
     print(header(identity, args, commit))
@@ -127,11 +133,6 @@ def main(argv=None) -> int:
     if args.out:
         table.assign(**{k: identity[k] for k in ("lab", "seed", "num_layers", "hidden_size")},
                      rules_commit=commit).to_csv(args.out, index=False)
-    if args.observations:
-        with open(args.observations, "w") as fh:
-            fh.write(json.dumps({"meta": identity}) + "\n")
-            for scenario, obs in observations.items():
-                fh.write(json.dumps({"scenario": "+".join(scenario), **obs}) + "\n")
     return 0
 
 

@@ -1052,10 +1052,11 @@ def _diagnose_replay(rates, accept_len, steps, replay, depth, standalone_acc,
             REASONS["wiring"])
         add("vocab_mapping", 0.45, sign + " A partly wrong vocabulary mapping would also do this.")
     if _context_boost(beyond) > 0:
+        split = (f" (accept length {beyond['within']:.2f} within, {beyond['beyond']:.2f} beyond)"
+                 if beyond["within"] is not None else "")
         add("context_length", 0.6 + _context_boost(beyond),
             f"{beyond['share']:.0%} of verify steps run beyond the draft's training length of "
-            f"{draft_max_context} tokens (accept length {beyond['within']:.2f} within, "
-            f"{beyond['beyond']:.2f} beyond).", REASONS["context_length"])
+            f"{draft_max_context} tokens{split}.", REASONS["context_length"])
     acc_train, acc_served = as_accuracy(standalone_acc), as_accuracy(standalone_acc_served)
     if acc_train is not None and acc_served is not None \
             and acc_served[0] < T["prompt_shift"] * acc_train[0]:
