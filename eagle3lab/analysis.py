@@ -648,6 +648,7 @@ THRESHOLDS = {
     "tie_margin": 1e-3,    # a served token that is not the reference target's argmax by more than
                            # this many logits is not a numerical tie (fp32 reference; raise for bf16)
     "replay_p": 0.01,      # one-sided sign test: served steps accepting less than the replay
+    "context_t": 2.0,      # accept length within the training length exceeds beyond by >= 2 SE
 }
 
 
@@ -808,7 +809,10 @@ def _context_effect(steps, context_lengths, draft_max_context) -> dict | None:
         acc = accepted_counts(steps)
         inside, outside = acc[ctx <= draft_max_context], acc[ctx > draft_max_context]
         if len(inside) >= 20 and len(outside) >= 20:
-            out.update(within=float(inside.mean() + 1), beyond=float(outside.mean() + 1))
+            # Welch's t of within minus beyond: a difference of a few steps is noise, not evidence
+            se = np.sqrt(inside.var(ddof=1) / len(inside) + outside.var(ddof=1) / len(outside))
+            t = float((inside.mean() - outside.mean()) / se) if se > 0 else 0.0
+            out.update(within=float(inside.mean() + 1), beyond=float(outside.mean() + 1), t=t)
     return out
 
 
@@ -816,14 +820,15 @@ def _context_boost(effect) -> float:
     """How much running past the draft's training length should raise context_length.
 
     Compared within/beyond when both have enough steps (a boost only if acceptance is lower
-    beyond); with nearly every step beyond, the share alone is weak evidence.
+    beyond, by more than THRESHOLDS['context_t'] standard errors); with nearly every step beyond,
+    the share alone is weak evidence.
     """
     if not effect or effect["share"] < 0.5:
         return 0.0
     if effect["within"] is not None:
         gain = max(effect["within"] - 1, 1e-9)
         loss = (effect["within"] - effect["beyond"]) / gain
-        return 0.3 if loss > 0.15 else 0.0
+        return 0.3 if loss > 0.15 and effect["t"] >= THRESHOLDS["context_t"] else 0.0
     return 0.1 * effect["share"]
 
 
