@@ -22,6 +22,7 @@ per_position_from_log(read_log(...)) (vLLM / llama.cpp per-position lines).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -642,6 +643,12 @@ THRESHOLDS = {
     "healthy": 0.8,        # served keeps >= 80 % of the reference: healthy
     "prompt_shift": 0.9,   # served text's own acc@1 < 90 % of the evaluation data's: harder text
     "context_decay": 0.3,  # accept length loses > 30 % of its excess over 1 across context bins
+    # Exact evidence (no calibration on fault signatures; the values say what counts as noise):
+    "rollout_decay": 0.75,  # the draft's own acc@2..k pooled < 75 % of its acc@1: it cannot draft deep
+    "tie_margin": 1e-3,    # a served token that is not the reference target's argmax by more than
+                           # this many logits is not a numerical tie (fp32 reference; raise for bf16)
+    "replay_p": 0.01,      # one-sided sign test: served steps accepting less than the replay
+    "context_t": 2.0,      # accept length within the training length exceeds beyond by >= 2 SE
 }
 
 
@@ -677,7 +684,8 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
              effective_draft_tokens: int | None = None,
              context_lengths=None, steps: pd.DataFrame | None = None,
              standalone_acc_served=None, temperature: float | None = None,
-             depth: int | None = None, draft_max_context: int | None = None) -> list[Finding]:
+             depth: int | None = None, draft_max_context: int | None = None,
+             replay: dict | None = None) -> list[Finding]:
     """Rank likely causes of a low accept length from observed statistics, most likely first.
 
     observation: an `eagle3lab.sources.Observation` (a log, meta_info or the lab engine read
@@ -693,6 +701,13 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
     ``steps`` (or a ``context_length`` column in steps). temperature: the sampling temperature.
     draft_max_context: the longest sequence the draft was trained on (its training seq_len).
     Served rates are compared with standalone_acc when given (else standalone_acc_served).
+    replay: the served text re-scored offline (`eagle3lab.lab.evaluation.served_text_replay`):
+    {"reference_accepted": per step of ``steps``, what the draft served as it was trained would
+    have accepted (NaN where unknown); "tokens_checked"; "mismatch_margins": logit margins of the
+    served tokens that are not the full-precision target's argmax}. At temperature 0 it replaces
+    the rate-shape rules by exact tests: is the served target the reference one, and does each
+    step accept what the draft itself would have accepted? standalone_acc evaluated at the served
+    depth (acc@1..k) also says whether the draft itself can draft k deep.
     """
     adjusted_evidence = None
     if observation is not None:
@@ -711,13 +726,20 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
     findings: list[Finding] = []
     beyond = _context_effect(steps, context_lengths, draft_max_context)
     findings += _config_findings(requested_draft_tokens, effective_draft_tokens, adjusted_evidence)
+    findings += _rollout_findings(standalone_acc, depth or (len(rates) if rates is not None else None))
     if rates is not None and len(rates):
         depth = depth or len(rates)
         if accept_len is None:
             accept_len = expected_accept_length_from_rates(rates)
-        findings += _diagnose_rates(np.nan_to_num(rates), accept_len, standalone_acc,
-                                    standalone_acc_served, temperature, depth, beyond,
-                                    draft_max_context)
+        exact = replay is not None and steps is not None and not (temperature or 0) > 0
+        if exact:
+            findings += _diagnose_replay(np.nan_to_num(rates), accept_len, steps, replay, depth,
+                                         standalone_acc, standalone_acc_served, beyond,
+                                         draft_max_context)
+        else:
+            findings += _diagnose_rates(np.nan_to_num(rates), accept_len, standalone_acc,
+                                        standalone_acc_served, temperature, depth, beyond,
+                                        draft_max_context)
     findings += _diagnose_context(steps, context_lengths)
     findings = _merge(findings)
     concrete = [f for f in findings if f.cause != "healthy" and f.confidence >= 0.6]
@@ -787,7 +809,10 @@ def _context_effect(steps, context_lengths, draft_max_context) -> dict | None:
         acc = accepted_counts(steps)
         inside, outside = acc[ctx <= draft_max_context], acc[ctx > draft_max_context]
         if len(inside) >= 20 and len(outside) >= 20:
-            out.update(within=float(inside.mean() + 1), beyond=float(outside.mean() + 1))
+            # Welch's t of within minus beyond: a difference of a few steps is noise, not evidence
+            se = np.sqrt(inside.var(ddof=1) / len(inside) + outside.var(ddof=1) / len(outside))
+            t = float((inside.mean() - outside.mean()) / se) if se > 0 else 0.0
+            out.update(within=float(inside.mean() + 1), beyond=float(outside.mean() + 1), t=t)
     return out
 
 
@@ -795,14 +820,15 @@ def _context_boost(effect) -> float:
     """How much running past the draft's training length should raise context_length.
 
     Compared within/beyond when both have enough steps (a boost only if acceptance is lower
-    beyond); with nearly every step beyond, the share alone is weak evidence.
+    beyond, by more than THRESHOLDS['context_t'] standard errors); with nearly every step beyond,
+    the share alone is weak evidence.
     """
     if not effect or effect["share"] < 0.5:
         return 0.0
     if effect["within"] is not None:
         gain = max(effect["within"] - 1, 1e-9)
         loss = (effect["within"] - effect["beyond"]) / gain
-        return 0.3 if loss > 0.15 else 0.0
+        return 0.3 if loss > 0.15 and effect["t"] >= THRESHOLDS["context_t"] else 0.0
     return 0.1 * effect["share"]
 
 
@@ -949,6 +975,103 @@ def _diagnose_rates(rates, accept_len, standalone_acc, standalone_acc_served, te
             "evaluation data.", REASONS["distribution_shift"])
     elif not out:
         add("healthy", min(0.95, 0.6 + 3 * (keep - T["healthy"])), compare)
+    return out
+
+
+def _rollout_findings(standalone_acc, depth: int | None) -> list[Finding]:
+    """multi_step from the draft's own evaluation at the served depth: a draft whose rollout
+    acc@2..k falls well below its acc@1 on its own evaluation data cannot draft k deep, however it
+    is served (no training-time test, too few TTT steps, KV or position bugs in its rollout)."""
+    acc = as_accuracy(standalone_acc)
+    if acc is None or len(acc) < 2 or acc[0] <= 0:
+        return []
+    ratio = float(np.mean(acc[1:]) / acc[0])
+    if ratio >= THRESHOLDS["rollout_decay"]:
+        return []
+    note = ""
+    if depth is not None and depth < len(acc):
+        note = (f" Served {depth} deep it costs little yet; it will cost at the depth it was "
+                f"evaluated at ({len(acc)}).")
+    return [Finding("multi_step", 0.85, [
+        f"The draft's own evaluation at depth {len(acc)} gives acc@1..{len(acc)} {_fmt(acc)}: "
+        f"acc@2..{len(acc)} average {ratio:.0%} of acc@1, so it loses its way once it drafts on its "
+        f"own hidden states (trained without training-time test, or too few TTT steps).{note}"],
+        NEXT_CHECKS["multi_step"])]
+
+
+def sign_test(worse: int, better: int) -> float:
+    """One-sided sign test: P(at least `worse` of worse + better fair coin flips)."""
+    n = worse + better
+    if n == 0:
+        return 1.0
+    return float(sum(math.comb(n, i) for i in range(worse, n + 1)) / 2 ** n)
+
+
+def _diagnose_replay(rates, accept_len, steps, replay, depth, standalone_acc,
+                     standalone_acc_served, beyond, draft_max_context) -> list[Finding]:
+    """Exact serve-side tests at temperature 0 from the served text re-scored offline.
+
+    1. Target: served tokens that are not the reference target's argmax beyond a numerical tie
+       mean the served target computes something else (a quantized or changed target).
+    2. Drafting: with the reference target, greedy decoding emits exactly the text the replay
+       re-scores, so each served step should accept what the draft, fed the states it was trained
+       on, accepts at the same root. Steps accepting less (sign test) mean the serving side feeds
+       it something else: other boundaries or a normed state (wiring), or wrong ids (vocab).
+    """
+    T = THRESHOLDS
+    c1 = float(rates[0])
+    served = accepted_counts(steps).astype(float)
+    reference = np.asarray(replay.get("reference_accepted", []), dtype=float)
+    if len(reference) != len(served):
+        raise AnalysisError(f"replay has {len(reference)} steps, the served data {len(served)}")
+    known = ~np.isnan(reference)
+    served_k, ref_k = served[known], reference[known]
+    worse, better = int((served_k < ref_k).sum()), int((served_k > ref_k).sum())
+    p = sign_test(worse, better)
+    checked = int(replay.get("tokens_checked") or 0)
+    margins = [m for m in replay.get("mismatch_margins") or [] if m > T["tie_margin"]]
+    head = (f"Served conditional acceptance by position is {_fmt(rates)} (accept length "
+            f"{accept_len:.2f} at depth {depth}); re-scored offline, the draft as trained accepts "
+            f"{ref_k.mean() + 1:.2f} per step on the same text and roots "
+            f"({known.sum()} steps compared).")
+    out: list[Finding] = []
+
+    def add(cause, conf, *sentences):
+        out.append(Finding(cause, conf, [head, *sentences], NEXT_CHECKS[cause]))
+
+    target_differs = bool(margins)
+    if target_differs:
+        add("quantization", 0.75, f"{len(margins)} of {checked} served tokens are not the "
+            f"full-precision target's greedy choice (logit margins up to {max(margins):.3f}, beyond "
+            "a numerical tie): the served target computes something else.", REASONS["quantization"])
+    sign = (f"{worse} served steps accept fewer drafts than the replay, {better} more "
+            f"(sign test p = {p:.2g}).")
+    if c1 < T["zero"]:
+        add("vocab_mapping", 0.85 if not target_differs else 0.8, f"Position 1 accepts {c1:.1%}. "
+            + sign + " Acceptance this close to zero means draft ids almost never equal the target's "
+            "choice, as when draft-vocabulary ids are read as target ids (missing d2t).")
+        add("wiring", 0.55, sign + " A draft fed hidden states from other boundaries still guesses "
+            "some frequent tokens: a small nonzero rate.")
+    elif not target_differs and p < T["replay_p"]:
+        add("wiring", 0.8, sign + " The server feeds the draft other inputs than it was trained on.",
+            REASONS["wiring"])
+        add("vocab_mapping", 0.45, sign + " A partly wrong vocabulary mapping would also do this.")
+    if _context_boost(beyond) > 0:
+        split = (f" (accept length {beyond['within']:.2f} within, {beyond['beyond']:.2f} beyond)"
+                 if beyond["within"] is not None else "")
+        add("context_length", 0.6 + _context_boost(beyond),
+            f"{beyond['share']:.0%} of verify steps run beyond the draft's training length of "
+            f"{draft_max_context} tokens{split}.", REASONS["context_length"])
+    acc_train, acc_served = as_accuracy(standalone_acc), as_accuracy(standalone_acc_served)
+    if acc_train is not None and acc_served is not None \
+            and acc_served[0] < T["prompt_shift"] * acc_train[0]:
+        add("distribution_shift", 0.7, f"On the served text the draft's own acc@1 is "
+            f"{acc_served[0]:.1%}, against {acc_train[0]:.1%} on its evaluation data.",
+            REASONS["distribution_shift"])
+    if not out:
+        add("healthy", 0.9, f"The served target reproduces the reference target's greedy choice at "
+            f"every token ({checked} checked) and the served draft accepts what it accepts as "
+            f"trained: {sign}")
     return out
 
 

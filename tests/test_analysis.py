@@ -311,3 +311,68 @@ def test_accept_length_interval_resamples_requests_whole():
     assert A.accept_length_ci(with_gap) == (lo, hi)  # a step without a count is left out
     alike = pd.DataFrame({"request": [0, 0, 1, 1], "accept_len": [2, 3, 3, 2]})
     assert A.accept_length_ci(alike) == pytest.approx((2.5, 2.5))
+
+
+def test_sign_test_is_the_one_sided_binomial_tail():
+    assert A.sign_test(7, 0) == pytest.approx(1 / 128)
+    assert A.sign_test(0, 0) == 1.0
+    assert A.sign_test(2, 1) == pytest.approx(4 / 8)  # P(X >= 2), X ~ Bin(3, 1/2)
+
+
+def _replay_case(served, reference, margins=(), standalone=(0.35, 0.34, 0.34)):
+    steps = pd.DataFrame({"accepted": served, "context_length": np.arange(len(served)) + 10})
+    rates = A.per_position(steps, k=3, conditional=True, n_boot=0)["rate"].to_numpy()
+    replay = {"reference_accepted": list(reference), "tokens_checked": 300,
+              "mismatch_margins": list(margins)}
+    return A.diagnose(per_position=rates, steps=steps, standalone_acc=list(standalone),
+                      replay=replay, temperature=0.0, depth=3)
+
+
+def test_replay_served_equal_to_the_drafts_own_replay_is_healthy():
+    served = [0, 1, 3, 2, 0, 1] * 20
+    found = _replay_case(served, served)
+    assert [f.cause for f in found] == ["healthy"]
+    # a near-tie mismatch (margin below THRESHOLDS['tie_margin']) is numerics, not a target change
+    assert _replay_case(served, served, margins=[1e-5])[0].cause == "healthy"
+
+
+def test_replay_served_steps_accepting_less_than_the_replay_is_wiring():
+    reference = [0, 1, 3, 2, 0, 1] * 20
+    served = list(reference)
+    for i in range(2, 120, 12):  # 10 steps lose a draft, none gains one: p = 2**-10
+        served[i] -= 1
+    assert [f.cause for f in _replay_case(served, reference)][:2] == ["wiring", "vocab_mapping"]
+    served[4] += 1  # 10 worse, 1 better: still p < 0.01
+    assert _replay_case(served, reference)[0].cause == "wiring"
+    # unknown reference steps (NaN: the text ended) are left out of the comparison
+    assert _replay_case(served, reference[:-1] + [np.nan])[0].cause == "wiring"
+    with pytest.raises(EagleLabError):
+        _replay_case(served, reference[:-1])
+
+
+def test_replay_a_served_token_the_reference_target_would_not_pick_is_quantization():
+    served = [0, 1, 3, 2, 0, 1] * 20
+    found = _replay_case(served, served, margins=[0.05])
+    assert [f.cause for f in found] == ["quantization"]
+    # with the target changed the replay is no counterfactual: no wiring verdict from it
+    worse = [max(a - 1, 0) for a in served]
+    assert "wiring" not in [f.cause for f in _replay_case(worse, served, margins=[0.05])]
+
+
+def test_replay_near_zero_position_one_is_vocab_mapping():
+    reference = [0, 1, 3, 2, 0, 1] * 20
+    found = _replay_case([0] * 120, reference)
+    assert [f.cause for f in found][:2] == ["vocab_mapping", "wiring"]
+
+
+def test_a_draft_whose_own_evaluation_decays_with_depth_is_multi_step():
+    served = [0, 1, 3, 2, 0, 1] * 20
+    found = _replay_case(served, served, standalone=(0.41, 0.19, 0.13, 0.11, 0.1))
+    assert [f.cause for f in found][:2] == ["multi_step", "healthy"]
+    assert found[0].confidence == pytest.approx(0.85)
+    # at a served depth of 1 it is still named, with the depth it will cost at
+    shallow = A.diagnose(per_position=[0.5], standalone_acc=[0.41, 0.19, 0.13], depth=1)
+    assert shallow[0].cause == "multi_step" and "evaluated at (3)" in shallow[0].evidence[0]
+    # acc@2..k at >= 75 % of acc@1 is a draft that drafts deep
+    assert "multi_step" not in [f.cause for f in _replay_case(served, served,
+                                                               standalone=(0.4, 0.32, 0.3))]

@@ -127,3 +127,58 @@ def greedy_continuations(target, prompts: list[list[int]], new_tokens: int) -> l
             out += list(greedy_continue(target, torch.tensor(prompts[i:i + 16]), new_tokens))
         return out
     return [greedy_continue(target, torch.tensor([p]), new_tokens)[0] for p in prompts]
+
+
+@torch.no_grad()
+def served_text_replay(target, draft, generations, depth: int,
+                       wiring: list[int] | None = None) -> dict:
+    """What a correct serve of `draft` would have accepted on the text that was served.
+
+    For each served request the full-precision `target` reads prompt + output once; the draft,
+    fed the boundaries it was trained on (`wiring`, default its own), is unrolled `depth` steps
+    from every root and scored against the served tokens. At temperature 0 on the target's own
+    greedy text this replays decoding exactly (see chain_accept_lengths), so per served step
+    (rooted at context_length - 2, the bonus token's predecessor) `reference_accepted` is what
+    the same step would have accepted had the draft been served as it was trained (NaN where the
+    text ends before the chain would). `target_agreement` is the share of served output tokens
+    that are the full-precision target's own argmax; each that is not gives its logit margin (the
+    target's best logit minus the served token's): beyond a numerical tie, the served target is not
+    this one (e.g. quantized), and the replay is no longer an exact counterfactual.
+    Returns {"reference_accepted": [...], "tokens_checked": int, "mismatch_margins": [...]}.
+    """
+    if hasattr(target, "target") and hasattr(target, "tokenizer"):
+        target = target.target
+    wiring = list(wiring) if wiring is not None else draft.train_boundaries
+    reference, margins, count = [], [], 0
+    for gen in generations:
+        ids = list(gen.prompt_ids) + list(gen.output_ids)
+        x = torch.tensor([ids])
+        logits, states = capture(target, x, wiring)
+        start = len(gen.prompt_ids)
+        rows_logits = logits[0, start - 1:len(ids) - 1]
+        served = x[0, start:]
+        best = rows_logits.max(-1).values
+        margin = best - rows_logits.gather(-1, served[:, None])[:, 0]  # 0 where served = argmax
+        agree = rows_logits.argmax(-1) == served
+        count += int(agree.numel())
+        margins += [round(float(m), 6) for m in margin[~agree]]
+        out = ttt_unroll(draft, concat_aux(states, wiring), x, logits, depth, teacher="argmax")
+        n = len(ids)
+        # hit[t, j]: the draft rooted at t (reading token t+1+j) proposes served token t+2+j
+        hit = torch.zeros(n - 1, depth, dtype=torch.bool)
+        for j, step in enumerate(out):
+            proposed = draft.target_ids[step["logits"][0].argmax(-1)]  # [n-1]
+            rows = torch.arange(n - 2 - j)
+            hit[rows, j] = proposed[rows] == x[0, rows + 2 + j]
+        context = len(gen.prompt_ids) + 1
+        for st in gen.steps:
+            root = context - 2
+            if root + depth + 1 < n:
+                run, limit = 0, min(depth, st.drafted)
+                while run < limit and bool(hit[root, run]):
+                    run += 1
+                reference.append(float(run))
+            else:
+                reference.append(float("nan"))
+            context += st.accepted + 1
+    return {"reference_accepted": reference, "tokens_checked": count, "mismatch_margins": margins}
