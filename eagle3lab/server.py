@@ -148,7 +148,6 @@ VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # (get_open_zmq_ipc_path, under VLLM_RPC_BASE_PATH, whose default is the temp dir, envs.py).
 # Both follow TMPDIR, so each launch gets its own, removed at stop (docs/vllm.md).
 SERVER_TMP_PREFIX = "eagle3lab-vllm-"
-_SOCKET_PATH_MAX = 107  # sun_path (108 bytes with the NUL); vLLM appends "/" + a 36-char uuid
 # Spec keys (ours, SGLang's and SpecConfig's names) -> SpecConfig field, for vLLM's flags.
 _VLLM_SPEC_FIELDS = {
     "algorithm": "algorithm", "speculative_algorithm": "algorithm",
@@ -333,10 +332,12 @@ def server_tempdir(env: dict) -> Path | None:
     (theirs is used) or the path would be too long for vLLM's ZMQ sockets inside it."""
     import tempfile
 
+    from eagle3lab.workers import SOCKET_PATH_MAX
+
     if "TMPDIR" in env:
         return None
     path = Path(tempfile.mkdtemp(prefix=SERVER_TMP_PREFIX))
-    if len(str(path)) + 37 > _SOCKET_PATH_MAX:
+    if len(str(path)) + 37 > SOCKET_PATH_MAX:
         path.rmdir()
         return None
     return path

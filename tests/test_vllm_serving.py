@@ -320,6 +320,30 @@ def test_a_vllm_launch_gets_its_own_temp_dir_unless_the_caller_names_one(tmp_pat
     assert server.server_tempdir({}) is None and list(deep.iterdir()) == []
 
 
+def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
+    """The one-shot vLLM subprocesses (resolver, reference jobs) get their own TMPDIR, removed
+    after: a stand-in python writes a vllm_dist_* file there as vLLM's engine does."""
+    import shutil
+    import tempfile
+
+    from eagle3lab import vllm_reference
+    from eagle3lab.workers import run_json_worker
+
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho store > "${TMPDIR:-/nonexistent}/vllm_dist_0123"\n'
+                    'echo \'{"result": {"tmp": "\'"$TMPDIR"\'"}}\'\n')
+    fake.chmod(0o755)
+    caller = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(caller))
+        worker = run_json_worker(str(fake), "eagle3lab.vllm_resolver", [], {}, 30, "a worker")["result"]["tmp"]
+        job = vllm_reference.run_job({"job": "capture"}, python=str(fake), timeout=30)["tmp"]
+        assert Path(worker).parent == caller and Path(job).parent == caller and worker != job
+        assert list(caller.iterdir()) == []
+    finally:
+        shutil.rmtree(caller)
+
+
 # The 20 cycles of test_twenty_launch_stop_cycles_on_one_port_leave_nothing, in order: full
 # healthy cycles (launch, one request, stop); Ctrl-C (KeyboardInterrupt in the health wait) at a
 # time after launch, spread over the API server's start-up; stop() from another thread the moment
