@@ -45,7 +45,12 @@ def budget(lab: str, **overrides) -> dict[str, int]:
 
 def sglang_source_copy(sglang_dir=None, dest=None):
     """Copy the files the embedding patch reads from an sglang package (default: the installed
-    one) into a fresh temporary tree, so notebooks can patch and diff without touching it."""
+    one) into ``dest/sglang``, so notebooks can patch and diff without touching it.
+
+    Without ``dest`` the copy goes to a fresh temporary folder that is removed when the
+    interpreter (the notebook's kernel) exits: a notebook uses the copy across cells, so no
+    ``with`` block can hold it, and a copy per run must not pile up in the temp dir."""
+    import atexit
     import shutil
     import tempfile
     from pathlib import Path
@@ -53,7 +58,10 @@ def sglang_source_copy(sglang_dir=None, dest=None):
     from eagle3lab import patching
 
     source = patching.find_sglang_dir(sglang_dir)
-    root = Path(dest or tempfile.mkdtemp(prefix="eagle3lab-sglang-")) / "sglang"
+    if dest is None:
+        dest = tempfile.mkdtemp(prefix="eagle3lab-sglang-")
+        atexit.register(shutil.rmtree, dest, ignore_errors=True)
+    root = Path(dest) / "sglang"
     for name in patching.WHEEL_FILES:
         rel = name.split("/", 1)[1]
         if (source / rel).is_file():
@@ -77,22 +85,22 @@ def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
     from eagle3lab import patching
     from eagle3lab.engine.faults import seed_fix_ids
 
-    patched = Path(tempfile.mkdtemp(prefix="eagle3lab-sglang-patched-")) / "sglang"
-    shutil.copytree(sglang_dir, patched)
-    patching.apply(patched)
     cases = [("llama", "lab target (Llama)", lab_layers, seed_fix_ids(lab_layers)),
              ("deepseek_v2", "seed target (DeepSeek-V3 style)", seed_layers, [-1, 2, 30])]
     rows = []
-    for model, target, layers, ids in cases:
-        row = {"model file": patching.TARGET_FILES[model], "target": target, "layers": layers,
-               "draft ids": ids}
-        for label, tree in (("before patch", sglang_dir), ("after patch", patched)):
-            try:
-                row[label] = patching.layers_to_capture(tree, model, ids, layers)
-            except patching.PatchError as exc:
-                row[label] = f"n/a ({exc})"
-        rows.append(row)
-    shutil.rmtree(patched.parent, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="eagle3lab-sglang-patched-") as tmp:
+        patched = Path(tmp) / "sglang"
+        shutil.copytree(sglang_dir, patched)
+        patching.apply(patched)
+        for model, target, layers, ids in cases:
+            row = {"model file": patching.TARGET_FILES[model], "target": target, "layers": layers,
+                   "draft ids": ids}
+            for label, tree in (("before patch", sglang_dir), ("after patch", patched)):
+                try:
+                    row[label] = patching.layers_to_capture(tree, model, ids, layers)
+                except patching.PatchError as exc:
+                    row[label] = f"n/a ({exc})"
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

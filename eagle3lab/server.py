@@ -142,6 +142,12 @@ VLLM_MODULE = "vllm.entrypoints.openai.api_server"  # the `vllm` console script 
 VLLM_CPU_ARGS = (("--dtype", "float32"), ("--enforce-eager", None),
                  ("--gpu-memory-utilization", "0.1"), ("--max-model-len", "512"))
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+# vLLM 0.32 puts per-run files in Python's temp dir and removes none of them when stopped by a
+# signal: `vllm_dist_<hex>` (utils/network_utils.py get_file_store_init_method, the torch
+# FileStore of its distributed init, also for one worker) and one ZMQ socket per channel
+# (get_open_zmq_ipc_path, under VLLM_RPC_BASE_PATH, whose default is the temp dir, envs.py).
+# Both follow TMPDIR, so each launch gets its own, removed at stop (docs/vllm.md).
+SERVER_TMP_PREFIX = "eagle3lab-vllm-"
 # Spec keys (ours, SGLang's and SpecConfig's names) -> SpecConfig field, for vLLM's flags.
 _VLLM_SPEC_FIELDS = {
     "algorithm": "algorithm", "speculative_algorithm": "algorithm",
@@ -321,6 +327,22 @@ def temporary_draft(draft_path, layer_ids) -> Path:
     return out
 
 
+def server_tempdir(env: dict) -> Path | None:
+    """A fresh temp dir for one vLLM launch (its TMPDIR), or None where the caller set TMPDIR
+    (theirs is used) or the path would be too long for vLLM's ZMQ sockets inside it."""
+    import tempfile
+
+    from eagle3lab.workers import SOCKET_PATH_MAX
+
+    if "TMPDIR" in env:
+        return None
+    path = Path(tempfile.mkdtemp(prefix=SERVER_TMP_PREFIX))
+    if len(str(path)) + 37 > SOCKET_PATH_MAX:
+        path.rmdir()
+        return None
+    return path
+
+
 # --------------------------------------------------------------------------- ports
 
 def free_port(host: str = DEFAULT_HOST) -> int:
@@ -453,16 +475,19 @@ def _stop_all_at_exit() -> None:
         handle.stop()
 
 
-def _group_alive(pgid: int) -> bool:
-    """True while any non-zombie process remains in the process group."""
-    proc = Path("/proc")
-    if not proc.is_dir():
-        try:
-            os.killpg(pgid, 0)
-            return True
-        except (ProcessLookupError, PermissionError):
-            return False
-    for entry in proc.iterdir():
+def _remove_all(paths) -> None:
+    """Remove a launch's temporary folders (a draft copy, vLLM's temp dir); gone ones are fine."""
+    import shutil
+
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def group_pids(pgid: int) -> list[int]:
+    """The live (non-zombie) processes of a process group, read from /proc: a vLLM server's
+    API server, EngineCore and Worker, so callers can check each one is gone after stop."""
+    pids = []
+    for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
@@ -471,8 +496,19 @@ def _group_alive(pgid: int) -> bool:
             continue
         fields = stat[stat.rfind(")") + 2:].split()  # state, ppid, pgrp, ...
         if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while any non-zombie process remains in the process group."""
+    if not Path("/proc").is_dir():
+        try:
+            os.killpg(pgid, 0)
             return True
-    return False
+        except (ProcessLookupError, PermissionError):
+            return False
+    return bool(group_pids(pgid))
 
 
 class ServerHandle(Server):
@@ -489,6 +525,7 @@ class ServerHandle(Server):
         self.port = port
         self.host = host
         self._stopped = False
+        self._stopping = False  # stop() was called (maybe from another thread, during start-up)
         self._lock = threading.Lock()
         _LIVE.add(self)
 
@@ -512,7 +549,10 @@ class ServerHandle(Server):
             pass
 
     def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM the process group, SIGKILL what is left after ``grace`` s, free the port."""
+        """SIGTERM the process group, SIGKILL what is left after ``grace`` s, free the port,
+        remove the launch's temporary folders. Safe from another thread while ``launch`` waits
+        for health (``launch`` then raises ServerStartError) and at any point of start-up."""
+        self._stopping = True
         with self._lock:
             if self._stopped:
                 return
@@ -529,10 +569,7 @@ class ServerHandle(Server):
             except subprocess.TimeoutExpired:
                 pass
             self._wait_port_free(10.0)
-            import shutil
-
-            for path in self.cleanup:
-                shutil.rmtree(path, ignore_errors=True)
+            _remove_all(self.cleanup)
             self._stopped = True
             _LIVE.discard(self)
 
@@ -565,7 +602,8 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     None, when no GPU is found) or "lab" (``python -m eagle3lab serve``, SGLang's flags plus
     ``--fault``). spec: dict or ``eagle3lab.config.SpecConfig`` (see ``spec_to_args``); a
     ``draft_layer_ids`` key serves the draft with those aux layer ids (``temporary_draft``,
-    removed at stop). port=None picks a free one. ``command`` replaces the whole argv
+    removed at stop); a vLLM server also gets its own TMPDIR (``server_tempdir``), removed at
+    stop, because vLLM leaves files there. port=None picks a free one. ``command`` replaces the whole argv
     (a list; ``{host}``/``{port}`` are filled in) or rewrites the built one (a callable
     argv -> argv, e.g. to wrap it in ``srun``/``docker exec``). Raises
     ``PortInUseError``, ``ServerStartError`` (exit code + log tail) or ``ServerTimeoutError``
@@ -592,24 +630,25 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
                 argv = build_vllm_command(model_path, draft_path, spec, host, port, extra_args,
                                           python=find_vllm_python(vllm_python), gpu=gpu)
                 extra_env = {} if gpu else {k: v for k, v in VLLM_CPU_ENV.items() if k not in os.environ}
+                tmp = server_tempdir(env or {})
+                if tmp is not None:
+                    cleanup.append(tmp)
+                    extra_env["TMPDIR"] = str(tmp)
             else:
                 argv = build_command(backend, model_path, draft_path, spec, host, port, extra_args)
             argv = [str(a) for a in command(argv)] if command else argv
         else:
             argv = [str(a).format(host=host, port=port) for a in command]
+        log_path = Path(log_file) if log_file else _default_log_file(backend, port)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            log.write(f"# eagle3lab launch: {shlex.join(argv)}\n".encode())
+            log.flush()
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       start_new_session=True, env={**os.environ, **extra_env, **(env or {})})
     except BaseException:
-        for path in cleanup:
-            import shutil
-
-            shutil.rmtree(path, ignore_errors=True)
+        _remove_all(cleanup)  # nothing started: the temporary folders go now
         raise
-    log_path = Path(log_file) if log_file else _default_log_file(backend, port)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        log.write(f"# eagle3lab launch: {shlex.join(argv)}\n".encode())
-        log.flush()
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env={**os.environ, **extra_env, **(env or {})})
     label = backend if command is None or callable(command) else "custom"
     handle = ServerHandle(process, f"http://{host}:{port}", log_path, argv, label, port, host, cleanup)
     try:
@@ -625,6 +664,11 @@ def _wait_healthy(handle: ServerHandle, timeout: float) -> None:
     delay = 0.05
     while True:
         code = handle.process.poll()
+        if handle._stopping:
+            log_tail = handle.log_tail()
+            raise ServerStartError(
+                f"{handle.backend} server was stopped (stop() called) before it became healthy "
+                f"(log {handle.log_file})", code, log_tail)
         if code is not None:
             log_tail = handle.log_tail()
             raise ServerStartError(

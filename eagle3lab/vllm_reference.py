@@ -37,12 +37,14 @@ def run_job(job: dict, python: str | None = None, timeout: float = 900) -> dict:
     """Run one job in the vLLM venv; the worker's JSON answer (EagleLabError on failure)."""
     from eagle3lab.errors import EagleLabError
     from eagle3lab.vllm_env import vllm_env, vllm_python
+    from eagle3lab.workers import private_tmpdir
 
     python = vllm_python(python)
     env = vllm_env(VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1")
     try:
-        proc = subprocess.run([python, "-m", "eagle3lab.vllm_reference"], input=json.dumps(job),
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        with private_tmpdir(env) as env:  # vLLM's vllm_dist_* file goes with it
+            proc = subprocess.run([python, "-m", "eagle3lab.vllm_reference"], input=json.dumps(job),
+                                  capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         raise EagleLabError(f"vLLM job {job.get('job')!r} did not finish within {timeout:.0f} s") from exc
     lines = [line for line in proc.stdout.splitlines() if line.startswith('{"result"')]

@@ -105,3 +105,22 @@ def test_fault_plot_draws_each_rows_interval():
     bars = fig.axes[0]
     assert "95% CI" in bars.get_xlabel()
     assert len(bars.lines) + len(bars.collections) > 0  # the error bars are drawn
+
+
+def test_the_sglang_copy_for_notebooks_goes_when_the_interpreter_exits(tmp_path):
+    """Notebook 03 copies SGLang's sources to a temporary folder once per run: the copy (and the
+    patched copy `capture_before_after` makes) must not outlive the kernel."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from eagle3lab import experiments\n"
+            "copy = experiments.sglang_source_copy()\n"
+            "experiments.capture_before_after(copy, lab_layers=8)\n"
+            "print(copy, (copy / 'srt/models/deepseek_v2.py').is_file())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    copy, copied = out.stdout.split()
+    assert copied == "True" and copy.startswith(str(tmp_path / "eagle3lab-sglang-"))
+    assert list(tmp_path.iterdir()) == []  # nothing left in the temp dir

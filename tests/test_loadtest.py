@@ -214,11 +214,14 @@ def test_cli_sweep_over_urls_resumes(fake_script, tmp_path):
     with start_fake(fake_script, tmp_path, "--steps", "3") as a, \
             start_fake(fake_script, tmp_path, "--no-spec") as b:
         cmd = [sys.executable, "-m", "eagle3lab", "sweep", "--url", a.url, "--url", b.url,
-               "--prompts", str(prompts), "--max-new-tokens", "6", "--grid", "num_steps=3",
+               "--prompts", str(prompts), "--max-new-tokens", "6", "--grid", "num_steps=3,5",
                "--grid", "concurrency=1,2", "--baseline", "--out", str(out)]
         first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
         assert len(loadtest.load_points(out)) == 4 and "speedup" in first.stdout  # 2 points + 2 baselines
+        # num_steps=5 runs on neither server: said so, not recorded
+        assert first.stdout.splitlines()[-1] == (f"4 points in {out}; 2 skipped: no running server runs "
+                                                 "their settings (not recorded)")
         again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and len(loadtest.load_points(out)) == 4  # nothing re-measured
     bad = subprocess.run([sys.executable, "-m", "eagle3lab", "sweep", "--url", "http://x", "--grid",

@@ -136,6 +136,36 @@ def test_never_healthy_times_out_with_the_log_tail_and_leaves_nothing(tmp_path):
     assert seen and not process_alive(seen[0].pid)
 
 
+def test_stop_from_another_thread_during_start_up_ends_the_launch(tmp_path):
+    """stop() while launch waits for /health (a UI's stop button, a watchdog): launch raises
+    ServerStartError saying so, and nothing of the group is left."""
+    cmd = [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', "
+           "'import time; time.sleep(300)']); print('loading', flush=True); time.sleep(300)"]
+    handles = []
+    real_init = server.ServerHandle.__init__
+
+    def keep(self, *a, **kw):
+        real_init(self, *a, **kw)
+        handles.append(self)
+
+    def stop_soon():
+        while not handles:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        handles[0].stop()
+
+    server.ServerHandle.__init__ = keep
+    stopper = threading.Thread(target=stop_soon)
+    stopper.start()
+    try:
+        with pytest.raises(server.ServerStartError, match="stopped .* before it became healthy"):
+            server.launch(command=cmd, log_file=tmp_path / "stopped.log", timeout=60)
+    finally:
+        server.ServerHandle.__init__ = real_init
+        stopper.join()
+    assert not handles[0].alive and not server._group_alive(handles[0].pid)
+
+
 def test_connect_to_a_running_server_and_to_nothing(health_script, tmp_path):
     handle, _ = launch_health(health_script, tmp_path)
     with handle:

@@ -302,31 +302,213 @@ def test_sweep_relaunches_per_point_and_resumes(ci_lab, vllm_python, tmp_path):
 
 # --------------------------------------------------------------------------- reliability
 
-def test_stopping_during_start_up_leaves_nothing(ci_lab, vllm_python, monkeypatch):
-    """A launch interrupted while vLLM starts (Ctrl-C, a timeout) takes its whole group down;
-    three times on the same port."""
-    port = server.free_port()
-    for delay in (0.5, 3.0, 8.0):
-        started = time.monotonic()
-        real = server.Server.healthy
+def test_a_vllm_launch_gets_its_own_temp_dir_unless_the_caller_names_one(tmp_path, monkeypatch):
+    import shutil
+    import tempfile
 
-        def interrupted(self, timeout=2.0, _started=started, _delay=delay):
-            if time.monotonic() - _started > _delay:
-                raise KeyboardInterrupt
-            return real(self, timeout)
+    short = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))  # tmp_path is too long for sockets
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(short))
+        own = server.server_tempdir({})
+        assert own.parent == short and own.name.startswith(server.SERVER_TMP_PREFIX) and own.is_dir()
+    finally:
+        shutil.rmtree(short)
+    assert server.server_tempdir({"TMPDIR": "/scratch"}) is None  # the caller's is used
+    deep = tmp_path / ("d" * 80)  # vLLM's "<dir>/<uuid4>" sockets would not fit in 107 bytes
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    assert server.server_tempdir({}) is None and list(deep.iterdir()) == []
 
-        monkeypatch.setattr(server.Server, "healthy", interrupted)
-        spawned = []
-        real_init = server.ServerHandle.__init__
 
-        def keep(self, *a, **kw):
-            real_init(self, *a, **kw)
-            spawned.append(self)
+def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
+    """The one-shot vLLM subprocesses (resolver, reference jobs) get their own TMPDIR, removed
+    after: a stand-in python writes a vllm_dist_* file there as vLLM's engine does."""
+    import shutil
+    import tempfile
 
-        monkeypatch.setattr(server.ServerHandle, "__init__", keep)
+    from eagle3lab import vllm_reference
+    from eagle3lab.workers import run_json_worker
+
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho store > "${TMPDIR:-/nonexistent}/vllm_dist_0123"\n'
+                    'echo \'{"result": {"tmp": "\'"$TMPDIR"\'"}}\'\n')
+    fake.chmod(0o755)
+    caller = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(caller))
+        worker = run_json_worker(str(fake), "eagle3lab.vllm_resolver", [], {}, 30, "a worker")["result"]["tmp"]
+        job = vllm_reference.run_job({"job": "capture"}, python=str(fake), timeout=30)["tmp"]
+        assert Path(worker).parent == caller and Path(job).parent == caller and worker != job
+        assert list(caller.iterdir()) == []
+    finally:
+        shutil.rmtree(caller)
+
+
+# The 20 cycles of test_twenty_launch_stop_cycles_on_one_port_leave_nothing, in order: full
+# healthy cycles (launch, one request, stop); Ctrl-C (KeyboardInterrupt in the health wait) at a
+# time after launch, spread over the API server's start-up; stop() from another thread the moment
+# vLLM's EngineCore or its Worker process appears; Ctrl-C at the first healthy answer, before
+# launch returns. A healthy cycle comes after the interrupted ones: they left nothing in its way.
+CYCLES = ([("healthy", None)]
+          + [("ctrl-c", t) for t in (0.2, 0.3, 0.4, 0.5, 0.65, 0.8, 1.0)]
+          + [("healthy", None)]
+          + [("ctrl-c", t) for t in (1.25, 1.5, 1.8, 2.1, 2.5, 3.0, 3.5)]
+          + [("stop-on", "engine"), ("stop-on", "worker"), ("ctrl-c-at-health", None), ("healthy", None)])
+
+
+def group_roles(pgid: int) -> dict[int, str]:
+    """The processes of a vLLM group by role: "api" (the leader), "engine" (its EngineCore: a
+    multiprocessing child of the leader, titled VLLM::EngineCore once imported), "worker" (the
+    EngineCore's child, VLLM::Worker), "helper" (multiprocessing's resource trackers) and
+    "other" (not yet exec'd after fork, or orphaned while the group goes down)."""
+    procs = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            procs[int(entry.name)] = (int(fields[1]), cmd)
+
+    def role(pid):
+        ppid, cmd = procs[pid]
+        if pid == pgid:
+            return "api"
+        if "resource_tracker" in cmd:
+            return "helper"
+        spawned = "spawn_main" in cmd or "VLLM::" in cmd
+        if "EngineCore" in cmd or (spawned and ppid == pgid):
+            return "engine"
+        if "Worker" in cmd or (spawned and ppid in procs and role(ppid) == "engine"):
+            return "worker"
+        return "other"
+
+    return {pid: role(pid) for pid in procs}
+
+
+def remember(seen: dict, roles: dict) -> None:
+    """Merge a sample: a pid keeps the first definite role it was seen with ("other" only until
+    one is known), so a Worker orphaned during stop stays a Worker."""
+    for pid, role in roles.items():
+        if seen.get(pid, "other") == "other":
+            seen[pid] = role
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def run_cycle(kind, arg, launch, watch):
+    """One launch on the cycle's terms; returns what happened ("healthy" or the stop's kind)."""
+    import requests
+
+    if kind == "healthy":
+        handle = launch()
+        reply = requests.post(f"{handle.url}/v1/completions", timeout=120, json={
+            "model": handle.command[handle.command.index("--model") + 1], "prompt": watch["prompt"],
+            "max_tokens": 8, "temperature": 0, "ignore_eos": True})
+        assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
+        inside = [p for p in handle.cleanup if p.name.startswith(server.SERVER_TMP_PREFIX)]
+        assert len(inside) == 1 and len(list(inside[0].glob("vllm_dist_*"))) == 1  # vLLM's files went there
+        handle.stop()
+        return "healthy"
+    if kind == "stop-on":
+        watch["stop_on"] = arg
+        with pytest.raises(server.ServerStartError, match="stopped"):
+            launch()
+        return f"stopped at {arg} start"
+    real = server.Server.healthy
+    started = time.monotonic()
+
+    def interrupted(self, timeout=2.0):
+        if kind == "ctrl-c" and time.monotonic() - started > arg:
+            raise KeyboardInterrupt
+        if real(self, timeout) and kind == "ctrl-c-at-health":
+            raise KeyboardInterrupt
+        return False
+
+    server.Server.healthy = interrupted
+    try:
         with pytest.raises(KeyboardInterrupt):
-            server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": 2},
-                          port=port, vllm_python=vllm_python)
-        monkeypatch.undo()
-        assert len(spawned) == 1
-        assert_gone(spawned[0])
+            launch()
+    finally:
+        server.Server.healthy = real
+    return kind
+
+
+def test_twenty_launch_stop_cycles_on_one_port_leave_nothing(ci_lab, vllm_python, tmp_path, monkeypatch):
+    """20 launches of vLLM on one port, stopped at every stage of start-up or after a request:
+    after each, no process of its group (API server, EngineCore, Worker) is left, the port is
+    free, and the temp dir holds nothing (vLLM's vllm_dist_* FileStore and ZMQ sockets went with
+    the launch's own temp dir)."""
+    import shutil
+    import tempfile
+
+    prompt = prompts(ci_lab, 1)[0]  # before the temp dir moves: tokenizing makes torchinductor_<user> there
+    private_tmp = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))  # short: vLLM's sockets live inside
+    monkeypatch.setenv("TMPDIR", str(private_tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(private_tmp))
+    handles = []
+    real_init = server.ServerHandle.__init__
+
+    def keep(self, *a, **kw):
+        real_init(self, *a, **kw)
+        handles.append(self)
+
+    monkeypatch.setattr(server.ServerHandle, "__init__", keep)
+    port = server.free_port()
+    watch = {"prompt": prompt, "stop_on": None, "seen": {}, "done": False}
+
+    def watcher():
+        """Records every process of the current launch's group, and stops the launch from this
+        thread when the process role it waits for appears."""
+        while not watch["done"]:
+            if handles and handles[-1].alive:
+                roles = group_roles(handles[-1].pid)
+                remember(watch["seen"], roles)
+                if watch["stop_on"] in roles.values():
+                    watch["stop_on"] = None
+                    handles[-1].stop()
+            time.sleep(0.1)
+
+    thread = threading.Thread(target=watcher, daemon=True)
+    thread.start()
+
+    def launch():
+        return server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": 2},
+                             port=port, vllm_python=vllm_python, log_file=tmp_path / f"{len(handles)}.log")
+
+    outcomes, roles_per_cycle = [], []
+    try:
+        for kind, arg in CYCLES:
+            watch["seen"] = {}
+            began = time.monotonic()
+            outcomes.append(run_cycle(kind, arg, launch, watch))
+            print(f"cycle {len(outcomes)}: {kind} {arg or ''}: {time.monotonic() - began:.1f} s")  # pytest -s
+            time.sleep(0.1)  # the watcher's last sample of this launch
+            seen = dict(watch["seen"])
+            roles_per_cycle.append(sorted(set(seen.values())))
+            assert_gone(handles[-1])
+            assert [pid for pid in seen if process_alive(pid)] == [], (kind, arg, seen)
+            assert list(private_tmp.iterdir()) == [], (kind, arg)
+    finally:
+        watch["done"] = True
+        thread.join()
+        for handle in handles:  # a cycle that failed its assertions still leaves nothing
+            handle.stop()
+        shutil.rmtree(private_tmp, ignore_errors=True)
+    assert len(handles) == 20 and {h.port for h in handles} == {port}
+    assert outcomes.count("healthy") == 3
+    for (kind, arg), roles in zip(CYCLES, roles_per_cycle):
+        if kind == "healthy" or kind.startswith("ctrl-c-at") or arg == "worker":
+            assert {"api", "engine", "worker"} <= set(roles), (kind, arg, roles)
+        if arg == "engine":
+            assert {"api", "engine"} <= set(roles), roles

@@ -60,8 +60,10 @@ def run(args) -> int:
         df = loadtest.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
                             launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
     cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
-    cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed")
+    cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed", "skipped")
              if c in df]
     print(df[cols].to_string(index=False))
-    print(f"{len(df)} points in {args.out}")
+    skipped = int(df["skipped"].fillna(False).astype(bool).sum()) if "skipped" in df else 0
+    note = f"; {skipped} skipped: no running server runs their settings (not recorded)" if skipped else ""
+    print(f"{len(df) - skipped} points in {args.out}{note}")
     return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
