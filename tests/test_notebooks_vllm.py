@@ -51,7 +51,7 @@ def test_every_notebook_executes_on_vllm_without_error(vllm_report):
         assert report.find_errors(run.notebook, run.name) == []
     summary = json.loads((vllm_report.out_dir / "summary.json").read_text())
     assert summary["backend"] == "vllm" and summary["ok"] is True
-    assert "served by **vLLM 0.32.0**" in vllm_report.index_path.read_text()
+    assert "served by <strong>vLLM 0.32.0</strong>" in vllm_report.index_path.read_text()  # rendered
 
 
 def test_01_says_what_vllm_runs_and_vllms_resolver_agrees(vllm_report):
