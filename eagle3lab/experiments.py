@@ -463,7 +463,7 @@ def _lab_servers(points: dict, model_path, draft_dir, stack):
         try:
             srv = stack.enter_context(future.result())
             launched[label] = (srv.url, srv.server_info())
-        except server.ServerError as exc:  # the others are stopped by the stack
+        except Exception as exc:  # noqa: BLE001 - keep entering the others, so the stack stops them
             error = error or exc
     if error is not None:
         raise error

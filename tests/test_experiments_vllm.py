@@ -62,3 +62,34 @@ def test_chain_grid_and_fix_labels():
     assert experiments.fix_labels("vllm")[1].endswith("(the fix on vLLM, no patch)")
     assert experiments.serve_engine(None, "vllm") == ("vllm", "0.32.0")
     assert experiments.serve_engine(None, "lab")[0] == "sglang"
+
+
+def test_a_failed_launch_stops_the_servers_already_started(lab, monkeypatch):
+    """One launch raising (any error) must not leave the others running: all are entered in the
+    stack, so leaving it stops them."""
+    import contextlib
+
+    stopped = []
+
+    class Fake:
+        def __init__(self, name):
+            self.name, self.url = name, f"http://fake/{name}"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            stopped.append(self.name)
+
+    def launch(backend, model, draft, spec=None, **_):
+        if spec and spec.get("num_steps") == 3:
+            raise ValueError("boom")
+        return Fake(spec.get("num_steps") if spec else "baseline")
+
+    monkeypatch.setattr(server, "launch", launch)
+    points = {"a": {"num_steps": 1, "draft": "healthy"}, "b": {"num_steps": 3, "draft": "healthy"},
+              "c": {"num_steps": 5, "draft": "healthy"}}
+    with pytest.raises(ValueError, match="boom"):
+        with contextlib.ExitStack() as stack:
+            experiments_vllm.launch_all(points, lab, stack)
+    assert sorted(map(str, stopped)) == ["1", "5", "baseline"]
