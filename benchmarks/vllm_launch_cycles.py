@@ -54,12 +54,9 @@ class GroupWatcher:
 
 
 def alive(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    from eagle3lab.server import process_alive
+
+    return process_alive(pid)
 
 
 def one_cycle(lab, port: int, python: str, prompt, log_file: Path, watcher: GroupWatcher, tmp: Path) -> dict:

@@ -483,6 +483,15 @@ def _remove_all(paths) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def process_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (read from /proc)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def group_pids(pgid: int) -> list[int]:
     """The live (non-zombie) processes of a process group, read from /proc: a vLLM server's
     API server, EngineCore and Worker, so callers can check each one is gone after stop."""

@@ -34,11 +34,7 @@ HEALTH_SERVER = textwrap.dedent('''
 
 
 def process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return server.process_alive(pid)
 
 
 @pytest.fixture

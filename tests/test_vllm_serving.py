@@ -399,11 +399,7 @@ def remember(seen: dict, roles: dict) -> None:
 
 
 def process_alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return server.process_alive(pid)
 
 
 def run_cycle(kind, arg, launch, watch):
