@@ -35,13 +35,19 @@ PINNED = {
     "quant-int4": "quantization",
     "no-d2t": "vocab_mapping",
     "config-adjusted+no-ttt": "config_adjusted",
+    # greedy text and accept lengths equal the full-precision target's; the served log-probabilities
+    # do not (measured on the ci lab: median |delta| 2.5e-3 vs <= 1.5e-6 for the same target)
+    "quant-int8": "quantization",
+    # acceptance rises on these prompts, but the draft agrees with the target on the prompts
+    # themselves significantly less often than on its evaluation data (27 % vs 35 % on the ci lab)
+    "domain-shift": "distribution_shift",
 }
 # scenario -> (what the frozen rules name first, why that is wrong)
 KNOWN_WRONG = {
-    "quant-int8": ("healthy", "on the ci lab the int8 target emits the same greedy text and the same "
-                   "accept lengths as the full-precision one: nothing measurable differs"),
-    "domain-shift": ("healthy", "the lab's prose prompts make the target's greedy output repetitive: "
-                     "acceptance rises and the draft's acc@1 on the served text does not fall"),
+    "normed-last+long-context": ("context_length", "past the draft's training length the served and "
+                                 "replayed drafts differ both ways (9 steps accept fewer, 7 more), so "
+                                 "the replay's sign test cannot see the normed state; wiring is not in "
+                                 "the top 2"),
 }
 
 
@@ -56,7 +62,7 @@ def test_named_top_cause_is_pinned(runner, scenario):
     else:
         named, why = KNOWN_WRONG[scenario]
         assert findings[0].cause == named, why
-        assert not V.score(names, findings)["top1"]
+        assert not V.score(names, findings)["top2"]
 
 
 def test_a_correct_serve_accepts_exactly_what_the_replay_accepts(runner):
@@ -69,6 +75,8 @@ def test_a_correct_serve_accepts_exactly_what_the_replay_accepts(runner):
     assert (ref[known] == np.asarray(obs["accepted"])[known]).all()
     assert obs["replay"]["mismatch_margins"] == []
     assert obs["replay"]["tokens_checked"] == 6 * 64
+    deltas = obs["replay"]["logprob_deltas"]
+    assert len(deltas) == 6 * 64 and max(deltas) < 1e-4  # same fp32 target: rounding only
 
 
 def test_score_is_strict_and_top2_needs_both_faults():
@@ -86,3 +94,35 @@ def test_unknown_scenario_is_a_clear_error():
 
     with pytest.raises(EagleLabError, match="unknown scenario"):
         V.parse_scenario("no-ttt+quant-int3")
+
+
+def test_served_logprobs_name_a_changed_target_when_greedy_text_agrees():
+    from eagle3lab import analysis
+
+    steps = __import__("pandas").DataFrame({"accepted": [2] * 50, "context_length": range(50, 100)})
+    replay = {"reference_accepted": [2.0] * 50, "tokens_checked": 150, "mismatch_margins": []}
+    same = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+                             replay={**replay, "logprob_deltas": [2e-6] * 150})
+    assert same[0].cause == "healthy"
+    changed = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+                                replay={**replay, "logprob_deltas": [2e-6] * 140 + [3e-3] * 10})
+    assert changed[0].cause == "quantization"
+    assert "10 of 150 served log-probabilities" in changed[0].evidence[-2]
+    few = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+                            replay={**replay, "logprob_deltas": [2e-6] * 145 + [3e-3] * 5})
+    assert few[0].cause == "healthy"  # 5 of 150 is within the 5 % share
+
+
+def test_prompt_agreement_names_a_shift_only_when_significant():
+    from eagle3lab import analysis
+
+    shifted = analysis.diagnose(per_position=[0.9, 0.8], accept_len=2.6,
+                                prompt_agreement={"prompts": (77, 282), "evaluation": (1428, 4032)})
+    assert shifted[0].cause == "distribution_shift"
+    assert "27.3% of 282 tokens, against 35.4% of 4032" in shifted[0].evidence[0]
+    assert analysis.two_proportion_p(77, 282, 1428, 4032) < 0.01
+    # the same drop on a tenth of the tokens is not significant
+    assert analysis.two_proportion_p(8, 28, 1428, 4032) > 0.01
+    small = analysis.diagnose(per_position=[0.9, 0.8], accept_len=2.6,
+                              prompt_agreement={"prompts": (8, 28), "evaluation": (1428, 4032)})
+    assert "distribution_shift" not in [f.cause for f in small]

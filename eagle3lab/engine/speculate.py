@@ -116,6 +116,10 @@ class Generation:
     output_ids: list[int] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)  # prefill | draft | bonus | replacement | target
     depths: list[int] = field(default_factory=list)  # draft position (1-based) of accepted drafts, else 0
+    # the served target's log-probability of each output token (what SGLang's return_logprob and
+    # vLLM's logprobs=0 report): an exact fingerprint of the served target, even where its
+    # greedy choices equal the reference target's
+    logprobs: list[float] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
     prefill_s: float = 0.0
     decode_s: float = 0.0
@@ -268,7 +272,7 @@ class SpecEngine:
         tok = self._pick(logits[-1], sp, gen)
         t1 = time.perf_counter()
         out.prefill_s = t1 - t0
-        self._emit(out, [tok], ["prefill"], [0], stop_ids)
+        self._emit(out, [tok], ["prefill"], [0], stop_ids, _logprobs(logits[-1:], [tok]))
         if on_prefill is not None:
             on_prefill(out)
         pos = len(prompt_ids)
@@ -276,7 +280,7 @@ class SpecEngine:
             logits, _ = self.target.forward(torch.tensor([tok]), pos)
             tok = self._pick(logits[-1], sp, gen)
             pos += 1
-            self._emit(out, [tok], ["target"], [0], stop_ids)
+            self._emit(out, [tok], ["target"], [0], stop_ids, _logprobs(logits[-1:], [tok]))
             if on_step is not None:
                 on_step(out, None)
         out.decode_s = time.perf_counter() - t1
@@ -306,7 +310,7 @@ class SpecEngine:
                                           normed_last=self.normed_last, logits_for=slice(-1, None))
         tok = self._pick(logits[-1], sp, gen)
         out.prefill_s = time.perf_counter() - t0
-        self._emit(out, [tok], ["prefill"], [0], stop_ids)
+        self._emit(out, [tok], ["prefill"], [0], stop_ids, _logprobs(logits[-1:], [tok]))
         if on_prefill is not None:
             on_prefill(out)
         # Draft entry t pairs the target feature of token t with token t+1 (SGLang's extend).
@@ -328,7 +332,8 @@ class SpecEngine:
             depths = [tree.depths[n] for n in path[1:]] + [0]
             out.steps.append(StepRecord(step, len(tree.tokens) - 1, len(path) - 1,
                                         depths[:-1], tv - td, te - tv))
-            self._emit(out, new, kinds, depths, stop_ids)
+            # token i of `new` is predicted at node path[i] (the extra one at the last accepted node)
+            self._emit(out, new, kinds, depths, stop_ids, _logprobs(logits[path], new))
             if on_step is not None:
                 on_step(out, out.steps[-1])
             ext_ids = torch.tensor(new)
@@ -445,11 +450,12 @@ class SpecEngine:
             return int(logits.argmax())
         return sample(target_probs(logits, sp), gen)
 
-    def _emit(self, out: Generation, tokens, kinds, depths, stop_ids) -> None:
-        for t, kind, dep in zip(tokens, kinds, depths):
+    def _emit(self, out: Generation, tokens, kinds, depths, stop_ids, logprobs) -> None:
+        for t, kind, dep, lp in zip(tokens, kinds, depths, logprobs):
             out.output_ids.append(int(t))
             out.kinds.append(kind)
             out.depths.append(dep)
+            out.logprobs.append(lp)
             if t in stop_ids:
                 out.finish_reason = "stop"
                 return
@@ -534,6 +540,12 @@ def _generator(sp: SamplingParams) -> torch.Generator:
     return gen
 
 
+def _logprobs(logits: torch.Tensor, tokens) -> list[float]:
+    """log softmax(logits[i])[tokens[i]]: the served log-probability of each emitted token."""
+    lp = logits.float().log_softmax(-1)
+    return [float(lp[i, int(t)]) for i, t in enumerate(tokens)]
+
+
 def _trim(out: Generation, max_new_tokens: int) -> None:
-    for name in ("output_ids", "kinds", "depths"):
+    for name in ("output_ids", "kinds", "depths", "logprobs"):
         setattr(out, name, getattr(out, name)[:max_new_tokens])

@@ -143,13 +143,17 @@ def served_text_replay(target, draft, generations, depth: int,
     text ends before the chain would). `target_agreement` is the share of served output tokens
     that are the full-precision target's own argmax; each that is not gives its logit margin (the
     target's best logit minus the served token's): beyond a numerical tie, the served target is not
-    this one (e.g. quantized), and the replay is no longer an exact counterfactual.
-    Returns {"reference_accepted": [...], "tokens_checked": int, "mismatch_margins": [...]}.
+    this one (e.g. quantized), and the replay is no longer an exact counterfactual. Where the
+    generations carry the served log-probabilities (`Generation.logprobs`; SGLang's
+    return_logprob, vLLM's logprobs=0), `logprob_deltas` holds |served - reference| per output
+    token: a target that computes something else shows there even when every greedy choice agrees.
+    Returns {"reference_accepted": [...], "tokens_checked": int, "mismatch_margins": [...],
+    "logprob_deltas": [...]} (the last empty when no log-probabilities were served).
     """
     if hasattr(target, "target") and hasattr(target, "tokenizer"):
         target = target.target
     wiring = list(wiring) if wiring is not None else draft.train_boundaries
-    reference, margins, count = [], [], 0
+    reference, margins, count, deltas = [], [], 0, []
     for gen in generations:
         ids = list(gen.prompt_ids) + list(gen.output_ids)
         x = torch.tensor([ids])
@@ -162,6 +166,10 @@ def served_text_replay(target, draft, generations, depth: int,
         agree = rows_logits.argmax(-1) == served
         count += int(agree.numel())
         margins += [round(float(m), 6) for m in margin[~agree]]
+        served_lp = list(getattr(gen, "logprobs", None) or [])
+        if len(served_lp) == len(served):
+            ref_lp = rows_logits.log_softmax(-1).gather(-1, served[:, None])[:, 0]
+            deltas += [float(abs(a - float(b))) for a, b in zip(served_lp, ref_lp)]
         out = ttt_unroll(draft, concat_aux(states, wiring), x, logits, depth, teacher="argmax")
         n = len(ids)
         # hit[t, j]: the draft rooted at t (reading token t+1+j) proposes served token t+2+j
@@ -181,4 +189,5 @@ def served_text_replay(target, draft, generations, depth: int,
             else:
                 reference.append(float("nan"))
             context += st.accepted + 1
-    return {"reference_accepted": reference, "tokens_checked": count, "mismatch_margins": margins}
+    return {"reference_accepted": reference, "tokens_checked": count, "mismatch_margins": margins,
+            "logprob_deltas": deltas}
