@@ -649,6 +649,9 @@ THRESHOLDS = {
     "tie_margin": 1e-3,    # a served token that is not the reference target's argmax by more than
                            # this many logits is not a numerical tie (fp32 reference; raise for bf16)
     "replay_p": 0.01,      # one-sided sign test: served steps accepting less than the replay
+    "replay_differ_min": 3,  # ... or at least this many served steps that differ from the replay
+    "replay_differ_share": 0.02,  # ... and this share of them, either way (fp32: a correct serve
+                                  # differs on none; raise for a bf16 server against an fp32 replay)
     "logprob_tol": 1e-3,   # served log-probability off the fp32 reference's by more than this is not
                            # rounding (measured: <= 4e-6 for the same fp32 target; raise for bf16)
     "logprob_share": 0.05,  # ... on more than this share of the served tokens: another target
@@ -1103,6 +1106,17 @@ def _diagnose_replay(rates, accept_len, steps, replay, depth, standalone_acc,
         add("wiring", 0.8, sign + " The server feeds the draft other inputs than it was trained on.",
             REASONS["wiring"])
         add("vocab_mapping", 0.45, sign + " A partly wrong vocabulary mapping would also do this.")
+    elif not target_differs and worse + better >= max(T["replay_differ_min"],
+                                                       T["replay_differ_share"] * len(served_k)):
+        # With the reference target the replay *is* the served decoding: a correct serve differs
+        # from it on no step. Steps that differ either way (past the draft's training length a
+        # changed input can also accept more) mean the draft is fed something else.
+        differ = (f"{worse + better} of {len(served_k)} served steps accept a different number of "
+                  f"drafts than the replay ({worse} fewer, {better} more); a correct serve with the "
+                  "reference target differs on none.")
+        add("wiring", 0.7, differ + " The server feeds the draft other inputs than it was trained on.",
+            REASONS["wiring"])
+        add("vocab_mapping", 0.4, differ + " A partly wrong vocabulary mapping would also do this.")
     if _context_boost(beyond) > 0:
         split = (f" (accept length {beyond['within']:.2f} within, {beyond['beyond']:.2f} beyond)"
                  if beyond["within"] is not None else "")
