@@ -642,7 +642,6 @@ THRESHOLDS = {
     "first_ok": 0.75,      # position 1 keeps >= 75 % of its reference for a multi-step verdict
     "healthy": 0.8,        # served keeps >= 80 % of the reference: healthy
     "prompt_shift": 0.9,   # served text's own acc@1 < 90 % of the evaluation data's: harder text
-    "prompt_shift_p": 0.01,  # ... and significantly so, for the prompts-alone test (two proportions)
     "context_decay": 0.3,  # accept length loses > 30 % of its excess over 1 across context bins
     # Exact evidence (no calibration on fault signatures; the values say what counts as noise):
     "rollout_decay": 0.75,  # the draft's own acc@2..k pooled < 75 % of its acc@1: it cannot draft deep
@@ -692,7 +691,7 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
              context_lengths=None, steps: pd.DataFrame | None = None,
              standalone_acc_served=None, temperature: float | None = None,
              depth: int | None = None, draft_max_context: int | None = None,
-             replay: dict | None = None, prompt_agreement: dict | None = None) -> list[Finding]:
+             replay: dict | None = None) -> list[Finding]:
     """Rank likely causes of a low accept length from observed statistics, most likely first.
 
     observation: an `eagle3lab.sources.Observation` (a log, meta_info or the lab engine read
@@ -715,10 +714,6 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
     the rate-shape rules by exact tests: is the served target the reference one, and does each
     step accept what the draft itself would have accepted? standalone_acc evaluated at the served
     depth (acc@1..k) also says whether the draft itself can draft k deep.
-    prompt_agreement: {"prompts": (hits, positions), "evaluation": (hits, positions)}, the draft's
-    acc@1 against the full-precision target teacher-forced on the served prompts alone and on its
-    evaluation data: a prompt set the draft agrees with significantly less often is unlike its
-    training data, whatever the served continuations (which the target writes) look like.
     """
     adjusted_evidence = None
     if observation is not None:
@@ -752,7 +747,6 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
                                         standalone_acc_served, temperature, depth, beyond,
                                         draft_max_context)
     findings += _diagnose_context(steps, context_lengths)
-    findings += _prompt_shift_findings(prompt_agreement)
     findings = _merge(findings)
     concrete = [f for f in findings if f.cause != "healthy" and f.confidence >= 0.6]
     for f in findings:  # "healthy" means no evidence of a problem: yield to concrete evidence
@@ -763,36 +757,6 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
         findings.append(Finding("healthy", 0.3, ["Not enough statistics to point at a cause."],
                                 NEXT_CHECKS["healthy"]))
     return findings
-
-
-def two_proportion_p(hits_a: int, n_a: int, hits_b: int, n_b: int) -> float:
-    """One-sided p that proportion a is below proportion b (pooled two-proportion z-test)."""
-    if min(n_a, n_b) <= 0:
-        return 1.0
-    pooled = (hits_a + hits_b) / (n_a + n_b)
-    se = math.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / n_a + 1 / n_b))
-    z = (hits_a / n_a - hits_b / n_b) / se
-    return 0.5 * math.erfc(-z / math.sqrt(2))
-
-
-def _prompt_shift_findings(agreement: dict | None) -> list[Finding]:
-    """distribution_shift from the draft's agreement on the prompts themselves: significantly
-    below its evaluation data (p < prompt_shift_p) and by at least 1 - prompt_shift."""
-    if not agreement or "prompts" not in agreement or "evaluation" not in agreement:
-        return []
-    (hp, n_p), (he, n_e) = agreement["prompts"], agreement["evaluation"]
-    if n_p <= 0 or n_e <= 0:
-        return []
-    acc_p, acc_e = hp / n_p, he / n_e
-    p = two_proportion_p(hp, n_p, he, n_e)
-    if not (p < THRESHOLDS["prompt_shift_p"] and acc_p < THRESHOLDS["prompt_shift"] * acc_e):
-        return []
-    return [Finding("distribution_shift", 0.6, [
-        f"On the served prompts themselves the draft agrees with the full-precision target on "
-        f"{acc_p:.1%} of {n_p} tokens, against {acc_e:.1%} of {n_e} on its evaluation data "
-        f"(one-sided p = {p:.2g}): the prompts are unlike its training data. Acceptance on the "
-        "continuations, which the target writes, may still hold up.", REASONS["distribution_shift"]],
-        NEXT_CHECKS["distribution_shift"])]
 
 
 def _config_findings(requested: int | None, effective: int | None, adjusted: str | None) -> list[Finding]:

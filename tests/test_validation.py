@@ -38,13 +38,15 @@ PINNED = {
     # greedy text and accept lengths equal the full-precision target's; the served log-probabilities
     # do not (measured on the ci lab: median |delta| 2.5e-3 vs <= 1.5e-6 for the same target)
     "quant-int8": "quantization",
-    # acceptance rises on these prompts, but the draft agrees with the target on the prompts
-    # themselves significantly less often than on its evaluation data (27 % vs 35 % on the ci lab)
-    "domain-shift": "distribution_shift",
+    # past the draft's training length served steps differ from the replay both ways (9 fewer, 7
+    # more on the ci lab); a correct serve differs on none. context_length is second
+    "normed-last+long-context": "wiring",
 }
 # scenario -> (what the frozen rules name first, why that is wrong)
-KNOWN_WRONG: dict[str, tuple[str, str]] = {}  # none on the ci lab with the rules of this commit
-PINNED["normed-last+long-context"] = "wiring"  # steps differ both ways; context_length second
+KNOWN_WRONG = {
+    "domain-shift": ("healthy", "the lab's prose prompts make the target's greedy output repetitive: "
+                     "acceptance rises, and the draft's acc@1 on the served text does not fall"),
+}
 
 
 @pytest.mark.parametrize("scenario", list(PINNED) + list(KNOWN_WRONG))
@@ -109,21 +111,6 @@ def test_served_logprobs_name_a_changed_target_when_greedy_text_agrees():
     few = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                             replay={**replay, "logprob_deltas": [2e-6] * 145 + [3e-3] * 5})
     assert few[0].cause == "healthy"  # 5 of 150 is within the 5 % share
-
-
-def test_prompt_agreement_names_a_shift_only_when_significant():
-    from eagle3lab import analysis
-
-    shifted = analysis.diagnose(per_position=[0.9, 0.8], accept_len=2.6,
-                                prompt_agreement={"prompts": (77, 282), "evaluation": (1428, 4032)})
-    assert shifted[0].cause == "distribution_shift"
-    assert "27.3% of 282 tokens, against 35.4% of 4032" in shifted[0].evidence[0]
-    assert analysis.two_proportion_p(77, 282, 1428, 4032) < 0.01
-    # the same drop on a tenth of the tokens is not significant
-    assert analysis.two_proportion_p(8, 28, 1428, 4032) > 0.01
-    small = analysis.diagnose(per_position=[0.9, 0.8], accept_len=2.6,
-                              prompt_agreement={"prompts": (8, 28), "evaluation": (1428, 4032)})
-    assert "distribution_shift" not in [f.cause for f in small]
 
 
 def test_replay_steps_that_differ_either_way_name_wiring():

@@ -101,19 +101,6 @@ class Runner:
                                depth=self.steps)
         return [round(float(a), 4) for a in table["accuracy"]]
 
-    def agreement(self, name, texts) -> tuple[int, int]:
-        """(hits, positions) of the draft's acc@1 teacher-forced on `texts`."""
-        from eagle3lab.lab import evaluate_draft
-
-        row = evaluate_draft(self.lab, self.draft(name), texts, seq_len=self.train_seq_len(), depth=1).iloc[0]
-        return int(round(row["accuracy"] * row["positions"])), int(row["positions"])
-
-    def evaluation_agreement(self, name) -> tuple[int, int]:
-        key = ("agreement", name)
-        if key not in self.standalone:
-            self.standalone[key] = self.agreement(name, self.lab.heldout_texts(8))
-        return self.standalone[key]
-
     def prompts(self, plan) -> list[list[int]]:
         n, tokens = self.n_prompts, self.prompt_tokens
         tok = self.lab.tokenizer
@@ -158,9 +145,8 @@ class Runner:
         draft = self.draft(plan.draft_name)
         engine = build_engine(self.lab.target, draft, plan, tokenizer=self.lab.tokenizer)
         sampling = SamplingParams(temperature=temperature, seed=0)
-        prompts = self.prompts(plan)
         gens = [engine.generate(p, self.new_tokens, spec=SpecParams(steps, 1, effective),
-                                sampling=sampling) for p in prompts]
+                                sampling=sampling) for p in self.prompts(plan)]
         frame = analysis.steps_frame(gens)
         table = analysis.per_position(frame, k=steps, conditional=True, n_boot=300)
         replay = served_text_replay(self.lab, draft, gens, steps)
@@ -175,8 +161,6 @@ class Runner:
             "temperature": temperature, "depth": steps, "draft_max_context": self.train_seq_len(),
             "context_length": frame["context_length"].tolist(), "accepted": frame["accepted"].tolist(),
             "replay": replay,
-            "prompt_agreement": {"prompts": self.agreement(plan.draft_name, prompts),
-                                 "evaluation": self.evaluation_agreement(plan.draft_name)},
         }
 
 
@@ -204,8 +188,7 @@ def diagnose_observation(obs: dict) -> list:
         effective_draft_tokens=obs["effective_draft_tokens"],
         standalone_acc_served=obs["standalone_acc_served"], steps=steps,
         temperature=obs["temperature"], depth=obs["depth"],
-        draft_max_context=obs.get("draft_max_context"), replay=replay,
-        prompt_agreement=obs.get("prompt_agreement"))
+        draft_max_context=obs.get("draft_max_context"), replay=replay)
 
 
 def score(scenario: tuple[str, ...], findings) -> dict:
