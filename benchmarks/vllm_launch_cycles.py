@@ -53,12 +53,6 @@ class GroupWatcher:
         self._thread.join()
 
 
-def alive(pid: int) -> bool:
-    from eagle3lab.server import process_alive
-
-    return process_alive(pid)
-
-
 def one_cycle(lab, port: int, python: str, prompt, log_file: Path, watcher: GroupWatcher, tmp: Path) -> dict:
     """Launch, one request, stop; the times and what is left afterwards."""
     spawned = []
@@ -89,7 +83,7 @@ def one_cycle(lab, port: int, python: str, prompt, log_file: Path, watcher: Grou
     watcher.pgid = None
     return {"healthy_s": healthy_s, "request_s": request_s, "stop_s": stop_s, "tokens": tokens,
             "processes_seen": len(watcher.seen),
-            "left_processes": sum(alive(pid) for pid in watcher.seen),
+            "left_processes": sum(server.process_alive(pid) for pid in watcher.seen),
             "left_ports": int(server.port_in_use(port)),
             "left_temp_files": sum(1 for _ in tmp.rglob("*"))}
 

@@ -483,13 +483,19 @@ def _remove_all(paths) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _stat_fields(pid) -> list[str] | None:
+    """/proc/PID/stat after the command name (state, ppid, pgrp, ...); None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
 def process_alive(pid: int) -> bool:
     """The process exists and is not a zombie (read from /proc)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -497,14 +503,8 @@ def group_pids(pgid: int) -> list[int]:
     API server, EngineCore and Worker, so callers can check each one is gone after stop."""
     pids = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # state, ppid, pgrp, ...
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        fields = _stat_fields(entry.name) if entry.name.isdigit() else None
+        if fields and int(fields[2]) == pgid and fields[0] != "Z":
             pids.append(int(entry.name))
     return pids
 

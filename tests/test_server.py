@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from eagle3lab import loadtest, server
+from eagle3lab.server import process_alive
 
 # A /health server that also starts a grandchild (to prove the whole group goes), writes the
 # grandchild's pid to argv[2], and optionally ignores SIGTERM (argv[3] == "stubborn").
@@ -31,10 +32,6 @@ HEALTH_SERVER = textwrap.dedent('''
     print("serving", flush=True)
     HTTPServer(("127.0.0.1", port), H).serve_forever()
 ''')
-
-
-def process_alive(pid: int) -> bool:
-    return server.process_alive(pid)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from eagle3lab import loadtest, server
+from eagle3lab.server import process_alive
 from eagle3lab.sources import vllm_metrics
 
 K = 5
@@ -396,10 +397,6 @@ def remember(seen: dict, roles: dict) -> None:
     for pid, role in roles.items():
         if seen.get(pid, "other") == "other":
             seen[pid] = role
-
-
-def process_alive(pid: int) -> bool:
-    return server.process_alive(pid)
 
 
 def run_cycle(kind, arg, launch, watch):
