@@ -19,7 +19,7 @@ from eagle3lab.cli import main
 from eagle3lab.doctor import doctor
 from eagle3lab.doctor.report import SEVERITY_RANK, SOURCE_RANK
 
-K = 3  # vLLM's num_speculative_tokens
+K = 3  # vLLM's num_speculative_tokens: conftest.VLLM_SPEC_TOKENS
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +39,10 @@ def lab_server(ci_lab):
 
 
 @pytest.fixture(scope="module")
-def vllm_server(ci_lab, tmp_path_factory):
-    handle = server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": K},
-                           log_file=tmp_path_factory.mktemp("vllm") / "vllm.log", timeout=600)
-    yield handle
-    handle.stop()
-    assert not handle.alive and not server._group_alive(handle.pid) and not server.port_in_use(handle.port)
+def vllm_server(vllm_healthy):
+    """The session's vLLM server (conftest.vllm_healthy: healthy draft, K speculative tokens); this
+    module uses it first, so its counters start at zero here."""
+    return vllm_healthy
 
 
 def only(report, cause, source):
