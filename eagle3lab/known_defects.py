@@ -456,7 +456,7 @@ KNOWN_DEFECTS: tuple[KnownDefect, ...] = (
         id="sglang-cuda-graph-max-bs-trap", engine="sglang",
         title="running batches above cuda_graph_max_bs decode eagerly, and stay there",
         first="0.4.3", fixed=None, last_read="0.5.23 (thread)", platforms=("cuda", "rocm"),
-        conditions=(Condition("cuda_graph_max_bs_below_running", bool,
+        conditions=(_GRAPHS_ON, Condition("cuda_graph_max_bs_below_running", bool,
                               "--cuda-graph-max-bs is below the running batch (--max-running-requests)"),),
         symptom=("once the running batch exceeds the largest captured graph, decode runs eager and slower, "
                  "requests stay longer and the batch grows: an absorbing state (median running batch 67 with "

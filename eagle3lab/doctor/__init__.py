@@ -47,7 +47,8 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
     temperature = _temperature(temperature)
     from eagle3lab.doctor.defects import static_defects
 
-    f, c = static_defects(serve, flags=flags, platform=platform, temperature=temperature, facts=facts)
+    f, c = static_defects(serve, flags=flags, platform=platform, temperature=temperature, facts=facts,
+                          spec=spec)
     findings += f
     checks += c
     if empirical:

@@ -15,7 +15,7 @@ from eagle3lab.errors import EagleLabError
 CHECK = "known defects"
 
 
-def static_defects(serve, flags=None, platform=None, temperature=None, facts=None):
+def static_defects(serve, flags=None, platform=None, temperature=None, facts=None, spec=None):
     """(findings, checks) for the rows matching --serve's engine and version."""
     from eagle3lab import known_defects as kd
     from eagle3lab.doctor.static import parse_serve
@@ -28,7 +28,7 @@ def static_defects(serve, flags=None, platform=None, temperature=None, facts=Non
         platform = platform or _platform_from_flags(settings, flags)
         if temperature is not None:
             settings["temperature"] = float(temperature)
-        ids = _custom_ids(engine, version, facts or {})
+        ids = _custom_ids(engine, version, facts or {}, spec)
         if ids is not None:
             settings["custom_aux_ids"] = ids
         matches = kd.match(engine, version, platform, settings)
@@ -54,14 +54,19 @@ def _platform_from_flags(settings, flags) -> str | None:
     return None
 
 
-def _custom_ids(engine, version, facts) -> bool | None:
-    """Whether the engine feeds this draft other boundaries than the default set (the static
-    wiring check's facts: `fed` per engine, `num_layers`); None when unknown."""
-    from eagle3lab.conventions import default_boundaries
+def _custom_ids(engine, version, facts, spec) -> bool | None:
+    """Whether the draft's ids, read as the engine reads them without CUDA graphs, feed other
+    boundaries than the default set (the static wiring check's facts: `num_layers`, `arch`);
+    None when unknown."""
+    from eagle3lab.conventions import CaptureError, ConventionError, default_boundaries, serve_boundaries
 
-    fed = (facts.get("fed") or {}).get(f"{engine}=={version}")
-    n = facts.get("num_layers")
-    if not isinstance(fed, list) or not isinstance(n, int):
+    n, arch = facts.get("num_layers"), facts.get("arch")
+    if spec is None or not isinstance(n, int) or not arch:
+        return None
+    ids, key = spec.layer_ids(engine)
+    try:
+        fed = serve_boundaries(engine, version, arch, ids, n, key, cuda_graph=False)
+    except (CaptureError, ConventionError):
         return None
     return sorted(fed) != sorted(default_boundaries(n))
 
