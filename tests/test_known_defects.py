@@ -117,7 +117,8 @@ SAMPLED = kd.Window(411, (38, 0, 0), 0.7, "T=0.7")
 def test_signature_matches_the_measured_defect():
     res = SIG(SAMPLED, GREEDY)
     assert res.matched is True and res.confidence == 0.9
-    assert res.data["greedy_rate_2"] == round(98 / 106, 4) and res.data["sampled_accepted_2"] == 0
+    assert res.data["position"] == 2 and res.data["greedy_rate"] == round(98 / 106, 4)
+    assert res.data["sampled_accepted"] == 0
     assert res.data["p_value"] == pytest.approx((1 - 98 / 106 / 4) ** 38)
     # a log: no greedy window, an assumed floor of 10 %, less confidence; 38 steps are then too few
     # (0.9 ** 38 = 0.018 > 1 %), the second measured window's 76 are enough (0.9 ** 76 = 3e-4)
@@ -125,18 +126,22 @@ def test_signature_matches_the_measured_defect():
     assert alone.matched is False and alone.data["p_value"] == pytest.approx(0.9 ** 38)
     second = SIG(kd.Window(430, (76, 0, 0), 0.7, "T=0.7"), None)
     assert second.matched is True and second.confidence == 0.6 and second.data["floor"] == 0.1
+    # the other measured form: nothing accepted at all (0 of 332 sampled drafts; greedy 124 of 194)
+    none = SIG(kd.Window(332, (0, 0, 0), 0.7, "T=0.7"), kd.Window(194, (124, 107, 92), 0.0, "greedy"))
+    assert none.matched is True and none.data["position"] == 1 and none.data["greedy_rate"] == round(124 / 194, 4)
 
 
 @pytest.mark.parametrize("sampled, greedy, matched, why", [
-    (kd.Window(100, (12, 0, 0), 0.7, ""), GREEDY, None, "only 12 of 100 sampled steps accepted position 1"),
+    (kd.Window(100, (12, 0, 0), 0.7, ""), GREEDY, None, "only 12 sampled steps reached position 2"),
+    (kd.Window(15, (0, 0, 0), 0.7, ""), GREEDY, None, "only 15 sampled steps reached position 1"),
     (kd.Window(411, (38, 0, 0), 0.7, ""), kd.Window(50, (10, 9, 9), 0.0, ""), None,
-     "the greedy window has only 10 steps"),
+     "the greedy window has only 10 steps that reached position 2"),
     (kd.Window(411, (38, 0, 0), 0.0, ""), GREEDY, None, "needs traffic sampled at temperature > 0"),
     (kd.Window(411, (38,), 0.7, ""), GREEDY, None, "needs at least 2 draft tokens"),
-    (SAMPLED, kd.Window(214, (106, 10, 2), 0.0, ""), False, "greedy traffic also accepts little"),
-    (kd.Window(411, (150, 60, 25), 0.7, ""), GREEDY, False, "at temperature 0.7, 60 of the 150"),
-    # 1 of 25 past position 1: at most 2 %? no (4 %): no match, though few
-    (kd.Window(411, (25, 1, 0), 0.7, ""), GREEDY, False, "at temperature 0.7, 1 of the 25"),
+    (SAMPLED, kd.Window(214, (106, 10, 2), 0.0, ""), False, "greedy traffic also accepts little at position 2"),
+    (kd.Window(411, (150, 60, 25), 0.7, ""), GREEDY, False, "at temperature 0.7, 60 of the 150 steps"),
+    # 1 of 25 past position 1 is 4 %, above the 2 % a dead position allows: no match, though few
+    (kd.Window(411, (25, 1, 0), 0.7, ""), GREEDY, False, "at temperature 0.7, 1 of the 25 steps"),
 ])
 def test_signature_below_threshold_and_healthy_cases(sampled, greedy, matched, why):
     res = SIG(sampled, greedy)
@@ -231,7 +236,7 @@ def test_doctor_log_signature_needs_the_temperature(ci_lab, tmp_path):
     sig = [f for f in hot.findings if f.check == "known defects (signature)"]
     assert len(sig) == 1 and sig[0].source == "log" and sig[0].severity == "warning"
     assert sig[0].confidence == 0.6 and "compare with greedy traffic" in sig[0].evidence
-    assert sig[0].data["sampled_reached_2"] == 114 and sig[0].data["sampled_accepted_2"] == 0
+    assert sig[0].data["sampled_reached"] == 114 and sig[0].data["sampled_accepted"] == 0
     cold = doctor(draft, serve="vllm==0.32.0", log=log, empirical=False)
     assert not [f for f in cold.findings if f.check == "known defects (signature)"]
     assert [c.detail for c in cold.checks if c.check == "known defects (signature)"] == [

@@ -321,32 +321,48 @@ def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature
 
 
 PROBE_NEW_TOKENS = 64
+PROBE_ROUNDS = 3  # sampled windows at most: the defect's counts vary run to run, some windows are too small
 
 
 def _defect_probe(served: Served, texts, text_source, model, temperature, greedy_obs):
     """Known-defect signatures need traffic of known temperature on both sides: a greedy window
-    (the doctor's own acceptance window when it sent one, else sent now) and a window sampled at
-    `temperature`, each differenced on /metrics. Returns (findings, check, facts)."""
+    (the doctor's own acceptance window when it sent one, else sent now) and windows sampled at
+    `temperature`, each differenced on /metrics and pooled, sent until the signature can tell
+    (at most PROBE_ROUNDS). Returns (findings, check, facts)."""
+    import time
+
     from eagle3lab.doctor.defects import CHECK, signature_findings, window_from_observation
+    from eagle3lab.known_defects import Window
+    from eagle3lab.known_defects import by_id
     from eagle3lab.sources import vllm_metrics
 
     check = CHECK + " (signature)"
     max_len = int(model.get("max_model_len") or 0)
     new_tokens = PROBE_NEW_TOKENS if not max_len else max(1, min(PROBE_NEW_TOKENS, max_len // 4))
+    t0 = time.perf_counter()
+    signature = by_id("vllm-cpu-temperature-expansion").signature
     try:
         if greedy_obs is None:
             greedy_obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens)
-        sampled_obs, result = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens,
-                                                   temperature=temperature)
+        greedy = window_from_observation(greedy_obs, 0.0, "greedy window")
+        sampled, rounds, requests = None, 0, 0
+        while rounds < PROBE_ROUNDS and (sampled is None or signature(sampled, greedy).matched is None):
+            obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens, temperature=temperature)
+            part = window_from_observation(obs, temperature, "")
+            sampled = part if sampled is None else Window(
+                sampled.drafts + part.drafts, tuple(a + b for a, b in zip(sampled.accepted_per_pos,
+                                                                            part.accepted_per_pos)), temperature)
+            rounds += 1
+            requests += int(obs.n_requests or 0)
     except EagleLabError as exc:
         return [], CheckStatus(check, False, f"probe windows failed: {exc}"), {}
-    where = f"{sampled_obs.n_requests} requests of {text_source}, {new_tokens} new tokens"
-    greedy = window_from_observation(greedy_obs, 0.0, "greedy window")
-    sampled = window_from_observation(sampled_obs, temperature, f"the doctor's probe: {where}")
+    sampled = Window(sampled.drafts, sampled.accepted_per_pos, temperature,
+                     f"the doctor's probe: {requests} requests of {text_source}, {new_tokens} new tokens, "
+                     f"{rounds} window(s)")
     findings, detail = signature_findings("vllm", sampled, greedy, version=served.version)
     probe = {"temperature": temperature, "greedy": list(greedy.accepted_per_pos), "greedy_drafts": greedy.drafts,
-             "sampled": list(sampled.accepted_per_pos), "sampled_drafts": sampled.drafts}
-    return findings, CheckStatus(check, True, detail, round(result.wall_s, 2)), probe
+             "sampled": list(sampled.accepted_per_pos), "sampled_drafts": sampled.drafts, "rounds": rounds}
+    return findings, CheckStatus(check, True, detail, round(time.perf_counter() - t0, 2)), probe
 
 
 # --------------------------------------------------------------------------- findings
