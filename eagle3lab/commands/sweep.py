@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from eagle3lab.loadsweep import DEFAULT_NUM_STEPS
 from eagle3lab.versions import LATEST_SGLANG
 
-HELP = "sweep num_steps/topk/draft tokens/faults over launched or running servers (resumable)"
+HELP = ("sweep num_steps/topk/draft tokens/faults, or load (concurrency), over launched or running "
+        "servers (resumable)")
 
 
 def add_arguments(parser) -> None:
@@ -13,8 +15,13 @@ def add_arguments(parser) -> None:
     add_server_arguments(parser)
     parser.add_argument("--grid", action="append", required=True, metavar="KEY=V1,V2",
                         help="an axis, e.g. num_steps=1,3,5 topk=1,4 fault=none,wiring-seed "
-                             "(fault values combine with '+': wiring-seed+quant-int4)")
-    parser.add_argument("--out", required=True, help="JSON-lines file; a rerun skips points in it")
+                             "(fault values combine with '+': wiring-seed+quant-int4); "
+                             "concurrency=1,2,4,8: load, one server per config serving every "
+                             "concurrency, and the crossover with --baseline")
+    parser.add_argument("--out", help="JSON-lines file; a rerun skips points in it (default: none)")
+    parser.add_argument("--num-steps", type=int,
+                        help="draft tokens per step for every point (a load sweep on a launched vLLM "
+                             f"defaults to {DEFAULT_NUM_STEPS})")
     parser.add_argument("--version", default=LATEST_SGLANG, help="SGLang version for the effective config "
                         "(vLLM's rules for --backend vllm)")
     parser.add_argument("--baseline", action="store_true",
@@ -49,6 +56,10 @@ def run(args) -> int:
     grid = parse_grid(args.grid)
     if args.draft_layer_ids:
         grid["draft_layer_ids"] = [args.draft_layer_ids]
+    if args.num_steps is not None:
+        grid["num_steps"] = [args.num_steps]
+    if "concurrency" in grid:
+        return run_load(args, grid)
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, concurrency=args.concurrency,
                   temperature=args.temperature, out=args.out, version=args.version,
@@ -65,5 +76,62 @@ def run(args) -> int:
     print(df[cols].to_string(index=False))
     skipped = int(df["skipped"].fillna(False).astype(bool).sum()) if "skipped" in df else 0
     note = f"; {skipped} skipped: no running server runs their settings (not recorded)" if skipped else ""
-    print(f"{len(df) - skipped} points in {args.out}{note}")
+    print(f"{len(df) - skipped} points" + (f" in {args.out}" if args.out else "") + note)
+    return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
+
+
+LOAD_COLUMNS = [("tokens_per_s", "tok/s total", 1), ("request_tokens_per_s", "tok/s per req", 1),
+                ("ttft_s", "TTFT s", 3), ("itl_s", "ITL s", 4), ("accept_length", "accept len", 2),
+                ("baseline_tokens_per_s", "base tok/s", 1), ("baseline_request_tokens_per_s", "base tok/s req", 1),
+                ("speedup", "speed-up", 2), ("request_speedup", "speed-up/req", 2)]
+
+
+def _with_ci(value, ci, digits: int) -> str:
+    """'12.3 [11.0, 13.5]': a figure with its 95 % interval."""
+    if value is None or value != value:
+        return "-"
+    return f"{value:.{digits}f}" + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
+
+
+def load_table(df):
+    """The printed load table: each figure next to its 95 % interval."""
+    import pandas as pd
+
+    rows = []
+    for rec in df.to_dict("records"):
+        row = {c: rec[c] for c in df.columns if c.startswith("asked_")}
+        row["concurrency"] = rec["concurrency"]
+        for key, label, digits in LOAD_COLUMNS:
+            if key in rec:
+                row[label] = _with_ci(rec[key], rec.get(f"{key}_ci95"), digits)
+        if isinstance(rec.get("per_position"), list):
+            row["per-position"] = " ".join(f"{r:.2f}" for r in rec["per_position"])
+        if rec.get("failed") or rec.get("skipped"):
+            row["note"] = "skipped" if rec.get("skipped") else f"FAILED: {rec.get('error')}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_load(args, grid) -> int:
+    """Concurrency as the sweep's load dimension: the table, then the crossover per config."""
+    from eagle3lab import loadsweep
+    from eagle3lab.commands.bench import launch_kwargs, launch_target, load_prompts
+
+    loadsweep.concurrencies(grid["concurrency"])  # bad values fail before anything launches
+    prompts = load_prompts(args)
+    kwargs = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, out=args.out,
+                  baseline=args.baseline)
+    if args.url:
+        df = loadsweep.sweep(grid, prompts, urls=args.url, **kwargs)
+    else:
+        model, draft = launch_target(args)
+        df = loadsweep.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
+                             launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
+    print(load_table(df).to_string(index=False))
+    print(f"{len(prompts)} prompts per window, {args.max_new_tokens} new tokens; [95 % intervals over prompts]; "
+          "accept length and per-position rates (P(at least i accepted)) from the server's counters")
+    for config, cross in loadsweep.crossovers(df):
+        if args.baseline:
+            label = ", ".join(f"{k}={v}" for k, v in config.items()) or "speculation"
+            print(f"crossover ({label}): {cross['text']}")
     return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
