@@ -210,6 +210,34 @@ def test_a_sweep_over_running_vllm_servers_places_points_by_their_metrics(health
     assert len(out.read_text().splitlines()) == 1
 
 
+def test_a_load_sweep_on_the_running_vllm_reads_each_concurrency_window_from_its_counters(healthy, ci_lab):
+    """`eagle3lab sweep --url ... --grid concurrency=1,2`: the one server serves both
+    concurrencies; each window's acceptance is its own /metrics difference, and the per-request
+    acceptance vLLM returns adds up to it even with two requests in flight."""
+    from eagle3lab import loadsweep
+
+    frame = loadsweep.sweep({"concurrency": [2, 1]}, prompts(ci_lab, 4), urls=[healthy.url], max_new_tokens=16,
+                            progress=False)
+    assert list(frame["concurrency"]) == [1, 2] and (frame["url"] == healthy.url).all()
+    assert not frame["failed"].any() and (frame["completed"] == 4).all() and (frame["server_num_steps"] == K).all()
+    for row in frame.to_dict("records"):
+        assert row["acceptance_warnings"] == []  # only this window's traffic in the counters
+        assert len(row["per_position"]) == K and row["verify_steps"] > 0
+        assert row["per_position"] == sorted(row["per_position"], reverse=True)  # P(at least i accepted)
+        for rate, (lo, hi) in zip(row["per_position"], row["per_position_ci95"]):
+            assert 0 <= lo <= rate <= hi <= 1
+        lo, hi = row["accept_length_ci95"]
+        assert 1 <= lo <= row["accept_length"] <= hi <= K + 1
+        assert row["accept_length"] == pytest.approx(1 + sum(row["per_position"]), abs=1e-12)
+        assert 0 < row["ttft_s"] and 0 < row["itl_s"] and row["completion_tokens"] <= 4 * 16
+        for key in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "itl_s"):
+            lo, hi = row[f"{key}_ci95"]
+            assert lo <= row[key] <= hi, key
+    assert "speedup" not in frame  # no baseline among the urls was asked for
+    with pytest.raises(loadtest.LoadTestError, match="without speculation"):
+        loadsweep.sweep({"concurrency": [1]}, prompts(ci_lab, 2), urls=[healthy.url], baseline=True, progress=False)
+
+
 def test_killing_vllm_mid_benchmark_gives_a_partial_result_marked_failed(healthy, ci_lab):
     many = prompts(ci_lab, 10)
     done = threading.Event()
