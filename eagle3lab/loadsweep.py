@@ -133,7 +133,7 @@ def load_row(concurrency: int, run, obs=None, base=None) -> dict:
     row = {"concurrency": int(concurrency), **window_figures(run), **acceptance_figures(run, obs)}
     if base is not None:
         row.update({f"baseline_{k}": v for k, v in window_figures(base).items()
-                    if k in ("tokens_per_s", "tokens_per_s_ci95", "request_tokens_per_s",
+                    if k in ("tokens_per_s", "tokens_per_s_ci95", "request_tokens_per_s", "occupancy",
                              "request_tokens_per_s_ci95", "ttft_s", "ttft_s_ci95", "itl_s", "itl_s_ci95",
                              "completed", "failed", "error")})
         row.update(paired_speedup(run, base))

@@ -145,6 +145,7 @@ def test_a_row_pins_throughput_latency_and_the_paired_speed_up():
     assert row["request_tokens_per_s"] == 10.0 and row["request_tokens_per_s_ci95"] == [10.0, 10.0]
     assert row["ttft_s"] == pytest.approx(0.1) and row["itl_s"] == pytest.approx(0.9 / 9)
     assert row["baseline_tokens_per_s"] == 10.0 and row["baseline_itl_s"] == pytest.approx(1.8 / 9)
+    assert row["baseline_occupancy"] == 2.0
     assert row["speedup"] == 2.0 and row["speedup_ci95"] == [2.0, 2.0]
     assert row["request_speedup"] == 2.0 and row["paired_prompts"] == 2 and row["failed"] is False
 
@@ -277,6 +278,7 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     assert lines[1].split()[:3] == ["1", "3.00", "[3.00,"] or lines[1].split()[0] == "1"
     assert "1.00 0.50 0.50" in lines[1] and "1.00 0.50 0.50" in lines[2]  # per-position rates
     assert lines[2].split()[0] == "4" and "[" in lines[2]  # figures carry their intervals
-    assert "4 prompts per window" in out
+    assert "4 prompts per window" in out and "busy" in lines[0]
+    assert "at concurrency 4 a window holds fewer than 2 rounds of 4 prompts" in out
     assert "crossover (speculation): speculation stops paying between concurrency 1 (speed-up" in out
     assert "and 4 (speed-up 0." in out

@@ -218,12 +218,13 @@ def test_cli_sweep_over_urls_resumes(fake_script, tmp_path):
                "--grid", "concurrency=1,2", "--baseline", "--out", str(out)]
         first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
-        assert len(loadtest.load_points(out)) == 4 and "speedup" in first.stdout  # 2 points + 2 baselines
+        # concurrency is load (eagle3lab.loadsweep): one row per concurrency, its baseline inside
+        assert len(loadtest.load_points(out)) == 2 and "speed-up" in first.stdout
+        assert [r["concurrency"] for r in loadtest.load_points(out)] == [1, 2]
         # num_steps=5 runs on neither server: said so, not recorded
-        assert first.stdout.splitlines()[-1] == (f"4 points in {out}; 2 skipped: no running server runs "
-                                                 "their settings (not recorded)")
+        assert first.stdout.splitlines()[-1] == "2 rows skipped: no running server runs their settings (not recorded)"
         again = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 0 and len(loadtest.load_points(out)) == 4  # nothing re-measured
+    assert again.returncode == 0 and len(loadtest.load_points(out)) == 2  # nothing re-measured
     bad = subprocess.run([sys.executable, "-m", "eagle3lab", "sweep", "--url", "http://x", "--grid",
                           "num_steps", "--out", str(out), "--prompts", str(prompts)],
                          capture_output=True, text=True, timeout=60)

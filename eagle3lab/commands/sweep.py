@@ -90,7 +90,8 @@ def _with_ci(value, ci, digits: int) -> str:
     """'12.3 [11.0, 13.5]': a figure with its 95 % interval."""
     if value is None or value != value:
         return "-"
-    return f"{value:.{digits}f}" + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else "")
+    has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2
+    return f"{value:.{digits}f}" + (f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if has_ci else "")
 
 
 def load_table(df):
@@ -104,6 +105,9 @@ def load_table(df):
         for key, label, digits in LOAD_COLUMNS:
             if key in rec:
                 row[label] = _with_ci(rec[key], rec.get(f"{key}_ci95"), digits)
+        for key, label in (("occupancy", "busy"), ("baseline_occupancy", "base busy")):
+            if key in rec and rec[key] == rec[key]:
+                row[label] = f"{rec[key]:.1f}"
         if isinstance(rec.get("per_position"), list):
             row["per-position"] = " ".join(f"{r:.2f}" for r in rec["per_position"])
         if rec.get("failed") or rec.get("skipped"):
@@ -130,8 +134,16 @@ def run_load(args, grid) -> int:
     print(load_table(df).to_string(index=False))
     print(f"{len(prompts)} prompts per window, {args.max_new_tokens} new tokens; [95 % intervals over prompts]; "
           "accept length and per-position rates (P(at least i accepted)) from the server's counters")
-    for config, cross in loadsweep.crossovers(df):
+    tail = [c for c in loadsweep.concurrencies(grid["concurrency"]) if 2 * c > len(prompts)]
+    if tail:
+        print(f"at concurrency {', '.join(map(str, tail))} a window holds fewer than 2 rounds of "
+              f"{len(prompts)} prompts: total tokens/s is set by its slowest requests ('busy' < concurrency "
+              "= requests in flight on average); several times the concurrency in prompts measures steady load")
+    skipped = df["skipped"].fillna(False).astype(bool) if "skipped" in df else None
+    for config, cross in loadsweep.crossovers(df if skipped is None else df[~skipped]):
         if args.baseline:
             label = ", ".join(f"{k}={v}" for k, v in config.items()) or "speculation"
             print(f"crossover ({label}): {cross['text']}")
+    if skipped is not None and skipped.any():
+        print(f"{int(skipped.sum())} rows skipped: no running server runs their settings (not recorded)")
     return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
