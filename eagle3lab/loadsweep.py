@@ -100,11 +100,17 @@ def acceptance_figures(result, obs) -> dict:
     if obs is None:
         return {"accept_length": result.accept_length, "accept_length_ci95": None}
     table = obs.per_position
+    lo, hi, method = table["lo"].to_numpy(float), table["hi"].to_numpy(float), "bootstrap over requests"
+    if any(math.isnan(v) for v in lo):
+        from eagle3lab.analysis import wilson_ci  # no per-request acceptance: the counters' counts
+
+        lo, hi = wilson_ci(table["rate"].to_numpy(float) * obs.n_steps, [obs.n_steps] * len(table))
+        method = "Wilson (verify steps taken as independent)"
     return {"accept_length": obs.accept_length, "accept_length_ci95": _interval(obs.accept_length_ci95),
             "per_position": [float(r) for r in table["rate"]],
-            "per_position_ci95": [None if math.isnan(lo) else [float(lo), float(hi)]
-                                  for lo, hi in zip(table["lo"], table["hi"])],
-            "verify_steps": obs.n_steps, "acceptance_warnings": list(obs.warnings)}
+            "per_position_ci95": [[float(a), float(b)] for a, b in zip(lo, hi)],
+            "per_position_ci_method": method, "verify_steps": obs.n_steps,
+            "acceptance_warnings": list(obs.warnings)}
 
 
 def paired_speedup(run, base) -> dict:
