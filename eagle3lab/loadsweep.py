@@ -130,7 +130,22 @@ def paired_speedup(run, base) -> dict:
             "request_speedup": per_request,
             "request_speedup_ci95": _interval(ratio_ci(both["completion_tokens"], both["latency_s"],
                                                        both["completion_tokens_base"], both["latency_s_base"])),
-            "paired_prompts": int(len(both))}
+            "paired_prompts": int(len(both)), **_decode_speedup(both)}
+
+
+def _decode_speedup(both) -> dict:
+    """Inter-token latency of the baseline over speculation's (prompts paired): the decode steps
+    alone, without prefill (TTFT) and the window's tail; what a per-step cost model predicts."""
+    from eagle3lab.experiments import ratio_ci
+
+    timed = both.dropna(subset=["decode_s", "decode_s_base"])
+    timed = timed[(timed["completion_tokens"] > 1) & (timed["completion_tokens_base"] > 1)]
+    if not len(timed):
+        return {"decode_speedup": math.nan, "decode_speedup_ci95": None}
+    steps, steps_base = timed["completion_tokens"] - 1, timed["completion_tokens_base"] - 1
+    value = float((steps.sum() / timed["decode_s"].sum()) / (steps_base.sum() / timed["decode_s_base"].sum()))
+    return {"decode_speedup": value,
+            "decode_speedup_ci95": _interval(ratio_ci(steps, timed["decode_s"], steps_base, timed["decode_s_base"]))}
 
 
 def load_row(concurrency: int, run, obs=None, base=None) -> dict:

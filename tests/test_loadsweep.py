@@ -148,6 +148,7 @@ def test_a_row_pins_throughput_latency_and_the_paired_speed_up():
     assert row["baseline_occupancy"] == 2.0
     assert row["speedup"] == 2.0 and row["speedup_ci95"] == [2.0, 2.0]
     assert row["request_speedup"] == 2.0 and row["paired_prompts"] == 2 and row["failed"] is False
+    assert row["decode_speedup"] == 2.0 and row["decode_speedup_ci95"] == [2.0, 2.0]  # 1.8 s / 0.9 s per 9 tokens
 
 
 def test_total_throughput_counts_the_window_not_the_requests():
@@ -236,7 +237,7 @@ def test_a_load_sweep_reads_acceptance_from_the_counters_and_finds_the_crossover
             assert row["per_position_ci95"] == [[1.0, 1.0], [0.5, 0.5], [0.5, 0.5]]
             assert row["acceptance_warnings"] == [] and row["paired_prompts"] == 8
             assert row["speedup"] == pytest.approx(row["tokens_per_s"] / row["baseline_tokens_per_s"])
-            for key in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "itl_s", "speedup",
+            for key in ("tokens_per_s", "request_tokens_per_s", "ttft_s", "itl_s", "speedup", "decode_speedup",
                         "baseline_tokens_per_s", "baseline_itl_s"):
                 lo, hi = row[f"{key}_ci95"]
                 assert lo <= row[key] <= hi, key
