@@ -205,10 +205,11 @@ def crossover(rows) -> dict:
     last_pays = max((i for i, v in enumerate(verdicts) if v == "pays"), default=-1)
     first = rows[last_pays + 1]
     below = rows[last_pays] if last_pays >= 0 else None
+    where = (f"at concurrency {_fmt(first)}" if first is top
+             else f"from concurrency {_fmt(first)} up to {top['concurrency']}")
     return {"status": "undecided", "concurrency": None, "below": below, "at": first,
-            "text": f"undecided: from concurrency {_fmt(first)} up to {top['concurrency']} the speed-up's "
-                    "interval straddles 1" + (f" (it pays at {_fmt(below)})" if below else "")
-                    + "; more prompts narrow it"}
+            "text": f"undecided: {where} the speed-up's interval straddles 1"
+                    + (f" (it pays at {_fmt(below)})" if below else "") + "; more prompts narrow it"}
 
 
 # --------------------------------------------------------------------------- the sweep

@@ -195,6 +195,9 @@ def test_straddling_intervals_at_the_top_are_undecided_not_a_crossover():
     assert cross["status"] == "undecided" and cross["concurrency"] is None
     assert cross["at"]["concurrency"] == 2 and cross["below"]["concurrency"] == 1
     assert "from concurrency 2" in cross["text"] and "up to 4" in cross["text"]
+    top = loadsweep.crossover(_rows((4, 1.3, [1.1, 1.5]), (8, 1.06, [0.98, 1.13])))
+    assert top["text"] == ("undecided: at concurrency 8 (speed-up 1.06 [0.98, 1.13]) the speed-up's interval "
+                           "straddles 1 (it pays at 4 (speed-up 1.30 [1.10, 1.50])); more prompts narrow it")
     one_prompt = loadsweep.crossover(_rows((1, 0.5, None)))  # no interval: nothing decided
     assert one_prompt["status"] == "undecided" and "no interval" in one_prompt["text"]
     assert loadsweep.crossover(_rows((1, float("nan"), None)))["status"] == "no baseline"

@@ -83,6 +83,7 @@ def run(args) -> int:
 LOAD_COLUMNS = [("tokens_per_s", "tok/s total", 1), ("request_tokens_per_s", "tok/s per req", 1),
                 ("ttft_s", "TTFT s", 3), ("itl_s", "ITL s", 4), ("accept_length", "accept len", 2),
                 ("baseline_tokens_per_s", "base tok/s", 1), ("baseline_request_tokens_per_s", "base tok/s req", 1),
+                ("baseline_ttft_s", "base TTFT s", 3),
                 ("speedup", "speed-up", 2), ("request_speedup", "speed-up/req", 2),
                 ("decode_speedup", "decode speed-up", 2)]
 
