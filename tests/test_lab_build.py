@@ -224,7 +224,7 @@ def test_a_rebuild_names_a_different_cpu_instead_of_failing():
     assert "within the intervals the report prints" in note
     unrecorded = dict(old, environment={"cpu_capability": "not recorded"})
     assert "most likely built on a different CPU" in rebuild_note(unrecorded, other)
-    again = dict(other, environment={"cpu_capability": "AVX2", "torch": "2.13.0"})
+    again = dict(old, environment={"cpu_capability": "AVX2", "torch": "2.13.0"})
     assert "same CPU capability AVX2, but torch 2.13.0 -> None" in rebuild_note(again, other)
     assert rebuild_note(None, other) is None                       # nothing replaced
     assert rebuild_note(dict(old, cache_key="x"), other) is None   # another recipe: of course it differs
