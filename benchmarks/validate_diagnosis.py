@@ -8,11 +8,12 @@ faults; top-2 = every fault of the scenario is named within the first two findin
 is excused, not even one that changes nothing measurable on the lab at hand.
 
 What is held out: the rules and thresholds in eagle3lab/analysis.py were tuned on the
-default and ci labs only (data/lab/default, data/lab/ci: seed 0); the header names the commit
-that last changed them. Score them once on a lab built with another seed and shape that was
-never used to tune them; a lab whose misses have been read is no longer held out (pass --seen
-when scoring it again), and the next change to the rules needs a new lab. The rules of
-commit 93e3a3b were scored on lab5, built after they were frozen (docs/report-method.md):
+default and ci labs only (data/lab/default, data/lab/ci: seed 0). A lab is held out only if it
+was built after the rules and everything the observations depend on were frozen
+(`validation.FROZEN_FILES`: analysis.py, lab/validation.py, lab/evaluation.py, engine/faults.py,
+whose sha256 the header prints and the CSV records), and it is scored once; a lab whose results
+have been read is seen (pass --seen), and the next change to a frozen file needs a new lab.
+Earlier labs: docs/report-method.md (only lab5 was held out for the rules of 93e3a3b).
 
     eagle3lab lab build --preset ci --set seed=31 --set num_layers=14 --set hidden_size=48 --out /tmp/lab5
     .venv/bin/python benchmarks/validate_diagnosis.py --lab-dir /tmp/lab5 --out lab5.csv
