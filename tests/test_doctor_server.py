@@ -148,11 +148,14 @@ def test_vllm_diagnosis_compares_with_the_drafts_own_acc1(vllm_server):
 
     obs = vllm_metrics.observation(vllm_metrics.scrape(vllm_server))
     first = vllm_metrics.conditional(obs)["rate"].iloc[0]
-    with_acc = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=True)
+    with_acc, ran = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=True)
+    assert ran.ran
     kept = f"of the served-text accuracy on average ({first / 0.9:.0%} at position 1)"
     assert with_acc and all(kept in f.evidence for f in with_acc if f.cause != "acceptance")
     # traffic the doctor did not send is not the text the draft was scored on: no reference
-    assert not any("served-text" in f.evidence for f in _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=False))
+    theirs, ran = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=False)
+    assert not any("served-text" in f.evidence for f in theirs)
+    assert ran.detail == "the server's own traffic, temperature unknown (not assumed 0)"
 
 
 # --------------------------------------------------------------------------- URLs that are no readable server
