@@ -7,4 +7,5 @@ if ! command -v chromium >/dev/null; then
     || echo "warning: could not install chromium; the browser test will fail" >&2
 fi
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-exec .venv/bin/python -m pytest "$@"
+# the slowest ten tests close every run, so a slow-down shows in every CI log
+exec .venv/bin/python -m pytest --durations=10 "$@"

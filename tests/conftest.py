@@ -12,3 +12,36 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def ci_report(tmp_path_factory):
+    """`eagle3lab report --lab ci`, rendered once per test session and read by every test of the
+    rendered post-mortem (notebooks, HTML, browser): rendering it costs minutes on 2 cores."""
+    from eagle3lab import report
+
+    out = tmp_path_factory.mktemp("report")
+    return report.build_report(out=out, lab="ci", timeout=600, progress=False, log=lambda m: None)
+
+
+VLLM_SPEC_TOKENS = 3  # the shared vLLM server's num_speculative_tokens (K in the tests that read it)
+
+
+@pytest.fixture(scope="session")
+def vllm_healthy(tmp_path_factory):
+    """One real vLLM server (its CPU build, .venv-vllm) serving the ci lab's healthy draft with
+    3 speculative tokens, shared by every test that only sends it traffic and reads it (a launch
+    costs about a minute of a 2-core CI). SpecDecoding log lines every second of traffic.
+    tests/test_vllm_serving.py's last test kills it on purpose: it runs after every other user
+    (pytest runs the files in name order)."""
+    from eagle3lab import server
+    from eagle3lab.lab import load_lab
+
+    lab = load_lab("ci")
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    handle = server.launch("vllm", lab.target_dir, lab.draft_dir("healthy"), spec={"num_steps": VLLM_SPEC_TOKENS},
+                           log_file=log, timeout=600, env={"VLLM_LOG_STATS_INTERVAL": "1"},
+                           vllm_python=server.find_vllm_python())
+    yield handle
+    handle.stop()
+    assert not handle.alive and not server._group_alive(handle.pid) and not server.port_in_use(handle.port)

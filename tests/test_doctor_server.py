@@ -19,7 +19,7 @@ from eagle3lab.cli import main
 from eagle3lab.doctor import doctor
 from eagle3lab.doctor.report import SEVERITY_RANK, SOURCE_RANK
 
-K = 3  # vLLM's num_speculative_tokens
+K = 3  # vLLM's num_speculative_tokens: conftest.VLLM_SPEC_TOKENS
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +39,10 @@ def lab_server(ci_lab):
 
 
 @pytest.fixture(scope="module")
-def vllm_server(ci_lab, tmp_path_factory):
-    handle = server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": K},
-                           log_file=tmp_path_factory.mktemp("vllm") / "vllm.log", timeout=600)
-    yield handle
-    handle.stop()
-    assert not handle.alive and not server._group_alive(handle.pid) and not server.port_in_use(handle.port)
+def vllm_server(vllm_healthy):
+    """The session's vLLM server (conftest.vllm_healthy: healthy draft, K speculative tokens); this
+    module uses it first, so its counters start at zero here."""
+    return vllm_healthy
 
 
 def only(report, cause, source):
@@ -156,6 +154,38 @@ def test_vllm_diagnosis_compares_with_the_drafts_own_acc1(vllm_server):
     theirs, ran = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=False)
     assert not any("served-text" in f.evidence for f in theirs)
     assert ran.detail == "the server's own traffic, temperature unknown (not assumed 0)"
+
+
+def test_vllm_cpu_at_temperature_07_names_the_known_defect(ci_lab, vllm_server):
+    """--temperature 0.7 at a vLLM CPU server: the doctor sends a greedy and a T = 0.7 window and
+    finds acceptance stops after position 1 only when sampling (vllm-cpu-temperature-expansion)."""
+    from eagle3lab.sources import vllm_metrics
+
+    before = vllm_metrics.scrape(vllm_server).drafts
+    report = doctor(ci_lab.draft_dir("healthy"), serve="vllm==0.32.0", url=vllm_server.url, empirical=False,
+                    temperature=0.7)
+    srv = report.facts["server"]
+    assert srv["version"] == "0.32.0"
+    probe = srv["defect_probe"]
+    assert probe["temperature"] == 0.7 and len(probe["greedy"]) == len(probe["sampled"]) == K
+    # both windows were sent by this call (the greedy one is the doctor's own window on a fresh server)
+    assert vllm_metrics.scrape(vllm_server).drafts == before + probe["greedy_drafts"] + probe["sampled_drafts"]
+    sigs = [f for f in report.findings if f.check == "known defects (signature)"]
+    assert len(sigs) == 1, ([c.detail for c in report.checks if "signature" in c.check], probe)
+    sig = sigs[0]
+    assert sig.data["id"] == "vllm-cpu-temperature-expansion" and sig.severity == "warning"
+    assert sig.source == "metrics" and sig.weight == 0.9
+    # acceptance dies at position 1 (nothing accepted) or 2 (never past position 1): both measured
+    pos = sig.data["position"]
+    assert sig.data["sampled_accepted"] == probe["sampled"][pos - 1] and sig.data["sampled_rate"] <= 0.02
+    assert sig.data["sampled_reached"] >= 20 and sig.data["greedy_rate"] >= 0.2 and sig.data["p_value"] < 0.01
+    assert 1 <= probe["rounds"] <= 3
+    assert "inside the affected versions (0.20.0 <= v < 0.34.0)" in sig.evidence
+    assert sig.fix.startswith("serve greedy (temperature 0)")
+    # statically the same row is only a note: the doctor cannot know the platform from --serve
+    (static,) = [f for f in report.findings if f.check == "known defects"
+                 and f.data["id"] == "vllm-cpu-temperature-expansion"]
+    assert static.severity == "info" and static.data["unknown"] == ["you run on a CPU build"]
 
 
 # --------------------------------------------------------------------------- URLs that are no readable server

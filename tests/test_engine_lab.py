@@ -304,6 +304,9 @@ def test_chat_template_fault_measured_on_the_same_prompts(lab, prompts):
     chat = run_bench(lab, (3, 1, 4), ["chat-template"], prompts=prompts[:4], max_new_tokens=32, progress=False)
     assert raw.lossless and chat.lossless
     assert list(chat.requests["prompt_tokens"]) == [len(p) for p in prompts[:4]]  # the caller's prompts
-    assert chat.accept_length == 4.0  # 32 tokens in 8 steps of 3 accepted drafts + the bonus
-    assert raw.accept_length == pytest.approx(130 / 56)  # 74 drafts accepted in 56 verify steps
+    assert chat.accept_length == 4.0  # every draft accepted: 32 tokens in 8 steps of 3 drafts + the bonus
+    # raw prompts: fewer accepted (measured on the shipped ci lab: 130/56 = 2.32, interval
+    # [1.40, 3.54] over the 4 prompts); the claim is that the interval stays below "all accepted"
+    lo, hi = raw.accept_length_ci()
+    assert raw.accept_length < hi < 4.0, f"raw accept length {raw.accept_length:.3f} [{lo:.2f}, {hi:.2f}]"
     assert set(chat.tokens["text"]) == {"\n"}

@@ -184,3 +184,71 @@ def test_cli_what_if_build_needs_its_own_folder(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     assert main(["lab", "bench", "--lab-dir", str(tmp_path / "none")]) == 2
     assert "missing" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- what a lab depends on
+
+
+@pytest.mark.parametrize("preset", ["ci", "default"])
+def test_shipped_labs_record_their_weights_and_cpu_kernels(preset):
+    """The shipped manifests name each weights file's digest (checked against the files: a fact of
+    the repository, on any CPU) and the CPU kernels they were built with."""
+    from eagle3lab.lab.build import WEIGHT_FILES, weights_digest
+    from eagle3lab.paths import DATA_DIR
+
+    root = DATA_DIR / "lab" / preset
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["weights"] == weights_digest(root) and set(manifest["weights"]) == set(WEIGHT_FILES)
+    assert manifest["environment"]["cpu_capability"] in {"AVX512", "AVX2", "DEFAULT", "not recorded"}
+
+
+def test_a_fresh_build_records_the_cpu_kernels_it_ran(tiny_lab):
+    from eagle3lab.lab.build import cpu_capability, weights_digest
+
+    root, _ = tiny_lab
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["environment"]["cpu_capability"] == cpu_capability() != "unknown"
+    assert manifest["weights"] == weights_digest(root)
+
+
+def test_a_rebuild_names_a_different_cpu_instead_of_failing():
+    from eagle3lab.lab.build import rebuild_note
+
+    old = {"cache_key": "k", "weights": {"a": "1", "b": "2"}, "environment": {"cpu_capability": "AVX512"}}
+    same = {"cache_key": "k", "weights": {"a": "1", "b": "2"}, "environment": {"cpu_capability": "AVX2"}}
+    other = {"cache_key": "k", "weights": {"a": "1", "b": "3"}, "environment": {"cpu_capability": "AVX2"}}
+    assert rebuild_note(old, same) == "byte-identical to the lab it replaces (CPU capability AVX2)"
+    note = rebuild_note(old, other)
+    assert note.startswith("built on a different CPU: this build ran with AVX2 kernels, the one it "
+                           "replaces with AVX512; weights differ from the lab it replaces (1 of 2 files)")
+    assert "within the intervals the report prints" in note
+    unrecorded = dict(old, environment={"cpu_capability": "not recorded"})
+    assert "most likely built on a different CPU" in rebuild_note(unrecorded, other)
+    again = dict(other, environment={"cpu_capability": "AVX2", "torch": "2.13.0"})
+    assert "same CPU capability AVX2, but torch 2.13.0 -> None" in rebuild_note(again, other)
+    assert rebuild_note(None, other) is None                       # nothing replaced
+    assert rebuild_note(dict(old, cache_key="x"), other) is None   # another recipe: of course it differs
+    assert "recorded no weights digest" in rebuild_note({"cache_key": "k"}, other)
+
+
+def test_a_forced_rebuild_of_the_same_recipe_says_how_it_compares(tiny_lab, tmp_path):
+    """Rebuilt on this CPU: byte-identical (the build is deterministic on one machine). With the
+    manifest saying another CPU built it, the log says "built on a different CPU" and the lab is
+    replaced, not refused."""
+    import shutil
+
+    from eagle3lab.lab.build import build_lab
+
+    root = tmp_path / "tiny"
+    shutil.copytree(tiny_lab[0], root)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["environment"]["cpu_capability"] = "AVX512"
+    manifest["weights"]["target/model.safetensors"] = "0" * 16
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    logs = []
+    build_lab("ci", root, force=True, progress=False, overrides=TINY, log=logs.append)
+    said = [line for line in logs if "built on a different CPU" in line]
+    assert len(said) == 1 and "(1 of 4 files)" in said[0], logs[-3:]
+    rebuilt = json.loads((root / "manifest.json").read_text())
+    assert rebuilt["weights"] == json.loads((tiny_lab[0] / "manifest.json").read_text())["weights"]
+    assert rebuilt["rebuild"] in said[0]

@@ -1,7 +1,8 @@
 """CI executes every notebook against the ci lab and fails on any error output.
 
 This is the report machinery end to end (`eagle3lab report --lab ci`): each notebook runs top to
-bottom in a fresh kernel with LAB="ci" injected into its parameters cell.
+bottom in a fresh kernel with LAB="ci" injected into its parameters cell. The report is rendered
+once per session (`ci_report` in conftest.py) and shared with the browser test.
 """
 
 from __future__ import annotations
@@ -15,12 +16,6 @@ from eagle3lab import report
 pytestmark = pytest.mark.slow
 
 SKIP_NOTE = "which this checkout does not have yet"
-
-
-@pytest.fixture(scope="module")
-def ci_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report")
-    return report.build_report(out=out, lab="ci", timeout=600, progress=False, log=lambda m: None)
 
 
 def test_every_notebook_executes_without_error(ci_report):

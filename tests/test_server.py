@@ -220,9 +220,9 @@ def launch_lab(lab, tmp_path, draft="healthy", **kw):
 
 
 @pytest.mark.slow
-def test_lab_server_launch_and_stop_20_times_leaves_nothing(ci_lab, tmp_path):
+def test_lab_server_launch_and_stop_5_times_leaves_nothing(ci_lab, tmp_path):
     port = server.free_port()
-    for _ in range(20):
+    for _ in range(5):
         handle = launch_lab(ci_lab, tmp_path, draft=None, port=port)  # same port every time
         assert handle.healthy()
         handle.stop()

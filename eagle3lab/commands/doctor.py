@@ -17,6 +17,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--url", metavar="URL", help="a running server (its /server_info and /metrics)")
     parser.add_argument("--prompts", metavar="FILE",
                         help="prompts as served (one per line, or JSON lines with text/prompt)")
+    parser.add_argument("--platform", choices=("cuda", "rocm", "cpu", "xpu"),
+                        help="where the engine runs (known defects that need a platform are notes without it)")
+    parser.add_argument("--temperature", type=float, metavar="T",
+                        help="your traffic's sampling temperature: known defects that need T > 0 apply; "
+                             "with --url the doctor compares a greedy and a T window (docs/known-defects.md)")
     parser.add_argument("--static", action="store_true", help="configs and headers only; do not run the target")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -25,6 +30,7 @@ def run(args) -> int:
     from eagle3lab.doctor import doctor
 
     report = doctor(args.draft, target=args.target, serve=args.serve, flags=args.flags, log=args.log,
-                    url=args.url, prompts=args.prompts, empirical=not args.static)
+                    url=args.url, prompts=args.prompts, empirical=not args.static,
+                    platform=args.platform, temperature=args.temperature)
     print(report.to_json() if args.json else report)
     return report.exit_code

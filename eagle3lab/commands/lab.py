@@ -85,7 +85,10 @@ def _print_summary(root) -> None:
     t = m["target"]
     print(f"lab {m['preset']} in {root}: built {m['built_at']} in {m['timings_s']['total']:.0f} s "
           f"({m.get('cpu_s', {}).get('total', 0):.0f} CPU s, "
-          f"{m['environment'].get('threads')} thread(s)), {m['size_bytes'] / 1e6:.1f} MB")
+          f"{m['environment'].get('threads')} thread(s), CPU kernels "
+          f"{m['environment'].get('cpu_capability', 'not recorded')}), {m['size_bytes'] / 1e6:.1f} MB")
+    if m.get("rebuild"):
+        print(f"  rebuild: {m['rebuild']}")
     print(f"  target: {t['num_layers']} layers, hidden {t['hidden_size']}, "
           f"{t['parameters'] / 1e6:.2f} M params, held-out loss {t['heldout_loss']:.3f} nats/token")
     for name, d in m["drafts"].items():

@@ -26,19 +26,31 @@ __all__ = ["doctor", "DoctorReport", "Finding", "CheckStatus", "DoctorInputError
 
 def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None, url: str | None = None,
            prompts=None, empirical: bool = True, max_positions: int = 2000,
-           memory_budget_bytes: int | None = None) -> DoctorReport:
+           memory_budget_bytes: int | None = None, platform: str | None = None,
+           temperature: float | None = None) -> DoctorReport:
     """Check an EAGLE-3 draft (and its target) and rank what would make acceptance low.
 
     draft / target: checkpoint directories. serve: 'sglang==0.5.23' / 'vllm==0.33.0' (None: both
     engines at their newest read version). flags: the launch flags, as one string. log: a server
     log file. url: a running server (SGLang, the lab's or vLLM; docs/doctor.md). prompts: a file of prompts (one per line, or JSON lines with
     "text"/"prompt") or a list of strings. empirical=False skips running the target.
+    platform: 'cuda' / 'rocm' / 'cpu' / 'xpu' (None: unknown; known defects that need one are
+    notes). temperature: your traffic's sampling temperature: known-defect rows that need T > 0
+    apply, the log's traffic is read at it, and at --url the doctor probes a greedy and a sampled
+    window (docs/known-defects.md).
     """
     from eagle3lab.doctor.static import static_checks
 
     spec = read_draft_spec(draft)
     tspec = read_target_spec(target) if target is not None else None
     findings, checks, facts = static_checks(spec, tspec, serve)
+    temperature = _temperature(temperature)
+    from eagle3lab.doctor.defects import static_defects
+
+    f, c = static_defects(serve, flags=flags, platform=platform, temperature=temperature, facts=facts,
+                          spec=spec)
+    findings += f
+    checks += c
     if empirical:
         from eagle3lab.doctor.empirical import empirical_checks
 
@@ -54,7 +66,7 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
     if flags or log:
         from eagle3lab.doctor.observed import observed_checks
 
-        f, c, extra = observed_checks(serve, flags=flags, log=log, facts=facts)
+        f, c, extra = observed_checks(serve, flags=flags, log=log, facts=facts, temperature=temperature)
         findings += f
         checks += c
         facts.update(extra)
@@ -63,12 +75,25 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
 
         t0 = time.perf_counter()
         f, c, extra = served_checks(url, serve, spec=spec, tspec=tspec, flags=flags, prompts=prompts,
-                                    facts=facts)
+                                    facts=facts, temperature=temperature)
         findings += f
         checks += c
         facts.update(extra)
         facts["server_seconds"] = round(time.perf_counter() - t0, 2)
     return DoctorReport(str(spec.path), str(tspec.path) if tspec else None, serve, findings, checks, facts)
+
+
+def _temperature(value) -> float | None:
+    """A sampling temperature: a number >= 0, or None (unknown)."""
+    if value is None:
+        return None
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise DoctorInputError(f"temperature must be a number >= 0, got {value!r}") from None
+    if not t >= 0 or t == float("inf"):
+        raise DoctorInputError(f"temperature must be a number >= 0, got {value!r}")
+    return t
 
 
 class _CallableModule(types.ModuleType):

@@ -15,7 +15,8 @@ from eagle3lab.errors import EagleLabError
 SEVERITY = {"error": "error", "warning": "warning", "info": "info"}
 
 
-def observed_checks(serve, *, flags=None, log=None, facts=None) -> tuple[list[Finding], list[CheckStatus], dict]:
+def observed_checks(serve, *, flags=None, log=None, facts=None,
+                    temperature=None) -> tuple[list[Finding], list[CheckStatus], dict]:
     findings, checks, extra = [], [], {}
     if flags:
         f, c = _flags(serve, flags)
@@ -26,6 +27,9 @@ def observed_checks(serve, *, flags=None, log=None, facts=None) -> tuple[list[Fi
         findings += f
         checks.append(c)
         extra.update(e)
+        f, c = _log_signatures(log, temperature)
+        findings += f
+        checks += c
     return findings, checks, extra
 
 
@@ -67,3 +71,23 @@ def _log(log, facts) -> tuple[list[Finding], CheckStatus, dict]:
                            + (f"; checkpoint findings above explain it first: {checkpoint_causes}"
                               if checkpoint_causes else ""), "", 0.5, "log", "log"))
     return out, CheckStatus("log", True, f"{len(frame)} records"), extra
+
+
+def _log_signatures(log, temperature) -> tuple[list[Finding], list[CheckStatus]]:
+    """Known-defect signatures on a vLLM log's per-position acceptance, read at `temperature`
+    (a log does not say which temperature its traffic had: without it, nothing is matched)."""
+    from eagle3lab.doctor.defects import CHECK, signature_findings, window_from_observation
+    from eagle3lab.sources.logfile import observe_log
+
+    check = CHECK + " (signature)"
+    obs = observe_log(log)
+    if obs.engine != "vllm" or obs.per_position is None:
+        return [], []
+    if temperature is None:
+        return [], [CheckStatus(check, False, "the log does not say its traffic's temperature: pass "
+                                "--temperature to match known-defect signatures")]
+    window = window_from_observation(obs, temperature, f"the log's {obs.n_steps} drafts at the temperature given")
+    if temperature <= 0 or window is None:
+        return [], [CheckStatus(check, False, "the signatures need traffic sampled at temperature > 0")]
+    findings, detail = signature_findings("vllm", window, None, source="log")
+    return findings, [CheckStatus(check, True, detail)]

@@ -73,16 +73,17 @@ class Served:
 
 
 def served_checks(url: str, serve, *, spec, tspec=None, flags=None, prompts=None,
-                  facts=None) -> tuple[list[Finding], list[CheckStatus], dict]:
+                  facts=None, temperature=None) -> tuple[list[Finding], list[CheckStatus], dict]:
     """The server at `url` read and measured: findings, check statuses and facts. A URL that is
-    no readable server is a check that could not run, never an exception."""
+    no readable server is a check that could not run, never an exception. temperature > 0: on
+    vLLM, a greedy and a sampled probe window are compared for known-defect signatures."""
     facts = facts or {}
     try:
         served = identify(url)
     except ServedError as exc:
         return [], [CheckStatus("server", False, str(exc))], {}
     if served.engine == "vllm":
-        return _vllm(served, serve, spec, tspec, flags, prompts, facts)
+        return _vllm(served, serve, spec, tspec, flags, prompts, facts, temperature)
     return _sglang(served, serve, spec, tspec, flags, prompts, facts)
 
 
@@ -110,7 +111,9 @@ def identify(url: str) -> Served:
     speculative = {}
     if isinstance(dev, dict) and isinstance(dev.get("vllm_config"), dict):
         speculative = dev["vllm_config"].get("speculative_config") or {}
-    return Served(Server(server.url, api="openai"), "vllm", None, dev if isinstance(dev, dict) else {},
+    version = _get_json(f"{server.url}/version")
+    version = str(version.get("version")) if isinstance(version, dict) and version.get("version") else None
+    return Served(Server(server.url, api="openai"), "vllm", version, dev if isinstance(dev, dict) else {},
                   models["data"],
                   speculative if isinstance(speculative, dict) else {})
 
@@ -251,12 +254,13 @@ def _int(text):
 
 # --------------------------------------------------------------------------- vLLM
 
-def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts):
+def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature=None):
     from eagle3lab.sources import vllm_metrics
 
     findings = _engine_findings(served, serve)
     model = served.models[0] if served.models and isinstance(served.models[0], dict) else {}
-    extra = {"server": {"url": served.server.url, "engine": "vllm", "model": model.get("root") or model.get("id"),
+    extra = {"server": {"url": served.server.url, "engine": "vllm", "version": served.version,
+                        "model": model.get("root") or model.get("id"),
                         "max_model_len": model.get("max_model_len"),
                         "speculative_config": {k: served.speculative.get(k) for k in SPECULATIVE_KEYS
                                                if k in served.speculative} or None}}
@@ -308,7 +312,59 @@ def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts):
     guesses, diagnosed = _statistics(obs, facts, ours=ours)
     extra["server"]["observation"] = obs.summary()
     extra["server"]["window"] = "doctor" if ours else "cumulative"
-    return findings + guesses, [status, CheckStatus("server acceptance", True, window, seconds), diagnosed], extra
+    findings += guesses
+    checks = [status, CheckStatus("server acceptance", True, window, seconds), diagnosed]
+    if temperature is not None and temperature > 0:
+        f, c, probe = _defect_probe(served, texts, text_source, model, temperature, obs if ours else None)
+        findings += f
+        checks.append(c)
+        extra["server"]["defect_probe"] = probe
+    return findings, checks, extra
+
+
+PROBE_NEW_TOKENS = 64
+PROBE_ROUNDS = 3  # sampled windows at most: the defect's counts vary run to run, some windows are too small
+
+
+def _defect_probe(served: Served, texts, text_source, model, temperature, greedy_obs):
+    """Known-defect signatures need traffic of known temperature on both sides: a greedy window
+    (the doctor's own acceptance window when it sent one, else sent now) and windows sampled at
+    `temperature`, each differenced on /metrics and pooled, sent until the signature can tell
+    (at most PROBE_ROUNDS). Returns (findings, check, facts)."""
+    import time
+
+    from eagle3lab.doctor.defects import CHECK, signature_findings, window_from_observation
+    from eagle3lab.known_defects import Window
+    from eagle3lab.known_defects import by_id
+    from eagle3lab.sources import vllm_metrics
+
+    check = CHECK + " (signature)"
+    max_len = int(model.get("max_model_len") or 0)
+    new_tokens = PROBE_NEW_TOKENS if not max_len else max(1, min(PROBE_NEW_TOKENS, max_len // 4))
+    t0 = time.perf_counter()
+    signature = by_id("vllm-cpu-temperature-expansion").signature
+    try:
+        if greedy_obs is None:
+            greedy_obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens)
+        greedy = window_from_observation(greedy_obs, 0.0, "greedy window")
+        sampled, rounds, requests = None, 0, 0
+        while rounds < PROBE_ROUNDS and (sampled is None or signature(sampled, greedy).matched is None):
+            obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens, temperature=temperature)
+            part = window_from_observation(obs, temperature, "")
+            sampled = part if sampled is None else Window(
+                sampled.drafts + part.drafts, tuple(a + b for a, b in zip(sampled.accepted_per_pos,
+                                                                            part.accepted_per_pos)), temperature)
+            rounds += 1
+            requests += int(obs.n_requests or 0)
+    except EagleLabError as exc:
+        return [], CheckStatus(check, False, f"probe windows failed: {exc}"), {}
+    sampled = Window(sampled.drafts, sampled.accepted_per_pos, temperature,
+                     f"the doctor's probe: {requests} requests of {text_source}, {new_tokens} new tokens, "
+                     f"{rounds} window(s)")
+    findings, detail = signature_findings("vllm", sampled, greedy, version=served.version)
+    probe = {"temperature": temperature, "greedy": list(greedy.accepted_per_pos), "greedy_drafts": greedy.drafts,
+             "sampled": list(sampled.accepted_per_pos), "sampled_drafts": sampled.drafts, "rounds": rounds}
+    return findings, CheckStatus(check, True, detail, round(time.perf_counter() - t0, 2)), probe
 
 
 # --------------------------------------------------------------------------- findings
@@ -458,6 +514,7 @@ def _statistics(obs, facts, ours: bool) -> tuple[list[Finding], CheckStatus]:
     name = "server diagnosis"
     acc = (facts.get("inferred") or {}).get("acc1") if ours else None
     try:
+        # the doctor's own windows are greedy; traffic it did not send has an unknown temperature
         guesses = analysis.diagnose(obs, standalone_acc_served=[acc] if acc is not None else None,
                                     temperature=0.0 if ours else None)
     except EagleLabError as exc:

@@ -124,6 +124,59 @@ def draft_wirings(n: int) -> dict[str, dict]:
     }
 
 
+def cpu_capability() -> str:
+    """The CPU kernels PyTorch runs (AVX512, AVX2, DEFAULT, ...): a lab's weights depend on them,
+    because training sums floats in the order those kernels choose (ATEN_CPU_CAPABILITY picks
+    another set on the same machine)."""
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 - an old or unusual torch build: say so rather than fail
+        return "unknown"
+
+
+WEIGHT_FILES = ("target/model.safetensors",) + tuple(f"drafts/{d}/model.safetensors" for d in DRAFT_NAMES)
+
+
+def weights_digest(root: Path) -> dict[str, str]:
+    """sha256 (16 hex digits) of each weights file of a built lab, by path inside the lab."""
+    out = {}
+    for rel in WEIGHT_FILES:
+        path = Path(root) / rel
+        if path.is_file():
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return out
+
+
+def rebuild_note(old: dict | None, new: dict) -> str | None:
+    """How a rebuild of the same recipe compares with the lab it replaces, in one sentence
+    (None when there was nothing to compare). Weights that differ are expected across CPU types:
+    said so, never an error."""
+    if not old or old.get("cache_key") != new.get("cache_key"):
+        return None
+    before, after = old.get("weights") or {}, new.get("weights") or {}
+    was = (old.get("environment") or {}).get("cpu_capability", "not recorded")
+    now = (new.get("environment") or {}).get("cpu_capability", "unknown")
+    if not before:
+        return (f"the lab it replaces recorded no weights digest (built with CPU capability {was}); "
+                f"this build ran with {now}")
+    if before == after:
+        return f"byte-identical to the lab it replaces (CPU capability {now})"
+    differing = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    if was == "not recorded":
+        why = (f"the lab it replaces did not record its CPU kernels (this build ran with {now}): "
+               "most likely built on a different CPU")
+    elif was != now:
+        why = f"built on a different CPU: this build ran with {now} kernels, the one it replaces with {was}"
+    else:
+        env_old, env_new = old.get("environment") or {}, new.get("environment") or {}
+        changed = [f"{k} {env_old.get(k)} -> {env_new.get(k)}" for k in ("torch", "transformers", "python")
+                   if env_old.get(k) != env_new.get(k)]
+        why = ("same CPU capability " + now + (f", but {', '.join(changed)}" if changed else
+                                              " and versions: a CPU of another model or microcode"))
+    return (f"{why}; weights differ from the lab it replaces ({len(differing)} of {len(after)} files), "
+            "so its figures differ within the intervals the report prints")
+
+
 def manifest_path(root: Path) -> Path:
     return Path(root) / "manifest.json"
 
@@ -202,10 +255,30 @@ def build_lab(preset: str = "ci", out=None, *, force: bool = False, progress: bo
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        note = rebuild_note(_read_manifest(root), _read_manifest(tmp))
+        if note:
+            _record_rebuild(tmp, note)
         shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
     log(f"lab {preset}: built in {root}")
+    if note:
+        log(f"lab {preset}: {note}" + (" (`git checkout -- data/lab/" + preset + "` restores the shipped one)"
+                                      if Path(root).resolve() == lab_dir(preset).resolve()
+                                      and "differ" in note else ""))
     return root
+
+
+def _read_manifest(root: Path) -> dict | None:
+    try:
+        return json.loads(manifest_path(root).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _record_rebuild(root: Path, note: str) -> None:
+    manifest = json.loads(manifest_path(root).read_text())
+    manifest["rebuild"] = note
+    manifest_path(root).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 class _Stopwatch:
@@ -351,7 +424,7 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
         "environment": {"python": sys.version.split()[0], "torch": torch.__version__,
                         "transformers": _version("transformers"),
                         "machine": platform.machine(), "threads": torch.get_num_threads(),
-                        "cpus": os.cpu_count()},
+                        "cpus": os.cpu_count(), "cpu_capability": cpu_capability()},
         "corpus": corpus.summary() | {"train_tokens": int(stream.numel()),
                                       "heldout_tokens": sum(map(len, heldout_docs)),
                                       "heldout_snippets": len(snippets)},
@@ -368,6 +441,7 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
         "timings_s": watch.timings | {"total": round(time.perf_counter() - watch.start, 2)},
         "cpu_s": watch.cpu | {"total": round(time.process_time() - watch.cpu_start, 2)},
         "size_bytes": _size(root),
+        "weights": weights_digest(root),
     }
     manifest_path(root).write_text(json.dumps(manifest, indent=2) + "\n")
 
