@@ -60,6 +60,8 @@ def diagnose(lab, fault, empirical) -> str:
 
 
 def timing(lab) -> None:
+    """Per lab draft: the time of the empirical inference, the set it names, and what its wiring
+    fix prints (nothing, exact ids, or candidate sets with their bench commands)."""
     from eagle3lab.doctor import doctor
 
     for name in lab.draft_names:
@@ -71,6 +73,20 @@ def timing(lab) -> None:
         print(f"{name:8s} trained {trained} | named {inf['best']} ties {inf['tied']} | "
               f"{report.facts['empirical_positions']} positions, {report.facts['candidates_scored']} sets | "
               f"{wall:.1f} s wall, {cpu:.1f} s CPU")
+        print(f"         fix: {fix_summary(report, trained)}")
+
+
+def fix_summary(report, trained) -> str:
+    """What the empirical wiring finding prints as its fix, in one line."""
+    wiring = [f for f in report.findings if f.source == "empirical" and f.cause == "wiring"][0]
+    if wiring.severity == "info":
+        return f"none ({wiring.severity}: {wiring.title})"
+    if wiring.data.get("singled_out"):
+        return f"EXACT ({wiring.severity}): {wiring.fix}"
+    cands = wiring.data.get("candidates") or []
+    listed = "; ".join(f"{c['boundaries']} ids {c['ids']} ({c['why']})" for c in cands)
+    covered = "trained set among them" if list(trained) in [c["boundaries"] for c in cands] else "trained set NOT among them"
+    return f"candidates ({wiring.severity}, {covered}): {listed}"
 
 
 def main(argv=None) -> int:

@@ -8,11 +8,12 @@ faults; top-2 = every fault of the scenario is named within the first two findin
 is excused, not even one that changes nothing measurable on the lab at hand.
 
 What is held out: the rules and thresholds in eagle3lab/analysis.py were tuned on the
-default and ci labs only (data/lab/default, data/lab/ci: seed 0); the header names the commit
-that last changed them. Score them once on a lab built with another seed and shape that was
-never used to tune them; a lab whose misses have been read is no longer held out (pass --seen
-when scoring it again), and the next change to the rules needs a new lab. The rules of
-commit 93e3a3b were scored on lab5, built after they were frozen (docs/report-method.md):
+default and ci labs only (data/lab/default, data/lab/ci: seed 0). A lab is held out only if it
+was built after the rules and everything the observations depend on were frozen
+(`validation.FROZEN_FILES`: analysis.py, lab/validation.py, lab/evaluation.py, engine/faults.py,
+whose sha256 the header prints and the CSV records), and it is scored once; a lab whose results
+have been read is seen (pass --seen), and the next change to a frozen file needs a new lab.
+Earlier labs: docs/report-method.md (only lab5 was held out for the rules of 93e3a3b).
 
     eagle3lab lab build --preset ci --set seed=31 --set num_layers=14 --set hidden_size=48 --out /tmp/lab5
     .venv/bin/python benchmarks/validate_diagnosis.py --lab-dir /tmp/lab5 --out lab5.csv
@@ -74,16 +75,30 @@ def open_lab(args):
     raise SystemExit("no lab built: run `eagle3lab lab build --preset ci` first")
 
 
-def header(identity: dict, args, commit: str) -> str:
+def role(identity: dict, args, frozen: dict) -> str:
+    """tuning, seen, or held out -- the last only for a lab built after every frozen file last
+    changed (`validation.held_out`) and not declared seen."""
+    if any(Path(identity["lab"]).resolve() == (REPO / t).resolve() for t in TUNING_LABS):
+        return "tuning"
+    if getattr(args, "seen", False):
+        return "seen"
+    return "held out" if V.held_out(identity.get("built_at"), frozen) else "built before the freeze"
+
+
+def header(identity: dict, args, commit: str, frozen: dict) -> str:
     """What is held out, and under which frozen rules."""
-    tuned = any(Path(identity["lab"]).resolve() == (REPO / t).resolve() for t in TUNING_LABS)
-    role = ("a TUNING lab (not held out)" if tuned else
-            "SEEN (not held out): its results under earlier rules were read" if getattr(args, "seen", False) else
-            "held out: never used to tune the rules")
-    return (f"lab {identity['lab']} ({role}): preset {identity['preset']}, seed {identity['seed']}, "
-            f"{identity['num_layers']} layers x hidden {identity['hidden_size']}, vocab "
-            f"{identity['vocab_size']}, training length {identity['seq_len']}, TTT steps "
-            f"{identity['ttt_steps']}\nrules and thresholds ({V.RULES_FILE}) frozen at commit {commit}; "
+    words = {"tuning": "a TUNING lab (not held out)",
+             "seen": "SEEN (not held out): its results under earlier rules were read",
+             "held out": "held out: built after the rules and everything the scores depend on were frozen",
+             "built before the freeze": "NOT held out: built before the frozen files last changed"}
+    hashes = "\n".join(f"  sha256 {h}  {f}" for f, h in frozen["sha256"].items())
+    return (f"lab {identity['lab']} ({words[role(identity, args, frozen)]}): preset {identity['preset']}, "
+            f"seed {identity['seed']}, {identity['num_layers']} layers x hidden {identity['hidden_size']}, "
+            f"vocab {identity['vocab_size']}, training length {identity['seq_len']}, TTT steps "
+            f"{identity['ttt_steps']}, built {identity.get('built_at')}\n"
+            f"rules and thresholds ({V.RULES_FILE}) last changed at commit {commit}; frozen files last "
+            f"changed at {frozen['commit']} ({frozen['committed_at']})"
+            f"{', MODIFIED since' if frozen['modified'] else ''}:\n{hashes}\n"
             f"tuned on {', '.join(TUNING_LABS)}\n{args.prompts} {'hold-out ' if args.holdout else ''}"
             f"prompts x {args.new_tokens} new tokens per scenario, served depth {args.steps} (topk 1), "
             f"every draft evaluated at depth {args.steps}; strict scores, no fault excused")
@@ -122,22 +137,24 @@ def main(argv=None) -> int:
             observations[scenario] = runner.observe(scenario)
         if args.observations:  # saved before scoring: re-scoring needs no decoding
             with open(args.observations, "w") as fh:
-                fh.write(json.dumps({"meta": identity}) + "\n")
+                fh.write(json.dumps({"meta": {**identity, "frozen": V.freeze(REPO)}}) + "\n")
                 for scenario, obs in observations.items():
                     fh.write(json.dumps({"scenario": "+".join(scenario), **obs}) + "\n")
     commit = V.rules_commit(REPO)
+    frozen = V.freeze(REPO)
     table = V.score_table(observations)
-    print(header(identity, args, commit))
+    print(header(identity, args, commit, frozen))
     with pd.option_context("display.width", 250, "display.max_colwidth", 60):
         print(table[["scenario", "expected", "accept_len", "replay_accept_len", "per_position",
                      "findings", "top1", "top2"]].to_string(index=False))
     print(f"\n{time.time() - t0:.0f} s")
-    for row in V.summary(table).itertuples():
-        print(f"{row.kind:7s} strict top-1 {row.top1:.0%} ({row.top1_hits}/{row.n}), "
-              f"top-2 {row.top2:.0%} ({row.top2_hits}/{row.n})")
+    for line in V.summary_text(table):
+        print(line)
     if args.out:
-        table.assign(**{k: identity[k] for k in ("lab", "seed", "num_layers", "hidden_size")},
-                     rules_commit=commit).to_csv(args.out, index=False)
+        pins = {f"sha256:{f}": h for f, h in frozen["sha256"].items()}
+        table.assign(**{k: identity.get(k) for k in ("lab", "seed", "num_layers", "hidden_size", "built_at")},
+                     role=role(identity, args, frozen), rules_commit=commit, frozen_commit=frozen["commit"],
+                     **pins).to_csv(args.out, index=False)
     return 0
 
 

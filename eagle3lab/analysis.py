@@ -146,27 +146,53 @@ def wilson_ci(successes, trials, ci: float = 0.95):
 
 
 def accept_length_pooled(tokens, verify_steps) -> float:
-    """Pooled accept length from per-request counts: sum(tokens) / sum(verify steps), NaN with
-    no verify step. Pooled is what the server log reports; the mean of per-request accept
-    lengths weights short requests up (sglang PR #3152)."""
-    tokens = np.nansum(np.asarray(tokens, dtype=float))
-    verify = np.nansum(np.asarray(verify_steps, dtype=float))
-    return float(tokens / verify) if verify > 0 else float("nan")
+    """Pooled accept length from per-request counts: sum(tokens) / sum(verify steps) over the
+    requests that report both, NaN with no verify step. Pooled is what the server log reports;
+    the mean of per-request accept lengths weights short requests up (sglang PR #3152). A request
+    without a verify count is left out, not counted as zero steps (that would inflate the pool)."""
+    tokens = np.asarray(tokens, dtype=float).ravel()
+    verify = np.asarray(verify_steps, dtype=float).ravel()
+    if len(tokens) != len(verify):
+        return float("nan")
+    both = np.isfinite(tokens) & np.isfinite(verify)
+    total = verify[both].sum()
+    return float(tokens[both].sum() / total) if total > 0 else float("nan")
 
 
 def accept_length_from_meta(meta_infos: Iterable[dict]) -> float:
     """Pooled accept length from SGLang ``/generate`` meta_info dicts (`accept_length_pooled`
-    of completion_tokens over spec_verify_ct; the per-request spec_accept_length mean when no
-    verify count is given)."""
+    of completion_tokens over spec_verify_ct, over the requests that carry spec_verify_ct; the
+    per-request spec_accept_length mean when none does)."""
     metas = list(meta_infos)
-    verify = [int(m.get("spec_verify_ct") or 0) for m in metas]
-    if sum(verify) > 0:
-        return accept_length_pooled([int(m.get("completion_tokens", 0)) for m in metas], verify)
+    counted = [m for m in metas if m.get("spec_verify_ct") is not None]
+    if sum(int(m["spec_verify_ct"]) for m in counted) > 0:
+        return accept_length_pooled([int(m.get("completion_tokens", 0)) for m in counted],
+                                    [int(m["spec_verify_ct"]) for m in counted])
     lengths = [float(m["spec_accept_length"]) for m in metas if m.get("spec_accept_length")]
     if not lengths:
         raise AnalysisError("meta_info has neither spec_verify_ct nor spec_accept_length "
                             "(is speculative decoding on?)")
     return float(np.mean(lengths))
+
+
+def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval (lo, hi) of a proportion hits / n; (0, 1) for n = 0.
+
+    Why Wilson: the validation's shares are near 0 or 1 on 10-13 scenarios, where the normal
+    interval leaves [0, 1] or collapses to a point at 13/13."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share_text(hits: int, n: int) -> str:
+    """'92 % (12/13; 95 % CI 67-99 %)': a share with its count and Wilson interval."""
+    lo, hi = wilson_interval(hits, n)
+    share = f"{100 * hits / n:.0f} %" if n else "-"
+    return f"{share} ({hits}/{n}; 95 % CI {100 * lo:.0f}-{100 * hi:.0f} %)"
 
 
 def accept_histogram(steps, k: int | None = None) -> np.ndarray:
@@ -569,27 +595,33 @@ def best_depths(cost_models: pd.DataFrame, rates=None, a: float | None = None,
 
 @dataclass
 class Finding:
-    """One candidate cause of a low accept length, with the numbers behind it."""
+    """One candidate cause of a low accept length, with the numbers behind it.
+
+    weight: the rule's hand-set ordering weight (0..1). It ranks findings and gates a few rules;
+    it is not a probability (no rule's hit rate has been measured on enough held-out labs to
+    calibrate one), so nothing shown to a user prints it.
+    """
 
     cause: str
-    confidence: float
+    weight: float
     evidence: list[str] = field(default_factory=list)
     next_check: str = ""
 
     def __post_init__(self):
         if self.cause not in CAUSES:
             raise ValueError(f"unknown cause {self.cause!r}")
-        self.confidence = float(min(max(self.confidence, 0.0), 1.0))
+        self.weight = float(min(max(self.weight, 0.0), 1.0))
 
     def __str__(self) -> str:
-        return f"{self.cause} ({self.confidence:.0%}): {' '.join(self.evidence)} Next: {self.next_check}"
+        return f"{self.cause}: {' '.join(self.evidence)} Next: {self.next_check}"
 
 
 def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
-    """Findings as a DataFrame (rank, cause, confidence, evidence, next_check) for notebooks."""
-    return pd.DataFrame([{"rank": i + 1, "cause": f.cause, "confidence": round(f.confidence, 2),
-                          "evidence": " ".join(f.evidence), "next_check": f.next_check}
-                         for i, f in enumerate(findings)])
+    """Findings as a DataFrame (rank, cause, evidence, next_check) for notebooks; the rank is
+    the order, no probability is claimed."""
+    return pd.DataFrame([{"rank": i + 1, "cause": f.cause, "evidence": " ".join(f.evidence),
+                          "next_check": f.next_check} for i, f in enumerate(findings)],
+                        columns=["rank", "cause", "evidence", "next_check"])
 
 
 NEXT_CHECKS = {
@@ -711,7 +743,8 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
              standalone_acc_served=None, temperature: float | None = None,
              depth: int | None = None, draft_max_context: int | None = None,
              replay: dict | None = None) -> list[Finding]:
-    """Rank likely causes of a low accept length from observed statistics, most likely first.
+    """Rank likely causes of a low accept length from observed statistics (by the rules' weights:
+    an order, not probabilities).
 
     observation: an `eagle3lab.sources.Observation` (a log, meta_info or the lab engine read
     back); it supplies whatever of the arguments below it carries (per-position rates, made
@@ -767,11 +800,11 @@ def diagnose(observation=None, *, per_position=None, accept_len: float | None = 
                                         draft_max_context)
     findings += _diagnose_context(steps, context_lengths)
     findings = _merge(findings)
-    concrete = [f for f in findings if f.cause != "healthy" and f.confidence >= 0.6]
+    concrete = [f for f in findings if f.cause != "healthy" and f.weight >= 0.6]
     for f in findings:  # "healthy" means no evidence of a problem: yield to concrete evidence
         if f.cause == "healthy" and concrete:
-            f.confidence = min(f.confidence, 0.5)
-    findings.sort(key=lambda f: -f.confidence)
+            f.weight = min(f.weight, 0.5)
+    findings.sort(key=lambda f: -f.weight)
     if not findings:
         findings.append(Finding("healthy", 0.3, ["Not enough statistics to point at a cause."],
                                 NEXT_CHECKS["healthy"]))
@@ -809,12 +842,12 @@ def _from_observation(obs) -> dict:
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:
-    """One finding per cause (the most confident), most confident first."""
+    """One finding per cause (the highest weight), highest first."""
     best: dict[str, Finding] = {}
     for f in findings:
-        if f.cause not in best or f.confidence > best[f.cause].confidence:
+        if f.cause not in best or f.weight > best[f.cause].weight:
             best[f.cause] = f
-    return sorted(best.values(), key=lambda f: -f.confidence)
+    return sorted(best.values(), key=lambda f: -f.weight)
 
 
 def _context_effect(steps, context_lengths, draft_max_context) -> dict | None:

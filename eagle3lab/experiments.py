@@ -191,9 +191,17 @@ def measure_wirings(wirings: dict, lab: str, spec=(5, 1, 6), draft: str = "seed"
 
 
 def cost_ratio(run=None, default: float = 0.1) -> float:
-    """Draft-step cost relative to a target step, measured by a run when it has one."""
+    """Draft-step cost relative to a target step, measured by a run when it has one. When the run
+    measured none, `default` is an assumption, and a warning says so (a speed-up curve drawn from
+    it is a what-if, not a measurement)."""
+    import warnings
+
     value = getattr(run, "cost_ratio", None) if run is not None else None
-    return float(value) if value else default
+    if value:
+        return float(value)
+    warnings.warn(f"no draft/target step cost was measured{' by this run' if run is not None else ''}: "
+                  f"assuming a draft step costs {default:g} of a target step", stacklevel=2)
+    return default
 
 
 def target_arch(target_dir=None, lab: str | None = None) -> str:

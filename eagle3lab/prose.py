@@ -259,17 +259,17 @@ def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
 
 
 def diagnosis_sentence(findings, short: bool = False) -> str:
-    """The top findings, in words (`short`: the top cause and its confidence only)."""
+    """The top findings, in words (`short`: the top cause only). The order is the rules' ranking;
+    no probability is claimed (the rules' weights are hand-set, not calibrated)."""
     if not findings:
         return "No finding."
     top = findings[0]
     if short:
-        return (f"Diagnosis from the served statistics alone: **{top.cause}** "
-                f"(confidence {top.confidence:.0%}).")
-    text = (f"Most likely cause: **{top.cause}** (confidence {top.confidence:.0%}). "
-            + " ".join(top.evidence) + f"\n\nNext check: {top.next_check}")
+        return f"Diagnosis from the served statistics alone: **{top.cause}** ranked first."
+    text = (f"Ranked first: **{top.cause}**. " + " ".join(top.evidence)
+            + f"\n\nNext check: {top.next_check}")
     if len(findings) > 1:
-        text += "\n\nAlso considered: " + ", ".join(f"{f.cause} ({f.confidence:.0%})" for f in findings[1:])
+        text += "\n\nAlso considered, in rank order: " + ", ".join(f.cause for f in findings[1:])
     return text
 
 

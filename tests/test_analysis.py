@@ -36,6 +36,32 @@ def test_accept_length_from_meta_is_pooled():
         A.accept_length_from_meta([{"completion_tokens": 5}])
 
 
+def test_requests_without_a_verify_count_are_left_out_of_the_pool():
+    # counting the third request as 0 verify steps would give 210 / 60 = 3.5
+    metas = [{"completion_tokens": 100, "spec_verify_ct": 50},
+             {"completion_tokens": 10, "spec_verify_ct": 10}, {"completion_tokens": 100}]
+    assert A.accept_length_from_meta(metas) == pytest.approx(110 / 60)
+    assert A.accept_length_pooled([100, 10, 100], [50, 10, np.nan]) == pytest.approx(110 / 60)
+    assert np.isnan(A.accept_length_pooled([100], []))
+
+
+def test_wilson_interval():
+    # (p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), z = 1.96
+    assert A.wilson_interval(12, 13) == pytest.approx((0.6669, 0.9863), abs=1e-4)
+    assert A.wilson_interval(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert A.wilson_interval(0, 0) == (0.0, 1.0)
+    assert A.share_text(8, 10) == "80 % (8/10; 95 % CI 49-94 %)"
+
+
+def test_findings_show_no_probability():
+    found = A.diagnose(per_position=[0.01, 0.0])
+    assert "%" not in str(found[0]).split(":")[0]
+    from eagle3lab import prose
+
+    assert "confidence" not in prose.diagnosis_sentence(found)
+    assert "%)" not in prose.diagnosis_sentence(found, short=True)
+
+
 def test_iid_formula_and_edges():
     assert A.expected_accept_length(0.0, 5) == 1.0
     assert A.expected_accept_length(1.0, 5) == 6.0
@@ -199,7 +225,7 @@ def test_diagnose_context_decay():
 
 def test_findings_frame_and_validation():
     frame = A.findings_frame(A.diagnose(per_position=[0.01, 0.0]))
-    assert list(frame.columns) == ["rank", "cause", "confidence", "evidence", "next_check"]
+    assert list(frame.columns) == ["rank", "cause", "evidence", "next_check"]
     with pytest.raises(ValueError):
         A.Finding("gremlins", 0.5)
 
@@ -369,7 +395,7 @@ def test_a_draft_whose_own_evaluation_decays_with_depth_is_multi_step():
     served = [0, 1, 3, 2, 0, 1] * 20
     found = _replay_case(served, served, standalone=(0.41, 0.19, 0.13, 0.11, 0.1))
     assert [f.cause for f in found][:2] == ["multi_step", "healthy"]
-    assert found[0].confidence == pytest.approx(0.85)
+    assert found[0].weight == pytest.approx(0.85)
     # at a served depth of 1 it is still named, with the depth it will cost at
     shallow = A.diagnose(per_position=[0.5], standalone_acc=[0.41, 0.19, 0.13], depth=1)
     assert shallow[0].cause == "multi_step" and "evaluated at (3)" in shallow[0].evidence[0]

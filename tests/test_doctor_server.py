@@ -146,11 +146,14 @@ def test_vllm_diagnosis_compares_with_the_drafts_own_acc1(vllm_server):
 
     obs = vllm_metrics.observation(vllm_metrics.scrape(vllm_server))
     first = vllm_metrics.conditional(obs)["rate"].iloc[0]
-    with_acc = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=True)
+    with_acc, ran = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=True)
+    assert ran.ran
     kept = f"of the served-text accuracy on average ({first / 0.9:.0%} at position 1)"
     assert with_acc and all(kept in f.evidence for f in with_acc if f.cause != "acceptance")
     # traffic the doctor did not send is not the text the draft was scored on: no reference
-    assert not any("served-text" in f.evidence for f in _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=False))
+    theirs, ran = _statistics(obs, {"inferred": {"acc1": 0.9}}, ours=False)
+    assert not any("served-text" in f.evidence for f in theirs)
+    assert ran.detail == "the server's own traffic, temperature unknown (not assumed 0)"
 
 
 def test_vllm_cpu_at_temperature_07_names_the_known_defect(ci_lab, vllm_server):
@@ -171,7 +174,7 @@ def test_vllm_cpu_at_temperature_07_names_the_known_defect(ci_lab, vllm_server):
     assert len(sigs) == 1, ([c.detail for c in report.checks if "signature" in c.check], probe)
     sig = sigs[0]
     assert sig.data["id"] == "vllm-cpu-temperature-expansion" and sig.severity == "warning"
-    assert sig.source == "metrics" and sig.confidence == 0.9
+    assert sig.source == "metrics" and sig.weight == 0.9
     # acceptance dies at position 1 (nothing accepted) or 2 (never past position 1): both measured
     pos = sig.data["position"]
     assert sig.data["sampled_accepted"] == probe["sampled"][pos - 1] and sig.data["sampled_rate"] <= 0.02

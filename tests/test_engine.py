@@ -132,7 +132,11 @@ def test_accept_path_greedy_walks_the_matching_branch():
 
 
 def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
-    """Pearson chi-square goodness of fit (cells with expected < 5 pooled)."""
+    """Pearson chi-square goodness of fit (cells with expected < 5 pooled). A count where the
+    probability is exactly 0 (a token outside the nucleus) is impossible under `probs`: p = 0,
+    never a cell silently dropped."""
+    if counts[probs == 0].sum() > 0:
+        return 0.0
     n = counts.sum()
     expected = probs * n
     big = expected >= 5
@@ -145,30 +149,48 @@ def chi_square_pvalue(counts: torch.Tensor, probs: torch.Tensor) -> float:
 
 
 def target_distributions(target, prompt, vocab, sp):
-    """Exact distributions of the 2nd and 3rd generated tokens under the target sampled with
-    `sp` (temperature, top-p): marginals of each, and their joint [V, V]."""
+    """Exact distributions of the generated tokens under the target sampled with `sp`
+    (temperature, top-p): the marginals of the 2nd and 3rd, their joint [V, V], and the joint of
+    the first three [V, V, V] (zero exactly where a token lies outside its context's nucleus)."""
     with torch.no_grad():
         p1 = target_probs(target(torch.tensor([prompt])).logits[0, -1], sp)
         p2_given = target_probs(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1], sp)
         seqs = torch.tensor([prompt + [a, b] for a in range(vocab) for b in range(vocab)])
         p3_given = target_probs(target(seqs).logits[:, -1], sp).reshape(vocab, vocab, vocab)
     first_two = p1[:, None] * p2_given  # P(token 1 = a, token 2 = b)
-    joint = torch.einsum("ab,abc->bc", first_two, p3_given)  # P(token 2 = b, token 3 = c)
-    return first_two.sum(0), joint.sum(0), joint
+    triple = first_two[:, :, None] * p3_given  # P(token 1 = a, token 2 = b, token 3 = c)
+    joint = triple.sum(0)  # P(token 2 = b, token 3 = c)
+    return {"p2": joint.sum(1), "p3": joint.sum(0), "joint": joint, "first_two": first_two, "triple": triple}
 
 
 def sample_tokens(engine, prompt, spec, sp, draws=1500):
-    """Counts of the 2nd and 3rd tokens (both drawn by verify), of the pair, and the drafts
-    accepted by the first verify step."""
+    """Counts of the first three generated tokens [V, V, V] (the 2nd and 3rd drawn by verify),
+    and the drafts accepted by the first verify step."""
     vocab = engine.target.vocab_size
-    pairs = torch.zeros(vocab, vocab)
+    triples = torch.zeros(vocab, vocab, vocab)
     accepted = 0
     for i in range(draws):
         sp.seed = 1000 + i
         g = engine.generate(prompt, 3, spec, sp)
-        pairs[g.output_ids[1], g.output_ids[2]] += 1
+        triples[g.output_ids[0], g.output_ids[1], g.output_ids[2]] += 1
         accepted += g.steps[0].accepted
-    return pairs, accepted
+    return triples, accepted
+
+
+def outside_support(triples, dist) -> int:
+    """Draws where the target's probability is exactly 0: a token outside its nucleus."""
+    return int(triples[dist["triple"] == 0].sum())
+
+
+def pvalues(triples, dist) -> list[float]:
+    """Chi-square p of the 2nd token, the 3rd, the joint of the 2nd and 3rd, and the joint of the
+    1st and 2nd (a per-token test would miss a correlation between steps; the 1st-2nd joint is
+    zero exactly where the 2nd token lies outside its context's nucleus). The joint of all three
+    has too few draws per cell for a chi-square; the zero-count check uses it."""
+    pairs = triples.sum(0)
+    return [chi_square_pvalue(pairs.sum(1), dist["p2"]), chi_square_pvalue(pairs.sum(0), dist["p3"]),
+            chi_square_pvalue(pairs.reshape(-1), dist["joint"].reshape(-1)),
+            chi_square_pvalue(triples.sum(2).reshape(-1), dist["first_two"].reshape(-1))]
 
 
 LOSSLESS_CASES = [  # spec, greedy_draft, temperature, top_p, draft vocabulary step
@@ -192,35 +214,105 @@ def test_sampling_is_lossless(spec, greedy_draft, temperature, top_p, step):
     if step > 1:
         assert engine.draft.target_ids.tolist() == list(range(0, vocab, step))  # the d2t map is used
     prompt = [1, 2, 3]
-    p2, p3, joint = target_distributions(target, prompt, vocab, sp)
-    pairs, accepted = sample_tokens(engine, prompt, spec, sp)
-    draws = int(pairs.sum())
+    dist = target_distributions(target, prompt, vocab, sp)
+    triples, accepted = sample_tokens(engine, prompt, spec, sp)
+    draws = int(triples.sum())
     assert accepted > draws * 0.1  # the test exercises acceptance, not just replacement
-    assert chi_square_pvalue(pairs.sum(1), p2) > 1e-3
-    assert chi_square_pvalue(pairs.sum(0), p3) > 1e-3
-    assert chi_square_pvalue(pairs.reshape(-1), joint.reshape(-1)) > 1e-3
+    assert outside_support(triples, dist) == 0  # nothing emitted where the target has p = 0
+    assert min(pvalues(triples, dist)) > 1e-3, pvalues(triples, dist)
 
 
-def test_a_wrong_residual_fails_the_lossless_test(monkeypatch):
+TOP_P = 0.6  # on the test pair's 8 tokens this zeroes a few tokens at every context
+
+
+def top_p_sampled_draft_case(draws=1500):
+    """A chain whose draft samples from q = softmax(logits / T) over the whole vocabulary while
+    the target samples from its top-p nucleus: q has mass where p is 0. Returns the counts, the
+    drafts accepted, the target's exact distributions and how many first drafts fell outside the
+    target's nucleus."""
+    vocab = 8
+    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=1)
+    sp = SamplingParams(temperature=1.0, top_p=TOP_P)
+    engine = SpecEngine(target, draft, max_seq_len=64)
+    prompt = [1, 2, 3]
+    dist = target_distributions(target, prompt, vocab, sp)
+    with torch.no_grad():
+        p2_given = target_probs(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1], sp)
+    drafted_outside = []
+    chain = engine._draft_chain
+
+    def recording(hidden, logits, root_pos, root_tok, spec, sp_, gen):
+        tree = chain(hidden, logits, root_pos, root_tok, spec, sp_, gen)
+        if root_pos == len(prompt):  # the first verify step: root = token 1, draft 1 = token 2
+            drafted_outside.append(float(p2_given[root_tok, tree.tokens[1]]) == 0.0)
+        return tree
+
+    engine._draft_chain = recording
+    triples, accepted = sample_tokens(engine, prompt, (3, 1, 4), sp, draws=draws)
+    return triples, accepted, dist, sum(drafted_outside)
+
+
+def test_top_p_with_a_sampled_draft_is_lossless():
+    """The draft proposes tokens the target's nucleus excludes; verification must reject every one
+    (p(x) = 0) and resample from max(p - q, 0), so nothing outside the nucleus is ever emitted."""
+    triples, accepted, dist, outside = top_p_sampled_draft_case()
+    draws = int(triples.sum())
+    assert (dist["triple"] == 0).any(), "top-p must zero some tokens for this test to mean anything"
+    assert outside > draws * 0.05, f"only {outside} of {draws} first drafts fell outside the nucleus"
+    assert accepted > draws * 0.1
+    assert outside_support(triples, dist) == 0
+    assert min(pvalues(triples, dist)) > 1e-3, pvalues(triples, dist)
+
+
+@pytest.mark.parametrize("temperature,step", [(1.0, 1), (0.7, 2)])
+def test_a_wrong_residual_fails_the_lossless_test(monkeypatch, temperature, step):
     """Negative control: resampling from p itself after a rejection (instead of max(p - q, 0))
-    over-weights the tokens the draft proposes; the same test must catch it."""
+    over-weights the tokens the draft proposes; the same test must catch it, at T = 1 with the
+    full draft vocabulary and colder with half of it (q scattered through d2t)."""
     from eagle3lab.engine import speculate
 
     vocab = 8
-    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=1)
-    sp = SamplingParams(temperature=1.0)
+    target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=step)
+    sp = SamplingParams(temperature=temperature)
     engine = SpecEngine(target, draft, max_seq_len=64)
     monkeypatch.setattr(speculate, "residual", lambda p, q, x: p)
-    p2, p3, joint = target_distributions(target, [1, 2, 3], vocab, sp)
-    pairs, _ = sample_tokens(engine, [1, 2, 3], (3, 1, 4), sp)
-    assert min(chi_square_pvalue(pairs.sum(1), p2), chi_square_pvalue(pairs.sum(0), p3),
-               chi_square_pvalue(pairs.reshape(-1), joint.reshape(-1))) < 1e-6
+    dist = target_distributions(target, [1, 2, 3], vocab, sp)
+    triples, _ = sample_tokens(engine, [1, 2, 3], (3, 1, 4), sp)
+    assert min(pvalues(triples, dist)) < 1e-6, pvalues(triples, dist)
+
+
+def test_a_wrong_top_p_verification_fails_the_lossless_test(monkeypatch):
+    """Negative control for the top-p case: verifying against the untruncated p (top-p dropped in
+    verification) accepts drafts outside the nucleus. The zero-count check catches it even
+    though the chi-square cells of those tokens have expected count 0."""
+    from eagle3lab.engine import speculate
+
+    real = speculate.target_probs
+    monkeypatch.setattr(speculate, "target_probs",
+                        lambda logits, sp: real(logits, SamplingParams(temperature=sp.temperature, top_k=sp.top_k)))
+    triples, _, dist, _ = top_p_sampled_draft_case()
+    assert outside_support(triples, dist) > 0
+    assert min(pvalues(triples, dist)) == 0.0
+
+
+def test_a_wrong_residual_with_top_p_fails_the_lossless_test(monkeypatch):
+    """Negative control: with top-p and a sampled draft, a residual of p alone (not max(p - q, 0))
+    keeps every emitted token inside the nucleus but over-weights the drafted ones."""
+    from eagle3lab.engine import speculate
+
+    monkeypatch.setattr(speculate, "residual", lambda p, q, x: p)
+    triples, _, dist, _ = top_p_sampled_draft_case()
+    assert outside_support(triples, dist) == 0
+    assert min(pvalues(triples, dist)) < 1e-6, pvalues(triples, dist)
 
 
 def test_chi_square_detects_a_wrong_distribution():
     probs = torch.tensor([0.5, 0.3, 0.2])
     counts = torch.tensor([400.0, 400.0, 200.0])
     assert chi_square_pvalue(counts, probs) < 1e-6
+    # one draw where the probability is 0 is impossible, however well the rest fits
+    assert chi_square_pvalue(torch.tensor([500.0, 300.0, 200.0, 1.0]), torch.tensor([0.5, 0.3, 0.2, 0.0])) == 0.0
+    assert chi_square_pvalue(torch.tensor([500.0, 300.0, 200.0, 0.0]), torch.tensor([0.5, 0.3, 0.2, 0.0])) > 0.9
 
 
 def test_target_probs_top_k_top_p():

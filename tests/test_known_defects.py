@@ -175,7 +175,7 @@ def test_doctor_static_names_the_cpu_defect_only_where_it_applies(ci_lab):
     assert unknown.severity == "info" and unknown.title.endswith(
         "(applies if you run on a CPU build and requests sample (temperature > 0))")
     thread = defects(report)["vllm-eagle-stale-hidden-states"]
-    assert thread.confidence == pytest.approx(0.45) and "[versions from the thread" in thread.title
+    assert thread.weight == pytest.approx(0.45) and "[versions from the thread" in thread.title
     no_serve = doctor(draft, empirical=False)
     assert not defects(no_serve)
     assert [c.detail for c in no_serve.checks if c.check == "known defects"] == [
@@ -235,7 +235,7 @@ def test_doctor_log_signature_needs_the_temperature(ci_lab, tmp_path):
     hot = doctor(draft, serve="vllm==0.32.0", log=log, temperature=0.7, empirical=False)
     sig = [f for f in hot.findings if f.check == "known defects (signature)"]
     assert len(sig) == 1 and sig[0].source == "log" and sig[0].severity == "warning"
-    assert sig[0].confidence == 0.6 and "compare with greedy traffic" in sig[0].evidence
+    assert sig[0].weight == 0.6 and "compare with greedy traffic" in sig[0].evidence
     assert sig[0].data["sampled_reached"] == 114 and sig[0].data["sampled_accepted"] == 0
     cold = doctor(draft, serve="vllm==0.32.0", log=log, empirical=False)
     assert not [f for f in cold.findings if f.check == "known defects (signature)"]

@@ -146,3 +146,20 @@ def test_readme_module_table_matches_the_tree():
     assert tree <= named, f"not in the README's module table: {sorted(tree - named)}"
     assert not any("../shared" in p.read_text() for p in package.rglob("*.py"))  # sources live in docs/
     assert (root / "docs" / "sources.md").is_file()
+
+
+def test_logs_print_a_never_reached_position_as_a_dash():
+    from eagle3lab.commands.logs import format_observation
+    from eagle3lab.sources.observation import Observation
+
+    table = pd.DataFrame({"position": [1, 2, 3], "rate": [0.5, 0.0, np.nan], "lo": np.nan, "hi": np.nan,
+                          "n": [10, 5, 0]})
+    text = format_observation(Observation(source="test", per_position=table, conditional=True))
+    assert "per-position acceptance (conditional) 0.50 0.00 - (-: no chain reached that position)" in text
+
+
+def test_an_unmeasured_cost_ratio_is_said_to_be_assumed():
+    from eagle3lab import experiments
+
+    with pytest.warns(UserWarning, match="assuming a draft step costs 0.1 of a target step"):
+        assert experiments.cost_ratio(None) == 0.1

@@ -137,3 +137,28 @@ def test_replay_steps_that_differ_either_way_name_wiring():
     again = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                               replay={**replay, "reference_accepted": two[:]})
     assert again[0].cause == "healthy"
+
+
+def test_a_lab_is_held_out_only_if_built_after_the_freeze(tmp_path):
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    frozen = V.freeze(repo)
+    assert set(frozen["sha256"]) == set(V.FROZEN_FILES) and all(len(h) == 64 for h in frozen["sha256"].values())
+    clean = {**frozen, "committed_at": "2026-12-01T22:55:09+00:00", "modified": False}
+    assert V.held_out("2026-12-02T10:00:00Z", clean)
+    assert not V.held_out("2026-12-01T19:10:38Z", clean)  # built before the rules last changed
+    assert not V.held_out("2026-12-02T10:00:00Z", {**clean, "modified": True})
+    assert not V.held_out(None, clean)
+
+
+def test_summary_lines_carry_wilson_intervals():
+    import pandas as pd
+
+    table = pd.DataFrame({"kind": ["single"] * 13 + ["pair"] * 10,
+                          "top1": [True] * 12 + [False] + [True] * 10,
+                          "top2": [True] * 12 + [False] + [True] * 8 + [False] * 2})
+    assert V.summary_text(table) == [
+        "single  strict top-1 92 % (12/13; 95 % CI 67-99 %), top-2 92 % (12/13; 95 % CI 67-99 %)",
+        "pair    strict top-1 100 % (10/10; 95 % CI 72-100 %), top-2 80 % (8/10; 95 % CI 49-94 %)",
+        "all     strict top-1 96 % (22/23; 95 % CI 79-99 %), top-2 87 % (20/23; 95 % CI 68-95 %)"]

@@ -72,15 +72,17 @@ def format_observation(obs, diagnose: bool = False) -> str:
     if obs.accept_length is not None:
         lines.append(f"   accept length {obs.accept_length:.2f} (mean of the logged values, bonus included)")
     if obs.per_position is not None:
-        rates = " ".join(f"{r:.2f}" for r in obs.per_position["rate"].fillna(0.0))
-        lines.append(f"   per-position acceptance (conditional) {rates}")
+        # a position no chain reached has no rate (NaN): a dash, not 0.00
+        rates = " ".join("-" if r != r else f"{r:.2f}" for r in obs.per_position["rate"])
+        never = " (-: no chain reached that position)" if "-" in rates.split() else ""
+        lines.append(f"   per-position acceptance (conditional) {rates}{never}")
     lines += [f"   the server changed the config: {w}" for w in obs.warnings
               if "adjusted to speculative_num_steps" in w]
     if diagnose:
         from eagle3lab.analysis import diagnose as run_diagnosis
 
         top = run_diagnosis(obs)[0]
-        lines.append(f"   diagnosis: {top.cause} ({top.confidence:.0%}): {' '.join(top.evidence)}")
+        lines.append(f"   diagnosis: {top.cause} (ranked first by the rules): {' '.join(top.evidence)}")
     return "\n".join(lines)
 
 

@@ -69,12 +69,20 @@ def safetensors_header(file: Path) -> dict[str, TensorInfo]:
             header = json.loads(fh.read(n))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise DoctorInputError(f"{file} has a garbled safetensors header ({exc})") from None
+    if not isinstance(header, dict):
+        raise DoctorInputError(f"{file} has a safetensors header that is JSON but not an object "
+                               f"({type(header).__name__}): not a safetensors file")
     out = {}
     for name, meta in header.items():
         if name == "__metadata__":
             continue
-        a, b = meta["data_offsets"]
-        out[name] = TensorInfo(name, meta["dtype"], tuple(meta["shape"]), file, 8 + n + a, 8 + n + b)
+        try:
+            a, b = meta["data_offsets"]
+            out[name] = TensorInfo(name, str(meta["dtype"]), tuple(int(d) for d in meta["shape"]), file,
+                                   8 + n + int(a), 8 + n + int(b))
+        except (TypeError, KeyError, ValueError):
+            raise DoctorInputError(f"{file}: safetensors header entry {name!r} is not "
+                                   "{dtype, shape, data_offsets}") from None
     return out
 
 

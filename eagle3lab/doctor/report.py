@@ -3,8 +3,10 @@
 Ranking: errors before warnings before info; within a severity, evidence read in the
 checkpoints or measured on them ("checkpoint", "empirical") before the flags ("config"), what a
 running server says it runs ("server"), logs ("log") and statistics of acceptance ("metrics",
-"statistics"), then by confidence. A finding from the checkpoints outranks a statistical
-guess because it is a fact about what will be served, not an inference from its effect.
+"statistics"), then by the rule's hand-set weight. A finding from the checkpoints outranks a
+statistical guess because it is a fact about what will be served, not an inference from its
+effect. The weight only orders findings: no rule's hit rate has been measured on enough held-out
+labs to make it a probability, so no output (text, frame, JSON) shows it.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ class Finding:
     title: str
     evidence: str  # with the numbers
     fix: str = ""
-    confidence: float = 1.0
+    weight: float = 1.0  # ordering within a severity and source; not a probability, never shown
     source: str = "checkpoint"
     check: str = ""  # the check that produced it
     data: dict = field(default_factory=dict)
 
     @property
     def rank_key(self):
-        return (SEVERITY_RANK.get(self.severity, 3), SOURCE_RANK.get(self.source, 9), -self.confidence)
+        return (SEVERITY_RANK.get(self.severity, 3), SOURCE_RANK.get(self.source, 9), -self.weight)
 
 
 @dataclass
@@ -69,14 +71,13 @@ class DoctorReport:
         return 1 if self.errors else 0
 
     def to_frame(self):
-        """One row per finding, ranked: rank, severity, cause, confidence, source, title, evidence, fix."""
+        """One row per finding, ranked: rank, severity, cause, source, check, title, evidence, fix."""
         import pandas as pd
 
-        rows = [{"rank": i + 1, "severity": f.severity, "cause": f.cause, "confidence": round(f.confidence, 3),
-                 "source": f.source, "check": f.check, "title": f.title, "evidence": f.evidence, "fix": f.fix}
+        rows = [{"rank": i + 1, "severity": f.severity, "cause": f.cause, "source": f.source, "check": f.check, "title": f.title, "evidence": f.evidence, "fix": f.fix}
                 for i, f in enumerate(self.findings)]
-        return pd.DataFrame(rows, columns=["rank", "severity", "cause", "confidence", "source", "check",
-                                           "title", "evidence", "fix"])
+        return pd.DataFrame(rows, columns=["rank", "severity", "cause", "source", "check", "title",
+                                           "evidence", "fix"])
 
     def checks_frame(self):
         import pandas as pd
@@ -86,7 +87,8 @@ class DoctorReport:
     def to_dict(self) -> dict:
         return {"draft": self.draft, "target": self.target, "serve": self.serve,
                 "exit_code": self.exit_code, "facts": _jsonable(self.facts),
-                "findings": [_jsonable(asdict(f)) for f in self.findings],
+                "findings": [_jsonable({k: v for k, v in asdict(f).items() if k != "weight"})
+                             for f in self.findings],
                 "checks": [asdict(c) for c in self.checks]}
 
     def to_json(self) -> str:
@@ -100,8 +102,7 @@ class DoctorReport:
         lines.append(f"{n_err} error(s), {n_warn} warning(s), "
                      f"{len(self.findings) - n_err - n_warn} note(s)")
         for i, f in enumerate(self.findings, 1):
-            lines += ["", f"{i}. [{f.severity.upper()}] {f.title}  ({f.cause}, {f.source}, "
-                          f"confidence {f.confidence:.2f})",
+            lines += ["", f"{i}. [{f.severity.upper()}] {f.title}  ({f.cause}, {f.source})",
                       f"   evidence: {f.evidence}"]
             if f.fix:
                 lines.append(f"   fix: {f.fix}")

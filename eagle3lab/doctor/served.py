@@ -183,9 +183,10 @@ def _sglang(served: Served, serve, spec, tspec, flags, prompts, facts):
     window = (f"{len(result.completed)} requests of {text_source}, {new_tokens} new tokens each, "
               "temperature 0 (meta_info)")
     findings += _acceptance(obs, window, served)
-    findings += _statistics(obs, facts, ours=True)
+    guesses, diagnosed = _statistics(obs, facts, ours=True)
     extra["server"]["observation"] = obs.summary()
-    return findings, [status, CheckStatus("server acceptance", True, window, round(result.wall_s, 2))], extra
+    return findings + guesses, [status, CheckStatus("server acceptance", True, window, round(result.wall_s, 2)),
+                                diagnosed], extra
 
 
 def _running_sglang(info: dict):
@@ -308,10 +309,11 @@ def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature
     except (vllm_metrics.VllmMetricsError, EagleLabError) as exc:
         return findings, [status, CheckStatus("server acceptance", False, str(exc))], extra
     findings += _acceptance(obs, window, served)
-    findings += _statistics(obs, facts, ours=ours)
+    guesses, diagnosed = _statistics(obs, facts, ours=ours)
     extra["server"]["observation"] = obs.summary()
     extra["server"]["window"] = "doctor" if ours else "cumulative"
-    checks = [status, CheckStatus("server acceptance", True, window, seconds)]
+    findings += guesses
+    checks = [status, CheckStatus("server acceptance", True, window, seconds), diagnosed]
     if temperature is not None and temperature > 0:
         f, c, probe = _defect_probe(served, texts, text_source, model, temperature, obs if ours else None)
         findings += f
@@ -498,36 +500,41 @@ def _pct(values) -> str:
     return "[" + ", ".join(f"{v:.0%}" for v in values) + "]"
 
 
-def _statistics(obs, facts, ours: bool) -> list[Finding]:
-    """`analysis.diagnose` on the observation, as ranked statistical guesses (never errors).
+def _statistics(obs, facts, ours: bool) -> tuple[list[Finding], CheckStatus]:
+    """`analysis.diagnose` on the observation, as ranked statistical guesses (never errors), and
+    whether it ran.
 
     The draft's own acc@1 (the empirical check's best set, scored on the target's greedy
     continuations of the prompts the window also sends, or of the same held-out passages) is the
     reference only when the doctor sent the window itself: then it was measured on the served
-    kind of text. It covers position 1 only (the empirical check scores one draft step)."""
+    kind of text. It covers position 1 only (the empirical check scores one draft step). The
+    temperature is 0 only for the doctor's own window; other traffic's is unknown (None)."""
     from eagle3lab import analysis
 
+    name = "server diagnosis"
     acc = (facts.get("inferred") or {}).get("acc1") if ours else None
     try:
         # the doctor's own windows are greedy; traffic it did not send has an unknown temperature
         guesses = analysis.diagnose(obs, standalone_acc_served=[acc] if acc is not None else None,
                                     temperature=0.0 if ours else None)
-    except EagleLabError:
-        return []
+    except EagleLabError as exc:
+        return [], CheckStatus(name, False, f"analysis.diagnose could not read the observation: {exc}")
+    status = CheckStatus(name, True, "the doctor's window, temperature 0" if ours else
+                         "the server's own traffic, temperature unknown (not assumed 0)")
     out = []
     for g in guesses:
         if g.cause == "config_adjusted":
             continue  # the server's own figures say it (`_adjusted`)
-        severity = "info" if g.cause == "healthy" or g.confidence < 0.6 else "warning"
+        severity = "info" if g.cause == "healthy" or g.weight < 0.6 else "warning"
         if g.cause != "healthy":
             title = f"the served acceptance points at {g.cause.replace('_', ' ')} (a statistical guess)"
         elif obs.per_position is None:
             title = "the served acceptance alone points at no cause (no per-position rates from this source)"
         else:
             title = "the served acceptance looks healthy"
-        out.append(Finding(g.cause, severity, title, " ".join(g.evidence), g.next_check, g.confidence,
+        out.append(Finding(g.cause, severity, title, " ".join(g.evidence), g.next_check, g.weight,
                            "metrics", "server acceptance"))
-    return out
+    return out, status
 
 
 # --------------------------------------------------------------------------- prompts

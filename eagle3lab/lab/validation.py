@@ -43,6 +43,10 @@ PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "
          ("quant-int4", "domain-shift"), ("no-ttt", "long-context"), ("config-adjusted", "no-ttt"),
          ("quant-int4", "long-context"), ("greedy-draft", "no-ttt")]
 RULES_FILE = "eagle3lab/analysis.py"  # where diagnose()'s rules and THRESHOLDS live
+# Everything a score depends on: the rules, how scenarios are observed and scored, the draft's
+# evaluation and replay, the faults. A lab is held out only if built after all of them last changed.
+FROZEN_FILES = (RULES_FILE, "eagle3lab/lab/validation.py", "eagle3lab/lab/evaluation.py",
+                "eagle3lab/engine/faults.py")
 
 
 class ValidationError(EagleLabError):
@@ -218,7 +222,7 @@ def score_table(observations: dict) -> pd.DataFrame:
                      "target_mismatches": len(replay.get("mismatch_margins") or []),
                      "first": findings[0].cause if findings else "",
                      "second": findings[1].cause if len(findings) > 1 else "",
-                     "findings": " > ".join(f"{f.cause}:{f.confidence:.2f}" for f in findings[:4]),
+                     "findings": " > ".join(f.cause for f in findings[:4]),
                      **score(scenario, findings)})
     return pd.DataFrame(rows)
 
@@ -244,7 +248,40 @@ def lab_identity(lab_path) -> dict:
     return {"lab": str(lab_path), "preset": manifest.get("preset"), "seed": cfg.get("seed"),
             "num_layers": cfg.get("num_layers"), "hidden_size": cfg.get("hidden_size"),
             "vocab_size": cfg.get("vocab_size"), "seq_len": cfg.get("seq_len"),
-            "ttt_steps": cfg.get("ttt_steps")}
+            "ttt_steps": cfg.get("ttt_steps"), "built_at": manifest.get("built_at")}
+
+
+def freeze(repo: Path) -> dict:
+    """What the scores depend on, pinned: sha256 of each frozen file, the last commit that changed
+    any of them and its time (a lab built before it is not held out), and whether any differs
+    from that commit."""
+    import hashlib
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True).stdout.strip()
+
+    hashes = {f: hashlib.sha256((Path(repo) / f).read_bytes()).hexdigest() for f in FROZEN_FILES}
+    last = git("log", "-1", "--format=%h %cI", "--", *FROZEN_FILES).split()
+    return {"sha256": hashes, "commit": last[0] if last else "unknown",
+            "committed_at": last[1] if len(last) > 1 else None,
+            "modified": bool(git("status", "--porcelain", "--", *FROZEN_FILES))}
+
+
+def held_out(built_at: str | None, frozen: dict) -> bool:
+    """A lab is held out only if it was built after every frozen file last changed (and none is
+    modified since): its results could not have shaped the rules."""
+    import datetime as dt
+
+    if not built_at or not frozen.get("committed_at") or frozen.get("modified"):
+        return False
+    parse = lambda t: dt.datetime.fromisoformat(t.replace("Z", "+00:00"))  # noqa: E731
+    return parse(built_at) > parse(frozen["committed_at"])
+
+
+def summary_text(table: pd.DataFrame) -> list[str]:
+    """One line per kind: strict top-1 and top-2, each with its count and 95 % Wilson interval."""
+    return [f"{row.kind:7s} strict top-1 {analysis.share_text(row.top1_hits, row.n)}, "
+            f"top-2 {analysis.share_text(row.top2_hits, row.n)}" for row in summary(table).itertuples()]
 
 
 def rules_commit(repo: Path) -> str:
