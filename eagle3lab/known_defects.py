@@ -119,7 +119,7 @@ class SignatureResult:
 
     matched: bool | None
     evidence: str
-    confidence: float = 0.0
+    weight: float = 0.0  # orders the finding among others (not a probability; never printed)
     data: dict = field(default_factory=dict)
 
 

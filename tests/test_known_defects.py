@@ -116,7 +116,7 @@ SAMPLED = kd.Window(411, (38, 0, 0), 0.7, "T=0.7")
 
 def test_signature_matches_the_measured_defect():
     res = SIG(SAMPLED, GREEDY)
-    assert res.matched is True and res.confidence == 0.9
+    assert res.matched is True and res.weight == 0.9
     assert res.data["position"] == 2 and res.data["greedy_rate"] == round(98 / 106, 4)
     assert res.data["sampled_accepted"] == 0
     assert res.data["p_value"] == pytest.approx((1 - 98 / 106 / 4) ** 38)
@@ -125,7 +125,7 @@ def test_signature_matches_the_measured_defect():
     alone = SIG(SAMPLED, None)
     assert alone.matched is False and alone.data["p_value"] == pytest.approx(0.9 ** 38)
     second = SIG(kd.Window(430, (76, 0, 0), 0.7, "T=0.7"), None)
-    assert second.matched is True and second.confidence == 0.6 and second.data["floor"] == 0.1
+    assert second.matched is True and second.weight == 0.6 and second.data["floor"] == 0.1
     # the other measured form: nothing accepted at all (0 of 332 sampled drafts; greedy 124 of 194)
     none = SIG(kd.Window(332, (0, 0, 0), 0.7, "T=0.7"), kd.Window(194, (124, 107, 92), 0.0, "greedy"))
     assert none.matched is True and none.data["position"] == 1 and none.data["greedy_rate"] == round(124 / 194, 4)

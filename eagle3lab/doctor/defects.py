@@ -129,7 +129,7 @@ def signature_findings(engine, sampled, greedy=None, version=None, source="metri
         findings.append(Finding(
             "known_defect", "warning", f"the acceptance has the signature of a known defect: {row.title}",
             f"{res.evidence}{inside}{caveat}. Known defect {row.id}: {row.symptom}. Upstream: {row.reference}",
-            row.workaround, res.confidence, source, CHECK + " (signature)",
+            row.workaround, res.weight, source, CHECK + " (signature)",
             data={"id": row.id, **res.data}))
     return findings, "; ".join(notes)
 
