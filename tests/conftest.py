@@ -45,3 +45,11 @@ def vllm_healthy(tmp_path_factory):
     yield handle
     handle.stop()
     assert not handle.alive and not server._group_alive(handle.pid) and not server.port_in_use(handle.port)
+
+
+@pytest.fixture(scope="session")
+def lab_root():
+    """The ci lab's folder (shipped in data/lab/ci; built first if missing or out of date)."""
+    from eagle3lab.lab import load_lab
+
+    return load_lab("ci", progress=False).root

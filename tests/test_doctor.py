@@ -16,19 +16,6 @@ from eagle3lab.doctor.formats import read_draft_spec
 from eagle3lab.doctor.labfaults import write_faulty_draft, write_faulty_target
 
 
-@pytest.fixture(scope="module")
-def lab_root():
-    from eagle3lab.lab.lab import Lab
-    from eagle3lab.paths import lab_dir
-
-    path = lab_dir("ci")
-    if not (path / "manifest.json").is_file():
-        from eagle3lab.lab import load_lab
-
-        return load_lab("ci").root
-    return Lab(path).root
-
-
 def static(draft, target, serve="sglang==0.5.23"):
     return doctor(draft, target=target, serve=serve, empirical=False)
 

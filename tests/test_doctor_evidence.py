@@ -13,19 +13,6 @@ from eagle3lab.doctor import doctor
 
 
 @pytest.fixture(scope="module")
-def lab_root():
-    from eagle3lab.lab.lab import Lab
-    from eagle3lab.paths import lab_dir
-
-    path = lab_dir("ci")
-    if not (path / "manifest.json").is_file():
-        from eagle3lab.lab import load_lab
-
-        return load_lab("ci").root
-    return Lab(path).root
-
-
-@pytest.fixture(scope="module")
 def seed_report(lab_root):
     return doctor(lab_root / "drafts" / "seed", target=lab_root / "target", serve="sglang==0.5.23",
                   max_positions=1000)

@@ -51,7 +51,7 @@ def _value(text: str):
 
 def run(args) -> int:
     from eagle3lab import loadtest
-    from eagle3lab.commands.bench import launch_kwargs, launch_target, load_prompts
+    from eagle3lab.commands.bench import load_prompts
 
     grid = parse_grid(args.grid)
     if args.draft_layer_ids:
@@ -64,12 +64,7 @@ def run(args) -> int:
     kwargs = dict(max_new_tokens=args.max_new_tokens, concurrency=args.concurrency,
                   temperature=args.temperature, out=args.out, version=args.version,
                   baseline=args.baseline)
-    if args.url:
-        df = loadtest.sweep(grid, prompts, urls=args.url, **kwargs)
-    else:
-        model, draft = launch_target(args)
-        df = loadtest.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
-                            launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
+    df = over_servers(loadtest.sweep, args, grid, prompts, **kwargs)
     cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
     cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed", "skipped")
              if c in df]
@@ -118,21 +113,27 @@ def load_table(df):
     return pd.DataFrame(rows)
 
 
+def over_servers(sweep, args, grid, prompts, **kwargs):
+    """Run a sweep function on the servers at --url, or on servers it launches (--backend)."""
+    from eagle3lab.commands.bench import launch_kwargs, launch_target
+
+    if args.url:
+        return sweep(grid, prompts, urls=args.url, **kwargs)
+    model, draft = launch_target(args)
+    return sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
+                 launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
+
+
 def run_load(args, grid) -> int:
     """Concurrency as the sweep's load dimension: the table, then the crossover per config."""
     from eagle3lab import loadsweep
-    from eagle3lab.commands.bench import launch_kwargs, launch_target, load_prompts
+    from eagle3lab.commands.bench import load_prompts
 
     loadsweep.concurrencies(grid["concurrency"])  # bad values fail before anything launches
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, out=args.out,
                   baseline=args.baseline)
-    if args.url:
-        df = loadsweep.sweep(grid, prompts, urls=args.url, **kwargs)
-    else:
-        model, draft = launch_target(args)
-        df = loadsweep.sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
-                             launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
+    df = over_servers(loadsweep.sweep, args, grid, prompts, **kwargs)
     print(load_table(df).to_string(index=False))
     print(f"{len(prompts)} prompts per window, {args.max_new_tokens} new tokens; [95 % intervals over prompts]; "
           "accept length and per-position rates (P(at least i accepted)) from the server's counters")
