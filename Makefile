@@ -9,7 +9,7 @@ report:
 	if [ "$(BACKEND)" = vllm ]; then bash scripts/setup_vllm.sh; fi
 	HF_HUB_OFFLINE=1 .venv/bin/eagle3lab report --lab $(LAB) --backend $(BACKEND) --out reports/
 
+# The two venvs install side by side (mostly unpacking PyTorch: disk, not CPU); both must succeed.
 test:
-	bash scripts/setup.sh
-	bash scripts/setup_vllm.sh
+	bash scripts/setup.sh & main=$$!; bash scripts/setup_vllm.sh; vllm=$$?; wait $$main && [ $$vllm -eq 0 ]
 	bash scripts/test.sh
