@@ -126,25 +126,6 @@ def accept_length_ci(steps, ci: float = 0.95, n_boot: int = 2000, seed: int = 0)
     return float(lo), float(hi)
 
 
-def wilson_ci(successes, trials, ci: float = 0.95):
-    """Wilson score interval (lo, hi) of a binomial rate, elementwise; NaN with no trials.
-
-    Why: a server's counters (vLLM's /metrics) give counts but no per-request breakdown to
-    resample; Wilson takes the steps as independent, so it is narrower than a bootstrap over
-    requests when requests differ (use that when the per-request data is there).
-    """
-    from statistics import NormalDist
-
-    k = np.asarray(successes, dtype=float)
-    n = np.asarray(trials, dtype=float)
-    z = NormalDist().inv_cdf(0.5 + ci / 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = k / n
-        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
-
-
 def accept_length_pooled(tokens, verify_steps) -> float:
     """Pooled accept length from per-request counts: sum(tokens) / sum(verify steps) over the
     requests that report both, NaN with no verify step. Pooled is what the server log reports;

@@ -102,9 +102,10 @@ def acceptance_figures(result, obs) -> dict:
     table = obs.per_position
     lo, hi, method = table["lo"].to_numpy(float), table["hi"].to_numpy(float), "bootstrap over requests"
     if any(math.isnan(v) for v in lo):
-        from eagle3lab.analysis import wilson_ci  # no per-request acceptance: the counters' counts
+        from eagle3lab.analysis import wilson_interval  # no per-request acceptance: the counters' counts
 
-        lo, hi = wilson_ci(table["rate"].to_numpy(float) * obs.n_steps, [obs.n_steps] * len(table))
+        n = obs.n_steps
+        lo, hi = zip(*(wilson_interval(round(r * n), n) for r in table["rate"].to_numpy(float)))
         method = "Wilson (verify steps taken as independent)"
     return {"accept_length": obs.accept_length, "accept_length_ci95": _interval(obs.accept_length_ci95),
             "per_position": [float(r) for r in table["rate"]],

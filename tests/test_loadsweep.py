@@ -290,7 +290,7 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
 
 def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the_counters():
     """A vLLM started without --per-request-spec-decode-metrics: counts only, steps as independent."""
-    from eagle3lab.analysis import wilson_ci
+    from eagle3lab.analysis import wilson_interval
     from eagle3lab.sources import vllm_metrics
 
     delta = vllm_metrics.Counters(drafts=40, draft_tokens=120, accepted=60, per_position=[30, 20, 10], present=True)
@@ -302,5 +302,6 @@ def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the
     assert got["per_position_ci_method"].startswith("Wilson") and got["accept_length_ci95"] is None
     lo, hi = got["per_position_ci95"][1]
     assert (lo, hi) == pytest.approx((0.3520, 0.6480), abs=1e-4)  # Wilson, 20 of 40, 95 %
-    lo, hi = wilson_ci([0, 40], [40, 40])
-    assert lo[0] == pytest.approx(0.0, abs=1e-12) and hi[0] == pytest.approx(0.0876, abs=1e-4) and hi[1] == pytest.approx(1.0)
+    lo, hi = wilson_interval(0, 40)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.0876, abs=1e-4)
+    assert wilson_interval(40, 40)[1] == pytest.approx(1.0)
