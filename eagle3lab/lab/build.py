@@ -174,7 +174,7 @@ def rebuild_note(old: dict | None, new: dict) -> str | None:
         why = ("same CPU capability " + now + (f", but {', '.join(changed)}" if changed else
                                               " and versions: a CPU of another model or microcode"))
     return (f"{why}; weights differ from the lab it replaces ({len(differing)} of {len(after)} files), "
-            "so its figures differ within the intervals the report prints")
+            "so its measured figures differ from that lab's (compare them by their intervals)")
 
 
 def manifest_path(root: Path) -> Path:
@@ -183,12 +183,8 @@ def manifest_path(root: Path) -> Path:
 
 def is_current(root: Path, key: str) -> bool:
     """A finished build with this key (the manifest is written last)."""
-    mp = manifest_path(root)
-    if not mp.is_file():
-        return False
-    try:
-        manifest = json.loads(mp.read_text())
-    except json.JSONDecodeError:
+    manifest = _read_manifest(root)
+    if manifest is None:
         return False
     files = [root / "target" / "config.json"] + [root / "drafts" / d / "model.safetensors"
                                                   for d in DRAFT_NAMES]
@@ -255,9 +251,11 @@ def build_lab(preset: str = "ci", out=None, *, force: bool = False, progress: bo
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        note = rebuild_note(_read_manifest(root), _read_manifest(tmp))
+        built = _read_manifest(tmp)
+        note = rebuild_note(_read_manifest(root), built)
         if note:
-            _record_rebuild(tmp, note)
+            built["rebuild"] = note
+            manifest_path(tmp).write_text(json.dumps(built, indent=2) + "\n")
         shutil.rmtree(root, ignore_errors=True)
         tmp.rename(root)
     log(f"lab {preset}: built in {root}")
@@ -273,12 +271,6 @@ def _read_manifest(root: Path) -> dict | None:
         return json.loads(manifest_path(root).read_text())
     except (OSError, ValueError):
         return None
-
-
-def _record_rebuild(root: Path, note: str) -> None:
-    manifest = json.loads(manifest_path(root).read_text())
-    manifest["rebuild"] = note
-    manifest_path(root).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
 class _Stopwatch:
