@@ -27,7 +27,7 @@ FAULTS = ["none", "lm-head-target", "rope-theta", "no-aux-ids", "embed-patch", "
 
 
 def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
-    from eagle3lab import analysis
+    from eagle3lab import stats
     from eagle3lab.engine.faults import build_engine, plan_faults
     from eagle3lab.engine.speculate import SamplingParams, SpecParams
 
@@ -35,7 +35,7 @@ def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
     engine = build_engine(lab.target, lab.load_draft(plan.draft_name), plan, tokenizer=lab.tokenizer)
     gens = [engine.generate(p, new_tokens, spec=SpecParams(steps, 1, steps + 1),
                             sampling=SamplingParams(temperature=0.0, seed=0)) for p in prompts]
-    return analysis.accept_length(analysis.steps_frame(gens))
+    return stats.accept_length(stats.steps_frame(gens))
 
 
 def diagnose(lab, fault, empirical) -> str:

@@ -646,9 +646,9 @@ class ServedRun:
         if obs.per_position is None or obs.conditional is not False:
             return obs.per_position
         if obs.frame is not None and len(obs.frame):
-            from eagle3lab import analysis
+            from eagle3lab import stats
 
-            return analysis.per_position(obs.frame, k=len(obs.per_position), conditional=True)
+            return stats.per_position(obs.frame, k=len(obs.per_position), conditional=True)
         from eagle3lab.sources.vllm_metrics import conditional
 
         return conditional(obs)
@@ -770,10 +770,10 @@ SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
 
 def _bench_row(result, **extra) -> dict:
     """One tidy row from a LabBenchResult: speed, acceptance, conditional per-position."""
-    from eagle3lab import analysis
+    from eagle3lab import stats
 
     s = result.summary()
-    pp = analysis.per_position(result.steps, k=result.spec.num_steps, conditional=True,
+    pp = stats.per_position(result.steps, k=result.spec.num_steps, conditional=True,
                                 n_boot=200) \
         if len(result.steps) else None
     r = result.requests

@@ -13,7 +13,7 @@ tokens / request latency), TTFT, inter-token latency ((latency - TTFT) / (tokens
 on vLLM, accept length and per-position rates from the server's own /metrics counters diffed
 around the window (``sources.vllm_metrics``). Prompts are the unit of every interval: bootstrap
 over prompts (``experiments.rate_ci`` / ``ratio_ci``; the per-position rates and accept length
-resample requests whole, ``analysis.per_position`` / ``accept_length_ci``).
+resample requests whole, ``stats.per_position`` / ``accept_length_ci``).
 
 Total tokens/s has no per-prompt share of its own: a window of c in flight keeps on average
 ``occupancy = sum(latency) / wall`` requests busy, so total = sum(tokens) / (sum(latency) /
@@ -102,7 +102,7 @@ def acceptance_figures(result, obs) -> dict:
     table = obs.per_position
     lo, hi, method = table["lo"].to_numpy(float), table["hi"].to_numpy(float), "bootstrap over requests"
     if any(math.isnan(v) for v in lo):
-        from eagle3lab.analysis import wilson_interval  # no per-request acceptance: the counters' counts
+        from eagle3lab.stats import wilson_interval  # no per-request acceptance: the counters' counts
 
         n = obs.n_steps
         lo, hi = zip(*(wilson_interval(round(r * n), n) for r in table["rate"].to_numpy(float)))

@@ -82,11 +82,11 @@ class LoadTestResult:
 
     @property
     def accept_length(self) -> float:
-        """Pooled over requests (`analysis.accept_length_pooled`): all generated tokens / all
+        """Pooled over requests (`stats.accept_length_pooled`): all generated tokens / all
         verify rounds (SGLang's meta_info), or 1 + accepted drafts / verify rounds where the server
         counts accepted drafts (vLLM's definition: the token a prefill emits is no verify round);
         NaN without speculation."""
-        from eagle3lab.analysis import accept_length_pooled
+        from eagle3lab.stats import accept_length_pooled
 
         done = self.completed.dropna(subset=["spec_verify_ct"])
         if len(done) and done["spec_accepted"].notna().all():
@@ -162,7 +162,7 @@ def _chunks(response, state: dict):
 
 def _accept_length(meta: dict) -> float:
     """One request's accept length: the server's own figure, else tokens / verify steps."""
-    from eagle3lab.analysis import accept_length_pooled
+    from eagle3lab.stats import accept_length_pooled
 
     if meta.get("spec_accept_length") is not None:
         return float(meta["spec_accept_length"])

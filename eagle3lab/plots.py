@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from eagle3lab import analysis
+from eagle3lab import predict
 from eagle3lab.errors import EagleLabError
 from eagle3lab.style import COLORS, apply_style
 
@@ -61,10 +61,10 @@ def accept_vs_depth(observed: pd.DataFrame | None = None, a: float | Sequence[fl
     a_values = [a] if np.isscalar(a) else list(a)
     shades = np.linspace(0.35, 1.0, max(len(a_values), 1))
     for shade, value in zip(shades, a_values):
-        ax.plot(depth, analysis.expected_accept_length(value, depth), color=COLORS["model"],
+        ax.plot(depth, predict.expected_accept_length(value, depth), color=COLORS["model"],
                 alpha=float(shade), lw=1.5, label=f"i.i.d. a = {value:.2f}")
     if rates is not None:
-        curve = np.concatenate([[1.0], analysis.accept_length_curve(rates)])
+        curve = np.concatenate([[1.0], predict.accept_length_curve(rates)])
         ax.plot(np.arange(len(curve)), curve, color=COLORS["model"], ls="--", marker="s", ms=4,
                 label="from per-position rates")
     observed = _with_depth(observed)
@@ -188,7 +188,7 @@ def log_timeline(log: pd.DataFrame, title: str | None = None):
 
 def throughput_vs_depth(table: pd.DataFrame, baseline_tokens_per_s: float | None = None,
                         observed: pd.DataFrame | None = None, title: str | None = None):
-    """Tokens/s against depth (analysis.throughput_vs_depth or a sweep) with the no-spec baseline."""
+    """Tokens/s against depth (predict.throughput_vs_depth or a sweep) with the no-spec baseline."""
     table, observed = _with_depth(table), _with_depth(observed)
     _need(table, ["depth", "tokens_per_s"], "tokens/s vs depth")
     if baseline_tokens_per_s is None and "baseline_tokens_per_s" in table:

@@ -266,7 +266,7 @@ def diagnosis_sentence(findings, short: bool = False) -> str:
     top = findings[0]
     if short:
         return f"Diagnosis from the served statistics alone: **{top.cause}** ranked first."
-    text = (f"Ranked first: **{top.cause}**. " + " ".join(top.evidence)
+    text = (f"Ranked first: **{top.cause}**. " + top.evidence
             + f"\n\nNext check: {top.next_check}")
     if len(findings) > 1:
         text += "\n\nAlso considered, in rank order: " + ", ".join(f.cause for f in findings[1:])

@@ -97,7 +97,7 @@ def _lab_ci(gens) -> list[float] | None:
     """The lab side's 95% bootstrap interval of the accept length over prompts."""
     import pandas as pd
 
-    from eagle3lab.analysis import accept_length_ci
+    from eagle3lab.stats import accept_length_ci
     from eagle3lab.engine.labbench import steps_frame_rows
 
     rows = [r for i, g in enumerate(gens) for r in steps_frame_rows(g, i)]

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from eagle3lab import analysis
+from eagle3lab import predict
 from eagle3lab.style import COLORS, apply_style
 
 
@@ -75,7 +75,7 @@ class AcceptanceExplorer:
 
     def curve(self) -> pd.DataFrame:
         """DataFrame(depth, accept_length, speedup) for depths 0..max_depth."""
-        lengths = np.concatenate([[1.0], analysis.accept_length_curve(self.rates())])
+        lengths = np.concatenate([[1.0], predict.accept_length_curve(self.rates())])
         depth = np.arange(self.max_depth + 1)
         return pd.DataFrame({"depth": depth, "accept_length": lengths,
                              "speedup": speedup(lengths, depth, self.cost_ratio.value)})

@@ -112,7 +112,7 @@ def test_a_safetensors_header_that_is_not_an_object_is_a_clear_error(lab_root, t
 
 
 def test_a_failing_server_diagnosis_says_it_could_not_run(monkeypatch):
-    from eagle3lab import analysis
+    from eagle3lab import diagnosis
     from eagle3lab.doctor import served
     from eagle3lab.errors import EagleLabError
 
@@ -122,7 +122,7 @@ def test_a_failing_server_diagnosis_says_it_could_not_run(monkeypatch):
         seen.append(kwargs["temperature"])
         raise EagleLabError("no rates")
 
-    monkeypatch.setattr(analysis, "diagnose", fails)
+    monkeypatch.setattr(diagnosis, "diagnose", fails)
     findings, status = served._statistics(object(), {}, ours=True)
     assert findings == [] and not status.ran and "no rates" in status.detail
     served._statistics(object(), {}, ours=False)

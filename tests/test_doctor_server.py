@@ -17,7 +17,7 @@ import pytest
 from eagle3lab import server
 from eagle3lab.cli import main
 from eagle3lab.doctor import doctor
-from eagle3lab.doctor.report import SEVERITY_RANK, SOURCE_RANK
+from eagle3lab.findings import SEVERITY_RANK, SOURCE_RANK
 
 K = 3  # vLLM's num_speculative_tokens: conftest.VLLM_SPEC_TOKENS
 
@@ -105,7 +105,7 @@ def test_lab_server_without_flags_reads_the_launch_command(ci_lab, lab_server):
 
 
 def test_vllm_per_position_rates_reach_the_report(ci_lab, vllm_server):
-    from eagle3lab.analysis import conditional_from_unconditional
+    from eagle3lab.stats import conditional_rates
     from eagle3lab.sources import vllm_metrics
 
     assert vllm_metrics.scrape(vllm_server).drafts == 0  # fresh: the doctor sends its own window
@@ -118,7 +118,7 @@ def test_vllm_per_position_rates_reach_the_report(ci_lab, vllm_server):
     acc = only(first, "acceptance", "metrics")
     rates, cond = acc.data["per_position"], acc.data["per_position_conditional"]
     assert len(rates) == K and rates == sorted(rates, reverse=True)  # P(at least i accepted) falls
-    assert np.allclose(cond, conditional_from_unconditional(rates), atol=1e-3)
+    assert np.allclose(cond, conditional_rates(rates), atol=1e-3)
     assert acc.data["accept_length"] == pytest.approx(1 + sum(rates), abs=2e-3)  # vLLM: 1 + accepted / drafts
     assert "unconditional" in acc.evidence and acc.data["n_requests"] == 8
     stats = [f for f in first.findings if f.source == "metrics" and f.cause != "acceptance"]

@@ -340,7 +340,7 @@ def test_quantization_is_groupwise_and_bounded(pair):
 def test_fault_table_is_the_one_list():
     from pathlib import Path
 
-    from eagle3lab.analysis import CAUSES
+    from eagle3lab.diagnosis import CAUSES
     from eagle3lab.engine.faults import EXCLUSIVE, FAULTS, NON_DRAFT_FAULTS
 
     assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context", "chat-template")

@@ -66,13 +66,13 @@ def test_accuracy_headline_is_qualified_by_depth():
 
 
 def test_gap_sentence_names_both_measures_and_the_direction():
-    from eagle3lab import analysis
+    from eagle3lab import predict
 
-    gap = analysis.gap_table([0.56, 0.16, 0.13], [0.6, 0.5, 0.4])
+    gap = predict.gap_table([0.56, 0.16, 0.13], [0.6, 0.5, 0.4])
     text = prose.gap_sentence(gap)
     assert "is **higher** than" in text and "different measures" in text and "teacher-forced" in text
     assert "trained without TTT" in text  # acc@2 16 % against acc@1 56 %
-    assert "TTT" not in prose.gap_sentence(analysis.gap_table([0.6, 0.5, 0.4], [0.6, 0.5, 0.4]))
+    assert "TTT" not in prose.gap_sentence(predict.gap_table([0.6, 0.5, 0.4], [0.6, 0.5, 0.4]))
 
 
 def test_interleaved_table_pairs_prompts_and_its_intervals_hold():

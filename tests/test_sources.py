@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import analysis
+from eagle3lab import diagnosis, stats
 from eagle3lab.config import W_ADJUST, SpecConfig
 from eagle3lab.sources.logfile import config_from_log as from_log
 from eagle3lab.sources.logfile import observe_log
@@ -69,15 +69,15 @@ def test_diagnose_names_config_adjusted_on_the_adjustment_sample():
     assert obs.requested["num_draft_tokens"] == 16
     assert obs.effective == {"num_steps": 1, "topk": 1, "num_draft_tokens": 2}
     assert any(W_ADJUST in w for w in obs.warnings)
-    findings = analysis.diagnose(obs)
+    findings = diagnosis.diagnose(obs)
     assert findings[0].cause == "config_adjusted"
     assert "2 draft tokens are verified per step although 16 were requested" in findings[0].evidence[0]
     # without the requested config the warning alone still names it
-    alone = analysis.diagnose(observe_log(sample))
+    alone = diagnosis.diagnose(observe_log(sample))
     assert alone[0].cause == "config_adjusted" and W_ADJUST in alone[0].evidence[0]
     # and a log without the warning does not
     clean = observe_log(SAMPLES / "sglang_issue11948_eagle3_accept_rate_trailing_comma.log", requested=SEED)
-    assert clean.effective == {} and "config_adjusted" not in [f.cause for f in analysis.diagnose(clean)]
+    assert clean.effective == {} and "config_adjusted" not in [f.cause for f in diagnosis.diagnose(clean)]
 
 
 def test_the_lab_servers_log_states_its_adjustment():
@@ -92,16 +92,16 @@ def test_the_lab_servers_log_states_its_adjustment():
     assert state.spec.num_draft_tokens == 2
     obs = observe_log(log.getvalue(), requested=SEED)
     assert obs.effective == {"num_steps": 1, "topk": 1, "num_draft_tokens": 2}
-    assert analysis.diagnose(obs)[0].cause == "config_adjusted"
+    assert diagnosis.diagnose(obs)[0].cause == "config_adjusted"
 
 
 def test_vllm_log_per_position_is_made_conditional_once():
     obs = observe_log(SAMPLES / "vllm_issue19254_v0.9_specdecoding_mean_len_per_pos.log")
     assert obs.engine == "vllm" and obs.conditional is True
     frame = obs.frame[obs.frame["per_position"].map(lambda v: isinstance(v, tuple) and len(v) > 0)]
-    uncond = analysis.per_position_from_log(frame, conditional=False)["rate"].to_numpy()
+    uncond = stats.per_position_from_log(frame, conditional=False)["rate"].to_numpy()
     np.testing.assert_allclose(obs.per_position["rate"].to_numpy(),
-                               analysis.conditional_from_unconditional(uncond))
+                               stats.conditional_rates(uncond))
     assert obs.n_steps == int(obs.per_position["n"].iloc[0])  # drafts behind position 1
 
 
@@ -112,7 +112,7 @@ def test_meta_info_accept_length_is_pooled_and_config_from_server_info():
     obs = observe_meta_info(metas, server_info=info, requested=SpecConfig(num_steps=3, topk=1, num_draft_tokens=8))
     assert obs.accept_length == pytest.approx(40 / 20)  # pooled, not (3 + 1) / 2
     assert obs.effective == {"num_steps": 3, "topk": 1, "num_draft_tokens": 4} and obs.n_requests == 2
-    assert analysis.diagnose(obs)[0].cause == "config_adjusted"
+    assert diagnosis.diagnose(obs)[0].cause == "config_adjusted"
     assert observe_meta_info([{"completion_tokens": 5}]).accept_length is None  # no speculation
 
 
@@ -122,13 +122,13 @@ def test_diagnose_takes_an_observation_or_the_same_numbers():
     table = pd.DataFrame({"position": [1, 2, 3], "rate": [0.9, 0.05, 0.05], "lo": np.nan, "hi": np.nan,
                           "n": [100, 90, 5]})
     obs = Observation(source="test", per_position=table, conditional=True, accept_length=1.95)
-    by_obs = analysis.diagnose(obs, standalone_acc=0.9)
-    by_numbers = analysis.diagnose(per_position=[0.9, 0.05, 0.05], accept_len=1.95, standalone_acc=0.9)
+    by_obs = diagnosis.diagnose(obs, standalone_acc=0.9)
+    by_numbers = diagnosis.diagnose(per_position=[0.9, 0.05, 0.05], accept_len=1.95, standalone_acc=0.9)
     assert [f.cause for f in by_obs] == [f.cause for f in by_numbers] and by_obs[0].cause == "multi_step"
     # unconditional rates are converted, never read as conditional
     uncond = Observation(source="test", per_position=table.assign(rate=[0.9, 0.045, 0.00225]),
                          conditional=False)
-    assert analysis.diagnose(uncond, standalone_acc=0.9)[0].cause == "multi_step"
+    assert diagnosis.diagnose(uncond, standalone_acc=0.9)[0].cause == "multi_step"
 
 
 def test_readme_module_table_matches_the_tree():

@@ -80,7 +80,7 @@ def test_a_correct_serve_accepts_exactly_what_the_replay_accepts(runner):
 
 
 def test_score_is_strict_and_top2_needs_both_faults():
-    from eagle3lab.analysis import Finding
+    from eagle3lab.findings import Finding
 
     ranked = [Finding("multi_step", 0.85), Finding("quantization", 0.75), Finding("wiring", 0.5)]
     assert V.score(("wiring-seed", "quant-int4"), ranked) == {"top1": True, "top2": True}
@@ -97,18 +97,18 @@ def test_unknown_scenario_is_a_clear_error():
 
 
 def test_served_logprobs_name_a_changed_target_when_greedy_text_agrees():
-    from eagle3lab import analysis
+    from eagle3lab import diagnosis
 
     steps = __import__("pandas").DataFrame({"accepted": [2] * 50, "context_length": range(50, 100)})
     replay = {"reference_accepted": [2.0] * 50, "tokens_checked": 150, "mismatch_margins": []}
-    same = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+    same = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                              replay={**replay, "logprob_deltas": [2e-6] * 150})
     assert same[0].cause == "healthy"
-    changed = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+    changed = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                                 replay={**replay, "logprob_deltas": [2e-6] * 140 + [3e-3] * 10})
     assert changed[0].cause == "quantization"
     assert "10 of 150 served log-probabilities" in changed[0].evidence[-2]
-    few = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+    few = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                             replay={**replay, "logprob_deltas": [2e-6] * 145 + [3e-3] * 5})
     assert few[0].cause == "healthy"  # 5 of 150 is within the 5 % share
 
@@ -118,7 +118,7 @@ def test_replay_steps_that_differ_either_way_name_wiring():
     differ both ways (as past the draft's training length) still mean other inputs."""
     import pandas as pd
 
-    from eagle3lab import analysis
+    from eagle3lab import diagnosis
 
     served = [2] * 100
     ref = [2.0] * 100
@@ -128,13 +128,13 @@ def test_replay_steps_that_differ_either_way_name_wiring():
     steps = pd.DataFrame({"accepted": served, "context_length": range(100, 200)})
     replay = {"reference_accepted": ref, "tokens_checked": 300, "mismatch_margins": [],
               "logprob_deltas": [1e-6] * 300}
-    found = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2, replay=replay)
+    found = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2, replay=replay)
     assert found[0].cause == "wiring"
     assert "8 of 100 served steps accept a different number of drafts than the replay (4 fewer, 4 more)" \
         in found[0].evidence[1]
     two = list(ref)
     two[2:8] = [2.0] * 6  # 2 differing steps (1 fewer, 1 more): below the minimum of 3
-    again = analysis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
+    again = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                               replay={**replay, "reference_accepted": two[:]})
     assert again[0].cause == "healthy"
 

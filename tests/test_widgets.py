@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from eagle3lab import analysis as A
+from eagle3lab import predict as P, stats as S
 from eagle3lab.widgets import AcceptanceExplorer
 
 
@@ -23,13 +23,13 @@ def test_sliders_have_stable_descriptions_and_update_continuously():
 def test_moving_a_changes_numbers_plot_and_summary():
     explorer = AcceptanceExplorer(a=0.6, depth=4, cost_ratio=0.05)
     before_png, before_text = explorer.image.value, explorer.summary.value
-    assert explorer.state()["accept_length"] == pytest.approx(A.expected_accept_length(0.6, 4))
+    assert explorer.state()["accept_length"] == pytest.approx(P.expected_accept_length(0.6, 4))
     explorer.a.value = 0.9
-    assert explorer.state()["accept_length"] == pytest.approx(A.expected_accept_length(0.9, 4))
+    assert explorer.state()["accept_length"] == pytest.approx(P.expected_accept_length(0.9, 4))
     assert explorer.image.value != before_png
     assert explorer.summary.value != before_text
     curve = explorer.figure.axes[0].lines[0].get_ydata()
-    assert curve[4] == pytest.approx(A.expected_accept_length(0.9, 4))
+    assert curve[4] == pytest.approx(P.expected_accept_length(0.9, 4))
 
 
 def test_cost_ratio_and_depth_move_the_speedup():
@@ -37,7 +37,7 @@ def test_cost_ratio_and_depth_move_the_speedup():
     assert explorer.state()["speedup"] == pytest.approx(explorer.state()["accept_length"])
     explorer.cost_ratio.value = 0.5
     slow = explorer.state()["speedup"]
-    assert slow == pytest.approx(A.expected_accept_length(0.8, 3) / 2.5)
+    assert slow == pytest.approx(P.expected_accept_length(0.8, 3) / 2.5)
     assert explorer.state()["best_depth"] < 10
     explorer.depth.value = 1
     assert explorer.state()["depth"] == 1 and explorer.state()["speedup"] != slow
@@ -48,10 +48,10 @@ def test_per_position_mode_uses_position_sliders_and_observed_points():
     explorer = AcceptanceExplorer(rates=[0.7, 0.2, 0.2], depth=3, observed=observed, max_depth=6)
     assert explorer.model.value == "per-position"
     assert explorer.state()["accept_length"] == pytest.approx(
-        A.expected_accept_length_from_rates([0.7, 0.2, 0.2]))
+        S.accept_length_from_rates([0.7, 0.2, 0.2]))
     explorer.position_sliders[1].value = 0.9
     assert explorer.state()["accept_length"] == pytest.approx(
-        A.expected_accept_length_from_rates([0.7, 0.9, 0.2]))
+        S.accept_length_from_rates([0.7, 0.9, 0.2]))
     assert "observed" in explorer.figure.axes[0].get_legend_handles_labels()[1]
     explorer.model.value = "i.i.d."
     assert explorer.positions_box.layout.display == "none"

@@ -79,10 +79,10 @@ def format_observation(obs, diagnose: bool = False) -> str:
     lines += [f"   the server changed the config: {w}" for w in obs.warnings
               if "adjusted to speculative_num_steps" in w]
     if diagnose:
-        from eagle3lab.analysis import diagnose as run_diagnosis
+        from eagle3lab.diagnosis import diagnose as run_diagnosis
 
         top = run_diagnosis(obs)[0]
-        lines.append(f"   diagnosis: {top.cause} (ranked first by the rules): {' '.join(top.evidence)}")
+        lines.append(f"   diagnosis: {top.cause} (ranked first by the rules): {top.evidence}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ Three kinds of evidence, merged into one ranked list (`report.DoctorReport`):
   candidate set of boundaries, the vocabulary map and the rope base;
 * observations (`observed.py`): a server log, the flags given;
 * a running server (`served.py`, `url=`): the config it runs, the draft it serves, its acceptance
-  (vLLM's /metrics, SGLang's meta_info) through `analysis.diagnose`.
+  (vLLM's /metrics, SGLang's meta_info) through `diagnosis.diagnose`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import time
 import types
 
 from eagle3lab.doctor.formats import DoctorInputError, read_draft_spec, read_target_spec
-from eagle3lab.doctor.report import CheckStatus, DoctorReport, Finding
+from eagle3lab.doctor.report import CheckStatus, DoctorReport
+from eagle3lab.findings import Finding
 
 __all__ = ["doctor", "DoctorReport", "Finding", "CheckStatus", "DoctorInputError"]
 

@@ -9,7 +9,8 @@ on ROCm"), never a warning: most deployers know their platform, the doctor does 
 
 from __future__ import annotations
 
-from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.doctor.report import CheckStatus
+from eagle3lab.findings import Finding
 from eagle3lab.errors import EagleLabError
 
 CHECK = "known defects"

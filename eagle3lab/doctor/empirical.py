@@ -30,7 +30,8 @@ from pathlib import Path
 
 from eagle3lab.conventions import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
-from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.doctor.report import CheckStatus
+from eagle3lab.findings import Finding
 
 NORMED = "N*"
 ALPHA = 0.05

@@ -3,13 +3,14 @@
 Flags go through `eagle3lab.config` (the engine's resolution rules and their lint); a log
 through the observation layer (`eagle3lab.sources.logfile`: `observe_log`, `config_from_log`)
 (SGLang's adjustment warning and the printed ServerArgs); acceptance statistics then go to
-`analysis.diagnose`. These are observations of an effect: they rank below facts read in the
-checkpoints (`report.SOURCE_RANK`).
+`diagnosis.diagnose`. These are observations of an effect: they rank below facts read in the
+checkpoints (`findings.SOURCE_RANK`).
 """
 
 from __future__ import annotations
 
-from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.doctor.report import CheckStatus
+from eagle3lab.findings import Finding
 from eagle3lab.errors import EagleLabError
 
 SEVERITY = {"error": "error", "warning": "warning", "info": "info"}

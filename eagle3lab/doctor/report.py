@@ -14,30 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
-# "server": what a running server says it runs (/server_info, /metrics' series); "metrics": the
-# acceptance it measures and the statistical guesses made from it (served.py).
-SOURCE_RANK = {"checkpoint": 0, "empirical": 1, "config": 2, "server": 3, "log": 4, "metrics": 5,
-               "statistics": 5}
-
-
-@dataclass
-class Finding:
-    """One cause with its evidence and its fix."""
-
-    cause: str  # short machine name: wiring, vocab_mapping, lm_head, rope, ...
-    severity: str  # error / warning / info
-    title: str
-    evidence: str  # with the numbers
-    fix: str = ""
-    weight: float = 1.0  # ordering within a severity and source; not a probability, never shown
-    source: str = "checkpoint"
-    check: str = ""  # the check that produced it
-    data: dict = field(default_factory=dict)
-
-    @property
-    def rank_key(self):
-        return (SEVERITY_RANK.get(self.severity, 3), SOURCE_RANK.get(self.source, 9), -self.weight)
+from eagle3lab.findings import Finding
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 Why: a checkpoint can be right and the deployment still wrong (an adjusted config, another draft,
 another algorithm). The server says what it runs; its acceptance, read through the observation
-layer (`eagle3lab.sources`), goes to `analysis.diagnose`. What the server states about itself is
+layer (`eagle3lab.sources`), goes to `diagnosis.diagnose`. What the server states about itself is
 evidence "server"; acceptance statistics are evidence "metrics" and rank below every checkpoint
-finding of the same severity (`report.SOURCE_RANK`). A statistical guess is never an error.
+finding of the same severity (`findings.SOURCE_RANK`). A statistical guess is never an error.
 
 Endpoints read, per engine (the sourced table `ENDPOINTS`; docs/doctor.md):
 * SGLang and the lab server: `/server_info` (`/get_server_info`), a speculative window through
@@ -16,10 +16,11 @@ Endpoints read, per engine (the sourced table `ENDPOINTS`; docs/doctor.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.doctor.report import CheckStatus
+from eagle3lab.findings import Finding
 from eagle3lab.errors import EagleLabError
 from eagle3lab.sources.observation import SPEC_KEYS
 
@@ -501,7 +502,7 @@ def _pct(values) -> str:
 
 
 def _statistics(obs, facts, ours: bool) -> tuple[list[Finding], CheckStatus]:
-    """`analysis.diagnose` on the observation, as ranked statistical guesses (never errors), and
+    """`diagnosis.diagnose` on the observation, as ranked statistical guesses (never errors), and
     whether it ran.
 
     The draft's own acc@1 (the empirical check's best set, scored on the target's greedy
@@ -509,16 +510,16 @@ def _statistics(obs, facts, ours: bool) -> tuple[list[Finding], CheckStatus]:
     reference only when the doctor sent the window itself: then it was measured on the served
     kind of text. It covers position 1 only (the empirical check scores one draft step). The
     temperature is 0 only for the doctor's own window; other traffic's is unknown (None)."""
-    from eagle3lab import analysis
+    from eagle3lab import diagnosis
 
     name = "server diagnosis"
     acc = (facts.get("inferred") or {}).get("acc1") if ours else None
     try:
         # the doctor's own windows are greedy; traffic it did not send has an unknown temperature
-        guesses = analysis.diagnose(obs, standalone_acc_served=[acc] if acc is not None else None,
+        guesses = diagnosis.diagnose(obs, standalone_acc_served=[acc] if acc is not None else None,
                                     temperature=0.0 if ours else None)
     except EagleLabError as exc:
-        return [], CheckStatus(name, False, f"analysis.diagnose could not read the observation: {exc}")
+        return [], CheckStatus(name, False, f"diagnosis.diagnose could not read the observation: {exc}")
     status = CheckStatus(name, True, "the doctor's window, temperature 0" if ours else
                          "the server's own traffic, temperature unknown (not assumed 0)")
     out = []
@@ -532,8 +533,7 @@ def _statistics(obs, facts, ours: bool) -> tuple[list[Finding], CheckStatus]:
             title = "the served acceptance alone points at no cause (no per-position rates from this source)"
         else:
             title = "the served acceptance looks healthy"
-        out.append(Finding(g.cause, severity, title, " ".join(g.evidence), g.next_check, g.weight,
-                           "metrics", "server acceptance"))
+        out.append(replace(g, severity=severity, title=title, source="metrics", check="server acceptance"))
     return out, status
 
 

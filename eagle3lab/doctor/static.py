@@ -9,7 +9,8 @@ from __future__ import annotations
 from eagle3lab.conventions import (CaptureError, ConventionError, default_boundaries, ids_for,
                                    serve_boundaries, train_boundaries)
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
-from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.doctor.report import CheckStatus
+from eagle3lab.findings import Finding
 
 LATEST = {"sglang": "0.5.23", "vllm": "0.33.0"}
 COMPARE_LIMIT_BYTES = 2 << 30  # hash/compare lm_head rows only when both tensors fit in this

@@ -2,7 +2,7 @@
 
 Each fault is off by default and they combine: `plan_faults(["wiring-seed", "quant-int4"])`.
 `FAULTS` is the one table of them: what each changes, whether it needs a draft, which prompts it
-decodes, the cause `analysis.diagnose()` should name and what it cannot be combined with. Every
+decodes, the cause `diagnosis.diagnose()` should name and what it cannot be combined with. Every
 list that names faults (the CLI's help, the sweep's no-draft faults, the lab front end, the
 validation benchmark's expectations, the README) is derived from it. A `FaultPlan` says which
 lab draft to serve, which target boundaries feed it, how the target is quantized, and which
@@ -39,7 +39,7 @@ class Fault:
     plan: dict = field(default_factory=dict)
     needs_draft: bool = True
     prompts: str | None = None          # a prompt kind (labbench.bench_prompts)
-    causes: tuple[str, ...] = ()        # analysis.CAUSES names diagnose() should rank first
+    causes: tuple[str, ...] = ()        # diagnosis.CAUSES names diagnose() should rank first
     excludes: tuple[str, ...] = ()
     checkpoint: bool = False            # lives in the checkpoint: `eagle3lab doctor` names it from
                                         # configs and weights; statistics alone are not expected to

@@ -35,13 +35,13 @@ class LabBenchResult:
     @property
     def accept_length(self) -> float:
         """Mean tokens per verify step, bonus included (SGLang's `accept len`)."""
-        from eagle3lab.analysis import accept_length
+        from eagle3lab.stats import accept_length
 
         return accept_length(self.steps) if len(self.steps) else float("nan")
 
     def accept_length_ci(self, level: float = 0.95):
         """Bootstrap interval (95% by default) of the accept length over prompts; None with < 2."""
-        from eagle3lab.analysis import accept_length_ci
+        from eagle3lab.stats import accept_length_ci
 
         return accept_length_ci(self.steps, ci=level) if len(self.steps) else None
 
@@ -55,7 +55,7 @@ class LabBenchResult:
     def per_position_unconditional(self) -> list[float]:
         """Unconditional acceptance at draft position i: share of steps with >= i accepted
         (vLLM's convention; `observation().per_position` is the conditional one)."""
-        from eagle3lab.analysis import position_rates
+        from eagle3lab.stats import position_rates
 
         depth = min(int(self.steps["drafted"].max()) if len(self.steps) else 0, self.spec.num_steps)
         if not depth:

@@ -1,4 +1,4 @@
-"""Blind validation of `analysis.diagnose` on a lab: decode each fault, diagnose, score.
+"""Blind validation of `diagnosis.diagnose` on a lab: decode each fault, diagnose, score.
 
 Every scenario (a lab fault, a pair of faults, or a fault-free run) is decoded by the lab
 engine; diagnose() then sees only what a deployer can measure -- served per-position
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eagle3lab import analysis
+from eagle3lab import diagnosis, stats
 from eagle3lab.engine.faults import CHECKPOINT_FAULTS, EXPECTED_CAUSES
 from eagle3lab.errors import EagleLabError
 
@@ -42,11 +42,14 @@ PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "
          ("normed-last", "long-context"), ("embed-patch", "quant-int4"),
          ("quant-int4", "domain-shift"), ("no-ttt", "long-context"), ("config-adjusted", "no-ttt"),
          ("quant-int4", "long-context"), ("greedy-draft", "no-ttt")]
-RULES_FILE = "eagle3lab/analysis.py"  # where diagnose()'s rules and THRESHOLDS live
-# Everything a score depends on: the rules, how scenarios are observed and scored, the draft's
-# evaluation and replay, the faults. A lab is held out only if built after all of them last changed.
-FROZEN_FILES = (RULES_FILE, "eagle3lab/lab/validation.py", "eagle3lab/lab/evaluation.py",
-                "eagle3lab/engine/faults.py")
+RULES_FILE = "eagle3lab/diagnosis/rules.py"  # where diagnose()'s rule table and THRESHOLDS live
+# Everything a score depends on: the rules and the code that walks them, the statistics and models
+# they read, how scenarios are observed and scored, the draft's evaluation and replay, the faults.
+# A lab is held out only if built after all of them last changed. (Until the split of
+# eagle3lab/analysis.py the first five were that one file; see docs/report-method.md.)
+FROZEN_FILES = (RULES_FILE, "eagle3lab/diagnosis/diagnose.py", "eagle3lab/stats.py",
+                "eagle3lab/predict.py", "eagle3lab/findings.py", "eagle3lab/lab/validation.py",
+                "eagle3lab/lab/evaluation.py", "eagle3lab/engine/faults.py")
 
 
 class ValidationError(EagleLabError):
@@ -151,14 +154,14 @@ class Runner:
         sampling = SamplingParams(temperature=temperature, seed=0)
         gens = [engine.generate(p, self.new_tokens, spec=SpecParams(steps, 1, effective),
                                 sampling=sampling) for p in self.prompts(plan)]
-        frame = analysis.steps_frame(gens)
-        table = analysis.per_position(frame, k=steps, conditional=True, n_boot=300)
+        frame = stats.steps_frame(gens)
+        table = stats.per_position(frame, k=steps, conditional=True, n_boot=300)
         replay = served_text_replay(self.lab, draft, gens, steps)
         replay["reference_accepted"] = [None if r != r else int(r) for r in replay["reference_accepted"]]
         replay["logprob_deltas"] = [float(f"{d:.3g}") for d in replay["logprob_deltas"]]
         return {
             "per_position": [round(float(r), 4) if r == r else None for r in table["rate"]],
-            "accept_len": round(analysis.accept_length(frame), 4),
+            "accept_len": round(stats.accept_length(frame), 4),
             "standalone_acc": self.standalone_acc(plan.draft_name),
             "standalone_acc_served": self.standalone_on(plan.draft_name, gens),
             "requested_draft_tokens": requested, "effective_draft_tokens": effective,
@@ -185,7 +188,7 @@ def diagnose_observation(obs: dict) -> list:
     if replay is not None:
         replay = {**replay, "reference_accepted": [np.nan if r is None else r
                                                    for r in replay["reference_accepted"]]}
-    return analysis.diagnose(
+    return diagnosis.diagnose(
         per_position=[np.nan if r is None else r for r in obs["per_position"]],
         accept_len=obs["accept_len"], standalone_acc=obs["standalone_acc"],
         requested_draft_tokens=obs["requested_draft_tokens"],
@@ -280,8 +283,8 @@ def held_out(built_at: str | None, frozen: dict) -> bool:
 
 def summary_text(table: pd.DataFrame) -> list[str]:
     """One line per kind: strict top-1 and top-2, each with its count and 95 % Wilson interval."""
-    return [f"{row.kind:7s} strict top-1 {analysis.share_text(row.top1_hits, row.n)}, "
-            f"top-2 {analysis.share_text(row.top2_hits, row.n)}" for row in summary(table).itertuples()]
+    return [f"{row.kind:7s} strict top-1 {stats.share_text(row.top1_hits, row.n)}, "
+            f"top-2 {stats.share_text(row.top2_hits, row.n)}" for row in summary(table).itertuples()]
 
 
 def rules_commit(repo: Path) -> str:

@@ -4,7 +4,7 @@ verify step), with bootstrap intervals over prompts, throughput and measured cos
 
 from __future__ import annotations
 
-from eagle3lab import analysis
+from eagle3lab import stats
 from eagle3lab.sources.observation import Observation
 
 
@@ -20,8 +20,8 @@ def observe_lab(result, requested=None, warnings=()) -> Observation:
                            n_steps=0, n_requests=len(result.requests), warnings=list(warnings))
     return Observation(
         source="lab", engine="eagle3lab", effective=effective, requested=asked,
-        accept_length=analysis.accept_length(steps),
-        accept_length_ci95=analysis.accept_length_ci(steps),
-        per_position=analysis.per_position(steps, k=spec.num_steps, conditional=True, n_boot=500),
+        accept_length=stats.accept_length(steps),
+        accept_length_ci95=stats.accept_length_ci(steps),
+        per_position=stats.per_position(steps, k=spec.num_steps, conditional=True, n_boot=500),
         conditional=True, tokens_per_s=result.tokens_per_s, costs=result.costs,
         n_steps=len(steps), n_requests=len(result.requests), warnings=list(warnings), frame=steps)

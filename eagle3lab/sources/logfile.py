@@ -314,14 +314,14 @@ def observe_log(source, requested=None, engine: str = "auto"):
     unconditional rates, pooled and returned conditional), throughput, warnings, and the
     effective config the log states (`effective_from_log`). `requested`: the SpecConfig that
     was asked for, when known (what the effective config is compared with)."""
-    from eagle3lab import analysis
+    from eagle3lab import stats
     from eagle3lab.sources.observation import Observation
 
     frame, texts = _frame_and_lines(source, engine)
     evidence = _config_evidence(frame, texts)
     lens = frame["accept_len"].dropna()
     has_positions = frame["per_position"].map(lambda v: isinstance(v, (list, tuple)) and len(v) > 0)
-    per_pos = analysis.per_position_from_log(frame, conditional=True) if has_positions.any() else None
+    per_pos = stats.per_position_from_log(frame, conditional=True) if has_positions.any() else None
     decode = frame[frame["kind"] == "decode"]["gen_throughput"].dropna()
     warnings = [str(m) for m in frame.loc[frame["kind"] == "warning", "message"].dropna()]
     warnings += [e for e in evidence["evidence"] if e not in warnings and ADJUSTED in e]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from eagle3lab import analysis
+from eagle3lab import stats
 from eagle3lab.sources.observation import SPEC_KEYS, Observation
 
 
@@ -14,12 +14,12 @@ def observe_meta_info(requests, server_info: dict | None = None, requested=None,
                       tokens_per_s: float | None = None) -> Observation:
     """`requests`: meta_info dicts, or a frame with completion_tokens and spec_verify_ct (one
     row per finished request, e.g. `LoadTestResult.completed`). Accept length is pooled:
-    all tokens over all verify steps (`analysis.accept_length_pooled`)."""
+    all tokens over all verify steps (`stats.accept_length_pooled`)."""
     from eagle3lab.config import SpecConfig
 
     frame = requests if isinstance(requests, pd.DataFrame) else pd.DataFrame(list(requests))
     verify = frame["spec_verify_ct"] if "spec_verify_ct" in frame else pd.Series(dtype=float)
-    accept = analysis.accept_length_pooled(frame.get("completion_tokens", []), verify)
+    accept = stats.accept_length_pooled(frame.get("completion_tokens", []), verify)
     running = SpecConfig.from_server_info(server_info) if server_info else None
     effective = {} if running is None else {k: getattr(running, k) for k in SPEC_KEYS
                                             if getattr(running, k) is not None}

@@ -11,7 +11,7 @@ cumulative since the server started, one series per engine:
   draft at position i was accepted. A draft token is only accepted when every earlier one was,
   so count_i / drafts is P(at least i+1 accepted): an **unconditional** rate
   (``Observation.conditional = False``). ``conditional`` converts it to P(accept i | 1..i-1
-  accepted) with ``analysis.conditional_from_unconditional``.
+  accepted) with ``stats.conditional_rates``.
 
 Accept length = 1 + accepted / drafts (bonus token included; vLLM's own definition, the figure
 its log prints as ``Mean acceptance length``). Counters are read with ``prometheus_client``'s
@@ -148,7 +148,7 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
         raise VllmMetricsError("the server has no spec-decode counters: it runs without speculation")
     if delta.drafts <= 0:
         raise VllmMetricsError("no drafts in the window: nothing was generated with speculation")
-    from eagle3lab import analysis
+    from eagle3lab import stats
 
     k = delta.k
     warnings: list[str] = []
@@ -159,9 +159,9 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
     if result is not None and "spec_histogram" in result.requests:
         steps = steps_from_requests(result.requests)
     if steps is not None and len(steps):
-        table = analysis.per_position(steps, k=k, conditional=False)
+        table = stats.per_position(steps, k=k, conditional=False)
         lo, hi = table["lo"].to_numpy(), table["hi"].to_numpy()
-        ci = analysis.accept_length_ci(steps)
+        ci = stats.accept_length_ci(steps)
         totals = _histogram_totals(steps, k)
         if (totals.drafts, totals.accepted, totals.per_position) != (delta.drafts, delta.accepted,
                                                                      delta.per_position):
@@ -187,13 +187,13 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
 
 def conditional(obs: Observation) -> pd.DataFrame:
     """The per-position table of an unconditional Observation as conditional rates
-    P(accept i | 1..i-1 accepted) (``analysis.conditional_from_unconditional``; lo/hi dropped:
+    P(accept i | 1..i-1 accepted) (``stats.conditional_rates``; lo/hi dropped:
     a ratio of two bootstrap bounds is no interval)."""
     if obs.per_position is None:
         raise VllmMetricsError("this observation has no per-position rates")
     if obs.conditional:
         return obs.per_position.copy()
-    from eagle3lab.analysis import conditional_from_unconditional
+    from eagle3lab.stats import conditional_rates
 
     table = obs.per_position[["position", "rate"]].copy()
     table["rate"] = conditional_from_unconditional(table["rate"].to_numpy())

@@ -27,7 +27,7 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import analysis, experiments, glossary, plots, prose
+from eagle3lab import diagnosis, experiments, findings, glossary, plots, predict, prose
 from eagle3lab.config import SpecConfig
 from eagle3lab.style import apply_style
 
@@ -92,7 +92,7 @@ else:
 
 # %%
 if per_pos is not None and standalone is not None:
-    gap = analysis.gap_table(standalone, per_pos)
+    gap = predict.gap_table(standalone, per_pos)
     display(gap)
     display(plots.gap_plot(gap))
     prose.markdown(prose.gap_sentence(gap))
@@ -126,8 +126,8 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 
 # %%
 glossary.define("multi_step")
-findings = analysis.diagnose(run.observation, standalone_acc=standalone)
-analysis.findings_frame(findings)
+findings = diagnosis.diagnose(run.observation, standalone_acc=standalone)
+findings.findings_frame(findings)
 
 # %%
 prose.headline(prose.diagnosis_sentence(findings, short=True))

@@ -30,7 +30,7 @@ SWEEP_FILE = None        # with SERVER_URLS: append points to this file and resu
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import analysis, experiments, plots, prose
+from eagle3lab import experiments, plots, prose
 from eagle3lab.style import apply_style
 
 apply_style()

@@ -1,0 +1,417 @@
+"""The one place acceptance statistics are computed: every source feeds it counts.
+
+Every engine reports the same few counts -- accepted drafts and verify steps per request (the
+lab's step records, SGLang's meta_info, vLLM's /metrics counters, a server log's per-position
+lines) -- and everything else is a function of them, computed here and nowhere else:
+
+    accept length  L = tokens / verify steps = mean(accepted) + 1   (SGLang "accept len", vLLM
+                                                                      "mean acceptance length")
+    unconditional  r_i = P(accepted >= i)                          (vLLM per-position rate)
+    conditional    c_i = P(accepted >= i | accepted >= i - 1)      (EAGLE n-alpha)
+    E[L] = 1 + sum_i r_i = 1 + sum_i prod_{j<=i} c_j
+
+`conditional_rates` and `unconditional_rates` are the one conversion each way. Intervals: a
+bootstrap over prompts (resampling requests whole: steps of one request are correlated), Wilson
+and exact (Clopper-Pearson) intervals of a share, and paired-run speed-ups (`ratio_ci`).
+
+Imports numpy, pandas and eagle3lab.errors only, so every room of the package may import it.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from eagle3lab.errors import EagleLabError
+
+_DEPTH_COLUMNS = ("k", "depth", "num_steps", "drafted")
+
+
+class StatsError(EagleLabError):
+    """Input the statistics cannot use (empty, out of range, missing columns)."""
+
+
+# --------------------------------------------------------------------------- per-step counts
+
+def accepted_counts(steps) -> np.ndarray:
+    """Per-step accepted draft counts as an int array, from a DataFrame, Series or sequence.
+
+    A DataFrame needs ``accepted`` (drafts accepted per step) or ``accept_len`` (bonus included).
+    """
+    if isinstance(steps, pd.DataFrame):
+        if "accepted" in steps:
+            values = steps["accepted"].to_numpy()
+        elif "accept_len" in steps:
+            values = steps["accept_len"].to_numpy() - 1
+        else:
+            raise StatsError("per-step data needs an 'accepted' (or 'accept_len') column; "
+                             f"got {list(steps.columns)}")
+    else:
+        values = np.asarray(steps if not isinstance(steps, pd.Series) else steps.to_numpy())
+    values = np.asarray(values, dtype=float).ravel()
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        raise StatsError("no verify steps to analyse")
+    if (values < 0).any() or (values != np.round(values)).any():
+        raise StatsError("accepted counts must be whole numbers >= 0")
+    return values.astype(int)
+
+
+def draft_depth(steps, k: int | None = None) -> int:
+    """The chain depth k (draft tokens proposed per step): given, from a column, or max observed."""
+    if k is not None:
+        return int(k)
+    if isinstance(steps, pd.DataFrame):
+        for col in _DEPTH_COLUMNS:
+            if col in steps and steps[col].notna().any():
+                return int(steps[col].max())
+        if "num_draft_tokens" in steps:  # SGLang meaning: draft tokens incl. the verified root
+            return int(steps["num_draft_tokens"].max()) - 1
+    return int(accepted_counts(steps).max())
+
+
+def steps_frame(generations) -> pd.DataFrame:
+    """Per-step DataFrame(request, step, drafted, accepted, context_length, draft_s, verify_s)
+    from eagle3lab.engine Generation objects (one per request).
+
+    context_length is the sequence length when the step was drafted: prompt + tokens emitted
+    so far (the prefill token included).
+    """
+    rows = []
+    for request, gen in enumerate(generations):
+        context = len(gen.prompt_ids) + 1
+        for i, step in enumerate(gen.steps):
+            rows.append({"request": request, "step": i, "drafted": step.drafted,
+                         "accepted": step.accepted, "context_length": context,
+                         "draft_s": step.draft_s, "verify_s": step.verify_s})
+            context += step.accepted + 1
+    if not rows:
+        raise StatsError("no verify steps in these generations (was speculation on?)")
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- accept length
+
+def accept_length(steps) -> float:
+    """Mean tokens per verify step, bonus included (pooled over all steps, like SGLang and vLLM)."""
+    return float(accepted_counts(steps).mean() + 1.0)
+
+
+def accept_length_of_counts(tokens: float, verify_steps: float) -> float:
+    """tokens / verify steps for one request or one run's totals; NaN with no verify step
+    (the lab's Generation, the lab server's meta_info and its log line all read this)."""
+    return float(tokens / verify_steps) if verify_steps else float("nan")
+
+
+def accept_length_pooled(tokens, verify_steps) -> float:
+    """Pooled accept length from per-request counts: sum(tokens) / sum(verify steps) over the
+    requests that report both, NaN with no verify step. Pooled is what the server log reports;
+    the mean of per-request accept lengths weights short requests up (sglang PR #3152). A request
+    without a verify count is left out, not counted as zero steps (that would inflate the pool)."""
+    tokens = np.asarray(tokens, dtype=float).ravel()
+    verify = np.asarray(verify_steps, dtype=float).ravel()
+    if len(tokens) != len(verify):
+        return float("nan")
+    both = np.isfinite(tokens) & np.isfinite(verify)
+    total = verify[both].sum()
+    return float(tokens[both].sum() / total) if total > 0 else float("nan")
+
+
+def accept_length_from_meta(meta_infos: Iterable[dict]) -> float:
+    """Pooled accept length from SGLang ``/generate`` meta_info dicts (`accept_length_pooled`
+    of completion_tokens over spec_verify_ct, over the requests that carry spec_verify_ct; the
+    per-request spec_accept_length mean when none does)."""
+    metas = list(meta_infos)
+    counted = [m for m in metas if m.get("spec_verify_ct") is not None]
+    if sum(int(m["spec_verify_ct"]) for m in counted) > 0:
+        return accept_length_pooled([int(m.get("completion_tokens", 0)) for m in counted],
+                                    [int(m["spec_verify_ct"]) for m in counted])
+    lengths = [float(m["spec_accept_length"]) for m in metas if m.get("spec_accept_length")]
+    if not lengths:
+        raise StatsError("meta_info has neither spec_verify_ct nor spec_accept_length "
+                         "(is speculative decoding on?)")
+    return float(np.mean(lengths))
+
+
+def request_accept_length(meta: dict) -> float:
+    """One request's accept length from its meta_info: the server's spec_accept_length when
+    sent, else completion_tokens / spec_verify_ct (NaN with no verify step)."""
+    if meta.get("spec_accept_length") is not None:
+        return float(meta["spec_accept_length"])
+    return accept_length_pooled([meta.get("completion_tokens", 0)], [meta.get("spec_verify_ct") or 0])
+
+
+def accept_length_from_rates(rates: Sequence[float], conditional: bool = True) -> float:
+    """E[L] = 1 + sum_i prod_{j<=i} c_j (conditional) or 1 + sum_i r_i (unconditional)."""
+    r = np.nan_to_num(np.asarray(rates, dtype=float))
+    return float(1 + (unconditional_rates(r) if conditional else r).sum())
+
+
+def acceptance_by_context(steps: pd.DataFrame, context_col: str = "context_length",
+                          bins: int = 4) -> pd.DataFrame:
+    """Accept length per context-length bin (equal-count bins): DataFrame(bin, context, accept_length, n)."""
+    if context_col not in steps:
+        raise StatsError(f"per-step data has no {context_col!r} column")
+    data = steps[[context_col]].assign(accepted=accepted_counts(steps))
+    data["bin"] = pd.qcut(data[context_col], q=bins, labels=False, duplicates="drop")
+    grouped = data.groupby("bin")
+    return pd.DataFrame({"bin": grouped.size().index,
+                         "context": grouped[context_col].median().to_numpy(),
+                         "accept_length": grouped["accepted"].mean().to_numpy() + 1,
+                         "n": grouped.size().to_numpy()})
+
+
+# --------------------------------------------------------------------------- bootstrap over prompts
+
+def bootstrap_picks(n: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """[n_boot, n] indices: resamples of n prompts (or requests), with replacement."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+
+
+def _per_request(steps: pd.DataFrame, width: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """(accepted counts, per-request sums): [accepted, steps] (width None) or a histogram of
+    accepted = 0..width-1 per request."""
+    steps = steps.dropna(subset=["accepted" if "accepted" in steps else "accept_len"])
+    acc = accepted_counts(steps)
+    codes, _ = pd.factorize(steps["request"])
+    if width is None:
+        per_request = np.zeros((codes.max() + 1, 2))  # accepted drafts, verify steps
+        np.add.at(per_request, codes, np.stack([acc, np.ones_like(acc)], axis=1))
+    else:
+        per_request = np.zeros((codes.max() + 1, width))
+        np.add.at(per_request, (codes, acc), 1)
+    return acc, per_request
+
+
+def accept_length_ci(steps, ci: float = 0.95, n_boot: int = 2000, seed: int = 0):
+    """Bootstrap interval (lo, hi) of the pooled accept length, resampling requests whole;
+    None with fewer than two requests (a ``request`` column is needed).
+
+    Why: a few prompts decide a small-sample accept length (one loopy continuation accepts
+    far more than the rest), so two runs differ only if their intervals say so.
+    """
+    if not isinstance(steps, pd.DataFrame) or "request" not in steps or steps["request"].nunique() < 2:
+        return None
+    _, per_request = _per_request(steps, None)
+    boot = per_request[bootstrap_picks(len(per_request), n_boot, seed)].sum(axis=1)
+    alpha = (1 - ci) / 2
+    lo, hi = np.quantile(1.0 + boot[:, 0] / boot[:, 1], [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def rate_ci(tokens, seconds, level: float = 0.95, n_boot: int = 2000, seed: int = 0, digits: int = 2):
+    """Bootstrap interval over prompts of sum(tokens) / sum(seconds); None with < 2 prompts.
+    (Also accept length: sum(tokens) / sum(verify steps).)"""
+    tokens, seconds = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
+    if len(tokens) < 2:
+        return None
+    picks = bootstrap_picks(len(tokens), n_boot, seed)
+    rates = tokens[picks].sum(axis=1) / seconds[picks].sum(axis=1)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(rates, [alpha, 1 - alpha])
+    return [round(float(lo), digits), round(float(hi), digits)]
+
+
+def ratio_ci(num_tokens, num_s, den_tokens, den_s, level: float = 0.95, n_boot: int = 2000,
+             seed: int = 0):
+    """Speed-up of paired runs: bootstrap interval over prompts of
+    (sum num_tokens / sum num_s) / (sum den_tokens / sum den_s).
+
+    Each index is one prompt measured both ways (paired, interleaved), so a resample keeps the
+    pair together. None with fewer than two prompts.
+    """
+    arrays = [np.asarray(a, dtype=float) for a in (num_tokens, num_s, den_tokens, den_s)]
+    n = len(arrays[0])
+    if n < 2:
+        return None
+    picks = bootstrap_picks(n, n_boot, seed)
+    nt, ns, dt, ds = (a[picks].sum(axis=1) for a in arrays)
+    ratios = (nt / ns) / (dt / ds)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
+    return [round(float(lo), 4), round(float(hi), 4)]
+
+
+# --------------------------------------------------------------------------- shares
+
+def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval (lo, hi) of a proportion hits / n; (0, 1) for n = 0.
+
+    Why Wilson: the validation's shares are near 0 or 1 on 10-13 scenarios, where the normal
+    interval leaves [0, 1] or collapses to a point at 13/13."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _binom_tail(hits: int, n: int, p: float, upper: bool) -> float:
+    """P(X >= hits) (upper) or P(X <= hits), X ~ Bin(n, p)."""
+    ks = range(hits, n + 1) if upper else range(0, hits + 1)
+    return float(sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in ks))
+
+
+def exact_binomial_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval (lo, hi) of hits / n; (nan, nan) for n == 0.
+
+    Why exact: for a handful of trials (a notebook's few prompts) Wilson's normal approximation
+    is not guaranteed to cover; the exact interval is, at the cost of being wider. Bisection on
+    the binomial tails (no scipy)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    if not 0 <= hits <= n:
+        raise StatsError(f"hits must be within [0, n]; got {hits} of {n}")
+    alpha = (1 - level) / 2
+
+    def solve(target, upper):
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            tail = _binom_tail(hits, n, mid, upper)
+            # P(X >= hits) rises with p; P(X <= hits) falls with p
+            if (tail < target) == upper:
+                lo = mid
+            else:
+                hi = mid
+        return (lo + hi) / 2
+
+    lower = 0.0 if hits == 0 else solve(alpha, True)
+    upper = 1.0 if hits == n else solve(alpha, False)
+    return lower, upper
+
+
+def share_text(hits: int, n: int) -> str:
+    """'92 % (12/13; 95 % CI 67-99 %)': a share with its count and Wilson interval."""
+    lo, hi = wilson_interval(hits, n)
+    share = f"{100 * hits / n:.0f} %" if n else "-"
+    return f"{share} ({hits}/{n}; 95 % CI {100 * lo:.0f}-{100 * hi:.0f} %)"
+
+
+def sign_test(worse: int, better: int) -> float:
+    """One-sided sign test: P(at least `worse` of worse + better fair coin flips)."""
+    n = worse + better
+    if n == 0:
+        return 1.0
+    return float(sum(math.comb(n, i) for i in range(worse, n + 1)) / 2 ** n)
+
+
+# --------------------------------------------------------------------------- per-position rates
+
+def conditional_rates(unconditional: Sequence[float], undefined: float = 0.0) -> np.ndarray:
+    """c_i = r_i / r_{i-1} along the last axis (vLLM's per-position rates are unconditional);
+    ``undefined`` where r_{i-1} = 0 (no chain got that far)."""
+    r = np.asarray(unconditional, dtype=float)
+    prev = np.concatenate([np.ones_like(r[..., :1]), r[..., :-1]], axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(prev > 0, r / np.where(prev > 0, prev, 1), undefined)
+
+
+def unconditional_rates(conditional: Sequence[float]) -> np.ndarray:
+    """r_i = prod_{j<=i} c_j along the last axis."""
+    return np.cumprod(np.asarray(conditional, dtype=float), axis=-1)
+
+
+def accept_histogram(steps, k: int | None = None) -> np.ndarray:
+    """Counts of steps by accepted = 0..k."""
+    acc = accepted_counts(steps)
+    k = draft_depth(steps, k)
+    if acc.max() > k:
+        raise StatsError(f"a step accepted {acc.max()} drafts but the depth is {k}")
+    return np.bincount(acc, minlength=k + 1)
+
+
+def _rates_from_histograms(hist: np.ndarray, conditional: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-position rates and at-risk counts from histograms [..., k+1] (vectorised)."""
+    hist = np.asarray(hist, dtype=float)
+    # reached[..., i] = steps with accepted >= i, i = 0..k
+    reached = np.cumsum(hist[..., ::-1], axis=-1)[..., ::-1]
+    total = reached[..., :1]
+    passed = reached[..., 1:]
+    at_risk = reached[..., :-1] if conditional else np.broadcast_to(total, passed.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = np.where(at_risk > 0, passed / np.where(at_risk > 0, at_risk, 1), np.nan)
+    return rates, at_risk
+
+
+def position_rates(steps, k: int | None = None, *, conditional: bool) -> np.ndarray:
+    """Acceptance at draft positions 1..k, without intervals (see `per_position`)."""
+    rates, _ = _rates_from_histograms(accept_histogram(steps, k), conditional)
+    return rates
+
+
+def per_position(steps, k: int | None = None, *, conditional: bool, ci: float = 0.95,
+                 n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Acceptance at draft positions 1..k with bootstrap confidence intervals.
+
+    conditional (required: the two conventions differ by a lot past position 1): True gives
+    c_i = P(accept position i | positions < i accepted) (EAGLE's n-alpha); False gives vLLM's
+    r_i = P(at least i accepted). The bootstrap resamples requests when a
+    ``request`` column is present (steps of one request are correlated), otherwise steps; either
+    way it is one multinomial/gather over histograms, so 2000 resamples cost milliseconds.
+    Returns DataFrame(position, rate, lo, hi, n) where n is the number of steps at risk.
+    """
+    k = draft_depth(steps, k)
+    rng = np.random.default_rng(seed)
+    if isinstance(steps, pd.DataFrame) and "request" in steps and steps["request"].nunique() > 1:
+        _, per_request = _per_request(steps, k + 1)
+        hist = per_request.sum(0)
+        picks = rng.integers(0, len(per_request), size=(n_boot, len(per_request)))
+        boot = per_request[picks].sum(axis=1)
+    else:
+        hist = accept_histogram(steps, k).astype(float)
+        boot = rng.multinomial(int(hist.sum()), hist / hist.sum(), size=n_boot)
+    rates, at_risk = _rates_from_histograms(hist, conditional)
+    boot_rates, _ = _rates_from_histograms(boot, conditional)
+    alpha = (1 - ci) / 2
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo = np.nanquantile(boot_rates, alpha, axis=0)
+        hi = np.nanquantile(boot_rates, 1 - alpha, axis=0)
+    return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rates, "lo": lo, "hi": hi,
+                         "n": at_risk.astype(int)})
+
+
+def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFrame:
+    """Pooled per-position acceptance from read_log rows carrying vLLM/llama.cpp per-position rates.
+
+    Each row's ``per_position`` is unconditional (vLLM metrics.py: accepted_per_pos / num_drafts)
+    over one stats interval; rows are pooled weighted by their number of drafts (drafted / K).
+    Intervals are resampled for the confidence interval.
+    """
+    if "per_position" not in rows:
+        raise StatsError("log rows have no 'per_position' column")
+    rows = rows[rows["per_position"].map(lambda v: isinstance(v, (list, tuple)) and len(v) > 0)]
+    if rows.empty:
+        raise StatsError("no log line carries per-position acceptance")
+    k = max(len(v) for v in rows["per_position"])
+    mat = np.full((len(rows), k), np.nan)
+    for i, v in enumerate(rows["per_position"]):
+        mat[i, :len(v)] = v
+    if "drafted" in rows and rows["drafted"].notna().all():
+        weights = rows["drafted"].to_numpy(float) / k
+    else:
+        weights = np.ones(len(rows))
+    n_drafts = weights.sum()
+
+    def pooled(w):  # w: [..., n_rows]
+        uncond = np.nansum(w[..., None] * np.nan_to_num(mat), axis=-2) / w.sum(-1, keepdims=True)
+        return conditional_rates(uncond, undefined=np.nan) if conditional else uncond
+
+    rate = pooled(weights)
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(rows), size=(1000, len(rows)))
+    boot_w = np.zeros((1000, len(rows)))
+    np.add.at(boot_w, (np.arange(1000)[:, None], picks), weights[picks])
+    boot = pooled(boot_w)
+    uncond = pooled(weights) if not conditional else unconditional_rates(np.nan_to_num(rate))
+    at_risk = n_drafts * np.concatenate([[1.0], uncond[:-1]]) if conditional else np.full(k, n_drafts)
+    return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rate,
+                         "lo": np.nanquantile(boot, 0.025, axis=0),
+                         "hi": np.nanquantile(boot, 0.975, axis=0),
+                         "n": np.round(at_risk).astype(int)})
