@@ -82,11 +82,39 @@ def test_a_correct_serve_accepts_exactly_what_the_replay_accepts(runner):
 def test_score_is_strict_and_top2_needs_both_faults():
     from eagle3lab.findings import Finding
 
-    ranked = [Finding("multi_step", 0.85), Finding("quantization", 0.75), Finding("wiring", 0.5)]
+    ranked = [Finding("multi_step", weight=0.85), Finding("quantization", weight=0.75), Finding("wiring", weight=0.5)]
     assert V.score(("wiring-seed", "quant-int4"), ranked) == {"top1": True, "top2": True}
     assert V.score(("normed-last", "quant-int4"), ranked) == {"top1": False, "top2": False}
     assert V.score(("quant-int4",), ranked) == {"top1": False, "top2": True}
-    assert V.score(("quant-int8",), [Finding("healthy", 0.9)]) == {"top1": False, "top2": False}
+    assert V.score(("quant-int8",), [Finding("healthy", weight=0.9)]) == {"top1": False, "top2": False}
+
+
+@pytest.mark.parametrize("name", ["ci", "lab6"])
+def test_committed_observations_rescore_to_the_committed_table(name):
+    """The rules re-score the committed observations to the committed per-scenario table, exactly.
+
+    A pure function of data/validation/NAME.jsonl (no decoding, machine-independent): any change
+    to what diagnose() ranks on either lab -- ci (tuning) or lab6 (scored once under the freeze,
+    then seen) -- fails here. The CSV's last columns (lab path, role, commits, sha256 pins) record
+    where and under which frozen files it was made, not what the rules say: they are not compared.
+    """
+    import json
+
+    import pandas as pd
+
+    from eagle3lab.paths import REPO_DIR
+
+    folder = REPO_DIR / "data" / "validation"
+    observations = {}
+    for line in (folder / f"{name}.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if "meta" not in rec:
+            observations[tuple(rec.pop("scenario").split("+"))] = rec
+    table = V.score_table(observations)
+    committed = pd.read_csv(folder / f"{name}.csv", keep_default_na=False)[list(table.columns)]
+    assert len(table) == len(committed) == 23
+    fresh = pd.read_csv(__import__("io").StringIO(table.to_csv(index=False)), keep_default_na=False)
+    pd.testing.assert_frame_equal(fresh, committed)
 
 
 def test_unknown_scenario_is_a_clear_error():
@@ -107,7 +135,7 @@ def test_served_logprobs_name_a_changed_target_when_greedy_text_agrees():
     changed = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                                 replay={**replay, "logprob_deltas": [2e-6] * 140 + [3e-3] * 10})
     assert changed[0].cause == "quantization"
-    assert "10 of 150 served log-probabilities" in changed[0].evidence[-2]
+    assert "10 of 150 served log-probabilities" in changed[0].evidence
     few = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
                             replay={**replay, "logprob_deltas": [2e-6] * 145 + [3e-3] * 5})
     assert few[0].cause == "healthy"  # 5 of 150 is within the 5 % share
@@ -131,7 +159,7 @@ def test_replay_steps_that_differ_either_way_name_wiring():
     found = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2, replay=replay)
     assert found[0].cause == "wiring"
     assert "8 of 100 served steps accept a different number of drafts than the replay (4 fewer, 4 more)" \
-        in found[0].evidence[1]
+        in found[0].evidence
     two = list(ref)
     two[2:8] = [2.0] * 6  # 2 differing steps (1 fewer, 1 more): below the minimum of 3
     again = diagnosis.diagnose(per_position=[0.9, 0.8], steps=steps, temperature=0.0, depth=2,
