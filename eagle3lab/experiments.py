@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from eagle3lab import stats
 from eagle3lab.config import SpecConfig
+from eagle3lab.stats import rate_ci, ratio_ci
 
 if TYPE_CHECKING:
     from eagle3lab.sources.observation import Observation
@@ -310,49 +312,6 @@ def prompt_sources(lab, n: int, prompt_tokens: int = PROMPT_TOKENS) -> list[str]
     return out
 
 
-# --------------------------------------------------------------------------- intervals
-
-def _boot_picks(n: int, n_boot: int = 2000, seed: int = 0):
-    import numpy as np
-
-    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
-
-
-def ratio_ci(num_tokens, num_s, den_tokens, den_s, level: float = 0.95, n_boot: int = 2000,
-             seed: int = 0):
-    """Bootstrap interval over prompts of (sum num_tokens / sum num_s) / (sum den_tokens / sum den_s).
-
-    Each index is one prompt measured both ways (paired, interleaved), so a resample keeps the
-    pair together. None with fewer than two prompts.
-    """
-    import numpy as np
-
-    arrays = [np.asarray(a, dtype=float) for a in (num_tokens, num_s, den_tokens, den_s)]
-    n = len(arrays[0])
-    if n < 2:
-        return None
-    picks = _boot_picks(n, n_boot, seed)
-    nt, ns, dt, ds = (a[picks].sum(axis=1) for a in arrays)
-    ratios = (nt / ns) / (dt / ds)
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(ratios, [alpha, 1 - alpha])
-    return [round(float(lo), 4), round(float(hi), 4)]
-
-
-def rate_ci(tokens, seconds, level: float = 0.95, n_boot: int = 2000, seed: int = 0, digits: int = 2):
-    """Bootstrap interval over prompts of sum(tokens) / sum(seconds); None with < 2 prompts."""
-    import numpy as np
-
-    tokens, seconds = np.asarray(tokens, dtype=float), np.asarray(seconds, dtype=float)
-    if len(tokens) < 2:
-        return None
-    picks = _boot_picks(len(tokens), n_boot, seed)
-    rates = tokens[picks].sum(axis=1) / seconds[picks].sum(axis=1)
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(rates, [alpha, 1 - alpha])
-    return [round(float(lo), digits), round(float(hi), digits)]
-
-
 def _int(value):
     """An integer for display, None for a missing value."""
     try:
@@ -565,7 +524,7 @@ def interleaved_table(frame, infos: dict | None = None):
                "failed": failed}
         verify = mine["verify"].astype(float) if "verify" in mine else None
         if label != BASELINE and verify is not None and verify.notna().all() and verify.sum() > 0:
-            row["accept_length"] = float(mine["tokens"].sum() / verify.sum())
+            row["accept_length"] = stats.accept_length_of_counts(mine["tokens"].sum(), verify.sum())
             row["accept_length_ci95"] = rate_ci(mine["tokens"], verify, digits=3)
         if len(base) and not failed:
             both = mine.join(base.add_suffix("_base"), how="inner")
@@ -646,8 +605,6 @@ class ServedRun:
         if obs.per_position is None or obs.conditional is not False:
             return obs.per_position
         if obs.frame is not None and len(obs.frame):
-            from eagle3lab import stats
-
             return stats.per_position(obs.frame, k=len(obs.per_position), conditional=True)
         from eagle3lab.sources.vllm_metrics import conditional
 
@@ -770,7 +727,6 @@ SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
 
 def _bench_row(result, **extra) -> dict:
     """One tidy row from a LabBenchResult: speed, acceptance, conditional per-position."""
-    from eagle3lab import stats
 
     s = result.summary()
     pp = stats.per_position(result.steps, k=result.spec.num_steps, conditional=True,

@@ -12,7 +12,7 @@ Per window: total tokens/s (completion tokens / wall of the window), tokens/s pe
 tokens / request latency), TTFT, inter-token latency ((latency - TTFT) / (tokens - 1), pooled) and,
 on vLLM, accept length and per-position rates from the server's own /metrics counters diffed
 around the window (``sources.vllm_metrics``). Prompts are the unit of every interval: bootstrap
-over prompts (``experiments.rate_ci`` / ``ratio_ci``; the per-position rates and accept length
+over prompts (``stats.rate_ci`` / ``ratio_ci``; the per-position rates and accept length
 resample requests whole, ``stats.per_position`` / ``accept_length_ci``).
 
 Total tokens/s has no per-prompt share of its own: a window of c in flight keeps on average
@@ -69,7 +69,7 @@ def _interval(ci):
 
 def window_figures(result) -> dict:
     """Throughput and latency of one window, each with its 95 % interval over prompts."""
-    from eagle3lab.experiments import rate_ci
+    from eagle3lab.stats import rate_ci
 
     frame = _per_prompt(result)
     occ = _occupancy(frame, result.wall_s)
@@ -117,7 +117,7 @@ def acceptance_figures(result, obs) -> dict:
 def paired_speedup(run, base) -> dict:
     """Speed-up of a speculative window over the baseline window at the same concurrency, in
     total tokens/s and per request, each with its paired bootstrap interval over prompts."""
-    from eagle3lab.experiments import ratio_ci
+    from eagle3lab.stats import ratio_ci
 
     a, b = _per_prompt(run), _per_prompt(base)
     both = a.join(b.add_suffix("_base"), how="inner")
@@ -137,7 +137,7 @@ def paired_speedup(run, base) -> dict:
 def _decode_speedup(both) -> dict:
     """Inter-token latency of the baseline over speculation's (prompts paired): the decode steps
     alone, without prefill (TTFT) and the window's tail; what a per-step cost model predicts."""
-    from eagle3lab.experiments import ratio_ci
+    from eagle3lab.stats import ratio_ci
 
     timed = both.dropna(subset=["decode_s", "decode_s_base"])
     timed = timed[(timed["completion_tokens"] > 1) & (timed["completion_tokens_base"] > 1)]

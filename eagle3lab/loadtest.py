@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab import stats
 from eagle3lab.config import SPEC_NAMES, server_info_fields
 from eagle3lab.errors import EagleLabError
 from eagle3lab.versions import LATEST_SGLANG
@@ -160,15 +161,6 @@ def _chunks(response, state: dict):
         yield json.loads(data)
 
 
-def _accept_length(meta: dict) -> float:
-    """One request's accept length: the server's own figure, else tokens / verify steps."""
-    from eagle3lab.stats import accept_length_pooled
-
-    if meta.get("spec_accept_length") is not None:
-        return float(meta["spec_accept_length"])
-    return accept_length_pooled([meta.get("completion_tokens", 0)], [meta.get("spec_verify_ct") or 0])
-
-
 def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, temperature: float,
                  opts: dict, timeout: float, t0: float) -> dict:
     """One /generate call. ``opts["stream"]`` is shared by the run: a server that refuses
@@ -222,7 +214,7 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
     finish = meta.get("finish_reason")
     row.update(ok=True, prompt_tokens=meta.get("prompt_tokens"), completion_tokens=completion,
                ttft_s=ttft, latency_s=latency, tokens_per_s=completion / latency if latency > 0 else math.nan,
-               spec_verify_ct=meta.get("spec_verify_ct"), accept_length=_accept_length(meta),
+               spec_verify_ct=meta.get("spec_verify_ct"), accept_length=stats.request_accept_length(meta),
                finish_reason=finish.get("type") if isinstance(finish, dict) else finish,
                text=last.get("text"))
     return row

@@ -101,10 +101,40 @@ def accept_length(steps) -> float:
     return float(accepted_counts(steps).mean() + 1.0)
 
 
-def accept_length_of_counts(tokens: float, verify_steps: float) -> float:
-    """tokens / verify steps for one request or one run's totals; NaN with no verify step
-    (the lab's Generation, the lab server's meta_info and its log line all read this)."""
-    return float(tokens / verify_steps) if verify_steps else float("nan")
+def accept_length_of_counts(tokens, verify_steps):
+    """tokens / verify steps: one request's, one window's or one run's totals (bonus included);
+    NaN with no verify step. Scalars give a float, arrays an array (element-wise)."""
+    tokens, verify = np.asarray(tokens, dtype=float), np.asarray(verify_steps, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.where(verify > 0, tokens / np.where(verify > 0, verify, 1), np.nan)
+    return float(value) if value.ndim == 0 else value
+
+
+def accept_length_of_accepted(accepted: float, verify_steps: float) -> float:
+    """1 + accepted drafts / verify steps (vLLM's counters: num_accepted_tokens / num_drafts);
+    NaN with no verify step."""
+    return 1.0 + accepted / verify_steps if verify_steps else float("nan")
+
+
+def accept_length_of_intervals(values) -> float | None:
+    """The mean of the accept lengths a server log prints, one per stats interval (unweighted,
+    as a reader of the log would average them); None when the log prints none."""
+    values = pd.Series(values, dtype=float).dropna()
+    return float(values.mean()) if len(values) else None
+
+
+def draft_acceptance_rate(accepted: float, verify_steps: float, drafts_per_step: float) -> float:
+    """accepted drafts / drafts proposed = accepted / (verify steps x drafts per step): SGLang
+    0.5.23's `accept rate` (drafts per step = num_draft_tokens - 1) and vLLM's draft acceptance
+    rate; NaN when nothing was proposed."""
+    proposed = verify_steps * drafts_per_step
+    return float(accepted / proposed) if proposed else float("nan")
+
+
+def unconditional_from_counts(accepted_per_position, drafts: float) -> np.ndarray:
+    """r_i = steps that accepted position i / verify steps (vLLM's per-position counters over
+    num_drafts)."""
+    return np.asarray(accepted_per_position, dtype=float) / drafts
 
 
 def accept_length_pooled(tokens, verify_steps) -> float:

@@ -90,7 +90,9 @@ def lab_counts(generations, k: int) -> dict:
 
 def accept_length(counts: dict) -> float:
     """vLLM's mean acceptance length: 1 + accepted / drafts (the bonus token included)."""
-    return 1 + counts["accepted"] / counts["drafts"] if counts["drafts"] else float("nan")
+    from eagle3lab.stats import accept_length_of_accepted
+
+    return accept_length_of_accepted(counts["accepted"], counts["drafts"])
 
 
 def _lab_ci(gens) -> list[float] | None:

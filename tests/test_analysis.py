@@ -1,4 +1,4 @@
-"""Acceptance analysis on synthetic chains with known rates."""
+"""Acceptance statistics (stats), models (predict) and the diagnosis on synthetic chains with known rates."""
 
 import numpy as np
 import pandas as pd
@@ -184,7 +184,7 @@ def test_diagnose_config_adjusted_comes_first():
     found = D.diagnose(per_position=[0.75, 0.7], standalone_acc=[0.77, 0.75],
                        requested_draft_tokens=16, effective_draft_tokens=2)
     assert found[0].cause == "config_adjusted"
-    assert "16" in found[0].evidence[0] and found[0].next_check
+    assert "16" in found[0].evidence and found[0].next_check
 
 
 def test_diagnose_zero_acceptance_points_at_wiring_or_vocab():
@@ -197,7 +197,7 @@ def test_diagnose_multi_step_collapse():
     df = simulate([0.72, 0.2, 0.15, 0.15, 0.1], n=3000)
     found = D.diagnose(steps=df, standalone_acc=[0.77, 0.7, 0.7, 0.7, 0.7])
     assert found[0].cause == "multi_step"
-    assert any("72" in s or "71" in s or "73" in s for s in found[0].evidence)
+    assert any(s in found[0].evidence for s in ("72", "71", "73"))
 
 
 def test_diagnose_uniform_drop_and_healthy():
@@ -227,7 +227,7 @@ def test_findings_frame_and_validation():
     frame = F.findings_frame(D.diagnose(per_position=[0.01, 0.0]))
     assert list(frame.columns) == ["rank", "cause", "evidence", "next_check"]
     with pytest.raises(ValueError):
-        F.Finding("gremlins", 0.5)
+        D.rules.finding("gremlins", 0.5, [])
 
 
 def test_steps_frame_from_engine_generations():
@@ -290,7 +290,7 @@ def test_diagnose_context_beyond_training_length_ranks_context_first():
                   standalone_acc=[0.53, 0.5, 0.5])
     found = D.diagnose(**kwargs, steps=steps, draft_max_context=100)
     assert found[0].cause == "context_length"
-    assert "100 tokens" in " ".join(found[0].evidence)
+    assert "100 tokens" in found[0].evidence
     assert D.diagnose(**kwargs, steps=steps, draft_max_context=1000)[0].cause != "context_length"
     flat = steps.assign(accepted=np.arange(200) % 3)  # no loss beyond the window
     assert D.diagnose(**kwargs, steps=flat, draft_max_context=100)[0].cause != "context_length"
@@ -398,7 +398,57 @@ def test_a_draft_whose_own_evaluation_decays_with_depth_is_multi_step():
     assert found[0].weight == pytest.approx(0.85)
     # at a served depth of 1 it is still named, with the depth it will cost at
     shallow = D.diagnose(per_position=[0.5], standalone_acc=[0.41, 0.19, 0.13], depth=1)
-    assert shallow[0].cause == "multi_step" and "evaluated at (3)" in shallow[0].evidence[0]
+    assert shallow[0].cause == "multi_step" and "evaluated at (3)" in shallow[0].evidence
     # acc@2..k at >= 75 % of acc@1 is a draft that drafts deep
     assert "multi_step" not in [f.cause for f in _replay_case(served, served,
                                                                standalone=(0.4, 0.32, 0.3))]
+
+
+def test_exact_binomial_interval_matches_clopper_pearson():
+    assert S.exact_binomial_interval(5, 10) == pytest.approx((0.1871, 0.8129), abs=1e-4)
+    assert S.exact_binomial_interval(0, 10) == pytest.approx((0.0, 0.3085), abs=1e-4)
+    assert S.exact_binomial_interval(10, 10) == pytest.approx((0.6915, 1.0), abs=1e-4)
+    assert S.exact_binomial_interval(1, 3, level=0.9) == pytest.approx((0.0170, 0.8647), abs=1e-4)
+    assert all(np.isnan(S.exact_binomial_interval(0, 0)))
+    lo, hi = S.wilson_interval(3, 4)
+    elo, ehi = S.exact_binomial_interval(3, 4)
+    assert elo < lo and ehi > hi  # exact is the wider (it is guaranteed to cover)
+    with pytest.raises(S.StatsError):
+        S.exact_binomial_interval(5, 4)
+
+
+def test_one_conversion_each_way_between_conditional_and_unconditional():
+    cond = np.array([0.8, 0.5, 0.25])
+    uncond = S.unconditional_rates(cond)
+    np.testing.assert_allclose(uncond, [0.8, 0.4, 0.1])
+    np.testing.assert_allclose(S.conditional_rates(uncond), cond)
+    assert S.conditional_rates([0.5, 0.0, 0.0])[2] == 0.0  # nothing reached position 2
+    assert np.isnan(S.conditional_rates([0.5, 0.0, 0.0], undefined=np.nan)[2])
+    assert S.accept_length_from_rates(cond) == pytest.approx(S.accept_length_from_rates(uncond, conditional=False))
+
+
+def test_accept_length_from_counts_every_source_form():
+    assert S.accept_length_of_counts(24, 8) == 3.0
+    assert np.isnan(S.accept_length_of_counts(5, 0))
+    np.testing.assert_allclose(S.accept_length_of_counts([6, 9], [3, 0]), [2.0, np.nan])
+    assert S.accept_length_of_accepted(16, 8) == 3.0 and np.isnan(S.accept_length_of_accepted(1, 0))
+    assert S.request_accept_length({"completion_tokens": 30, "spec_verify_ct": 10}) == 3.0
+    assert S.request_accept_length({"spec_accept_length": 2.5, "spec_verify_ct": 10}) == 2.5
+    assert S.accept_length_of_intervals([2.0, None, 3.0]) == 2.5
+    assert S.accept_length_of_intervals([]) is None
+    assert S.draft_acceptance_rate(6, 4, 3) == 0.5 and np.isnan(S.draft_acceptance_rate(1, 0, 3))
+
+
+def test_rate_rules_are_a_table_of_known_causes_and_stages():
+    stages = {s.name for s in D.STAGES}
+    for rule in D.RATE_RULES:
+        assert rule.cause in D.CAUSES and rule.stage in stages and rule.reads and rule.threshold
+    # one row per rule per cause: no branch names a cause twice, except the two position-1
+    # vocabulary rows and the two serve-side distribution_shift rows, whose own conditions exclude
+    # each other
+    from collections import Counter
+
+    twice = {k for k, n in Counter((r.branch, r.cause) for r in D.RATE_RULES).items() if n > 1}
+    assert twice == {("dead", "vocab_mapping"), ("serve-side loss", "distribution_shift")}
+    found = D.diagnose(per_position=[0.02, 0.5], standalone_acc=[0.6, 0.5])
+    assert found[0].check == "position 1: dead" and found[0].source == "statistics"

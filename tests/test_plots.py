@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from eagle3lab import predict as P, stats as S
+from eagle3lab import predict, stats
 from eagle3lab import plots as P
 from eagle3lab.errors import EagleLabError
 
@@ -22,13 +22,13 @@ def test_accept_vs_depth_draws_model_curves_and_observed_points():
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     curve = ax.lines[0].get_ydata()
-    np.testing.assert_allclose(curve, P.expected_accept_length(0.5, np.arange(7)))
+    np.testing.assert_allclose(curve, predict.expected_accept_length(0.5, np.arange(7)))
     labels = ax.get_legend_handles_labels()[1]
     assert "observed" in labels and "i.i.d. a = 0.80" in labels
 
 
 def test_per_position_bars_heights_are_the_rates():
-    table = S.per_position(steps(), conditional=True, n_boot=200)
+    table = stats.per_position(steps(), conditional=True, n_boot=200)
     fig = P.per_position_bars(table, standalone=[0.8] * 5)
     heights = [p.get_height() for p in fig.axes[0].patches]
     np.testing.assert_allclose(heights, table["rate"])
@@ -37,13 +37,13 @@ def test_per_position_bars_heights_are_the_rates():
 
 
 def test_gap_plot_and_throughput_and_heatmap():
-    gap = P.gap_table([0.8] * 5, S.per_position(steps(0.5), conditional=True, n_boot=100))
+    gap = predict.gap_table([0.8] * 5, stats.per_position(steps(0.5), conditional=True, n_boot=100))
     fig = P.gap_plot(gap)
     # served (0.5 per position) below the acc@k prediction (0.8): the title says below, not "lost -x"
     assert "below the acc@k prediction" in fig.axes[1].get_title()
-    above = P.gap_plot(P.gap_table([0.3] * 5, S.per_position(steps(0.5), conditional=True, n_boot=100)))
+    above = P.gap_plot(predict.gap_table([0.3] * 5, stats.per_position(steps(0.5), conditional=True, n_boot=100)))
     assert "above the acc@k prediction" in above.axes[1].get_title()
-    table = P.throughput_vs_depth(P.CostModel(0.002, 0.02), a=0.8, max_depth=6)
+    table = predict.throughput_vs_depth(predict.CostModel(0.002, 0.02), a=0.8, max_depth=6)
     fig = P.throughput_vs_depth(table)
     assert any("no speculation" == t for t in fig.axes[0].get_legend_handles_labels()[1])
     sweep = pd.DataFrame({"num_steps": [1, 3, 1, 3], "topk": [1, 1, 4, 4], "speedup": [1.2, 1.5, 0.9, 1.1]})

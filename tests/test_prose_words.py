@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import experiments, prose
+from eagle3lab import experiments, prose, stats
 from eagle3lab.experiments import BASELINE
 
 
@@ -95,8 +95,8 @@ def test_interleaved_table_pairs_prompts_and_its_intervals_hold():
 
 
 def test_ratio_ci_needs_two_prompts_and_contains_the_ratio():
-    assert experiments.ratio_ci([10], [1], [10], [2]) is None
-    ci = experiments.ratio_ci([10, 10, 10], [1, 1.2, 0.9], [10, 10, 10], [2, 2.1, 1.9])
+    assert stats.ratio_ci([10], [1], [10], [2]) is None
+    ci = stats.ratio_ci([10, 10, 10], [1, 1.2, 0.9], [10, 10, 10], [2, 2.1, 1.9])
     assert prose.interval_holds((30 / 3.1) / (30 / 6.0), ci)
 
 

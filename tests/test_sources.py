@@ -71,10 +71,10 @@ def test_diagnose_names_config_adjusted_on_the_adjustment_sample():
     assert any(W_ADJUST in w for w in obs.warnings)
     findings = diagnosis.diagnose(obs)
     assert findings[0].cause == "config_adjusted"
-    assert "2 draft tokens are verified per step although 16 were requested" in findings[0].evidence[0]
+    assert "2 draft tokens are verified per step although 16 were requested" in findings[0].evidence
     # without the requested config the warning alone still names it
     alone = diagnosis.diagnose(observe_log(sample))
-    assert alone[0].cause == "config_adjusted" and W_ADJUST in alone[0].evidence[0]
+    assert alone[0].cause == "config_adjusted" and W_ADJUST in alone[0].evidence
     # and a log without the warning does not
     clean = observe_log(SAMPLES / "sglang_issue11948_eagle3_accept_rate_trailing_comma.log", requested=SEED)
     assert clean.effective == {} and "config_adjusted" not in [f.cause for f in diagnosis.diagnose(clean)]

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from eagle3lab import stats
 from eagle3lab.errors import EagleLabError
 from eagle3lab.versions import LATEST_SGLANG
 
@@ -121,9 +122,10 @@ class ServerState:
         msg = (f"Decode batch, #running-req: 1, #token: {used_tokens}, "
                f"token usage: {used_tokens / self.engine.max_seq_len:.2f}, ")
         if self.spec is not None and self.spec_forward_ct:
-            accept_len = self.spec_accept_tokens / self.spec_forward_ct
+            accept_len = stats.accept_length_of_counts(self.spec_accept_tokens, self.spec_forward_ct)
             # 0.5.23: accepted drafts / (verify passes x (num_draft_tokens - 1)), bonus excluded
-            rate = self.spec_correct_drafts / (self.spec_forward_ct * (self.spec.num_draft_tokens - 1))
+            rate = stats.draft_acceptance_rate(self.spec_correct_drafts, self.spec_forward_ct,
+                                               self.spec.num_draft_tokens - 1)
             msg += f"accept len: {accept_len:.2f}, accept rate: {rate:.2f}, "
             self.total_accept_tokens += self.spec_accept_tokens
             self.total_forward_ct += self.spec_forward_ct
@@ -135,7 +137,7 @@ class ServerState:
     def avg_accept_length(self) -> float | None:
         tokens = self.total_accept_tokens + self.spec_accept_tokens
         ct = self.total_forward_ct + self.spec_forward_ct
-        return tokens / ct if ct else None
+        return stats.accept_length_of_counts(tokens, ct) if ct else None
 
     # -- request handling --------------------------------------------------------------------
     def parse_prompt(self, text=None, input_ids=None) -> list[int]:
@@ -224,8 +226,9 @@ class ServerState:
             proposed = verify_ct * (self.spec.num_draft_tokens - 1)
             # tokenizer_manager.py 0.5.23: accept_length = completion_tokens / verify_ct
             meta.update({"spec_verify_ct": verify_ct,
-                         "spec_accept_length": len(out_ids) / verify_ct,
-                         "spec_accept_rate": correct / proposed if proposed else 0.0,
+                         "spec_accept_length": stats.accept_length_of_counts(len(out_ids), verify_ct),
+                         "spec_accept_rate": stats.draft_acceptance_rate(
+                             correct, verify_ct, self.spec.num_draft_tokens - 1) if proposed else 0.0,
                          "spec_num_correct_drafts": correct,
                          "spec_num_proposed_drafts": proposed})
         elif self.spec is not None:

@@ -48,8 +48,10 @@ class LabBenchResult:
     @property
     def accept_rate(self) -> float:
         """SGLang 0.5.23's `accept rate`: accepted drafts / (verify steps x (draft tokens - 1))."""
-        drafted = len(self.steps) * (self.spec.num_draft_tokens - 1)
-        return float(self.steps["accepted"].sum() / drafted) if drafted else float("nan")
+        from eagle3lab.stats import draft_acceptance_rate
+
+        return draft_acceptance_rate(self.steps["accepted"].sum(), len(self.steps),
+                                     self.spec.num_draft_tokens - 1)
 
     @property
     def per_position_unconditional(self) -> list[float]:

@@ -132,7 +132,9 @@ class Generation:
     @property
     def accept_length(self) -> float:
         """Mean tokens per verify step, bonus included (SGLang's `accept len`)."""
-        return sum(s.accept_len for s in self.steps) / len(self.steps) if self.steps else float("nan")
+        from eagle3lab.stats import accept_length_of_counts
+
+        return accept_length_of_counts(sum(s.accept_len for s in self.steps), len(self.steps))
 
     @property
     def tokens_per_s(self) -> float:

@@ -139,6 +139,8 @@ def _derive(data: dict) -> None:
     """Fill what the printed numbers determine (vLLM definitions, docs/sources.md section 3)."""
     import numpy as np
 
+    from eagle3lab.stats import accept_length_from_rates, accept_length_of_counts
+
     vllm = data["engine"] == ENGINES.index("vllm")
     acc, drafted = data["accepted"].astype(float), data["drafted"].astype(float)
     rate = data["draft_accept_rate"]
@@ -149,12 +151,12 @@ def _derive(data: dict) -> None:
         k, emitted = data["num_spec_tokens"].astype(float), data["emitted"].astype(float)
         accept = data["accept_len"]
         fill = vllm & np.isnan(accept) & (k > 0) & (drafted > 0) & ~np.isnan(emitted)
-        accept[fill] = emitted[fill] * k[fill] / drafted[fill]
+        accept[fill] = accept_length_of_counts(emitted[fill], drafted[fill] / k[fill])
     # Unconditional per-position rates sum to accepted / drafts: 1 + sum = mean length.
     for i in np.flatnonzero(vllm & np.isnan(accept)):
         pp = data["per_position"][i]
         if pp:
-            accept[i] = 1.0 + sum(pp)
+            accept[i] = accept_length_from_rates(pp, conditional=False)
 
 
 _TIME_FORMATS = {"_dt": None, "_mdt": "%m-%d %H:%M:%S", "_clock": "%H:%M:%S"}

@@ -319,7 +319,6 @@ def observe_log(source, requested=None, engine: str = "auto"):
 
     frame, texts = _frame_and_lines(source, engine)
     evidence = _config_evidence(frame, texts)
-    lens = frame["accept_len"].dropna()
     has_positions = frame["per_position"].map(lambda v: isinstance(v, (list, tuple)) and len(v) > 0)
     per_pos = stats.per_position_from_log(frame, conditional=True) if has_positions.any() else None
     decode = frame[frame["kind"] == "decode"]["gen_throughput"].dropna()
@@ -331,7 +330,7 @@ def observe_log(source, requested=None, engine: str = "auto"):
     return Observation(
         source="log", engine=str(engines.idxmax()) if engines.max() > 0 else None,
         effective=effective_from_log(evidence, requested), requested=asked,
-        accept_length=float(lens.mean()) if len(lens) else None,
+        accept_length=stats.accept_length_of_intervals(frame["accept_len"]),
         per_position=per_pos, conditional=True if per_pos is not None else None,
         tokens_per_s=float(decode.mean()) if len(decode) else None,
         n_steps=int(per_pos["n"].iloc[0]) if per_pos is not None else None,  # drafts

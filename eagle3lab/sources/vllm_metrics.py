@@ -152,7 +152,7 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
 
     k = delta.k
     warnings: list[str] = []
-    rates = np.array(delta.per_position) / delta.drafts
+    rates = stats.unconditional_from_counts(delta.per_position, delta.drafts)
     lo = hi = np.full(k, np.nan)
     ci = None
     steps = None
@@ -176,7 +176,7 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
         source="vllm-metrics", engine="vllm",
         effective={"num_steps": k, "topk": 1, "num_draft_tokens": k + 1},
         requested=dict(requested or {}),
-        accept_length=1.0 + delta.accepted / delta.drafts,
+        accept_length=stats.accept_length_of_accepted(delta.accepted, delta.drafts),
         accept_length_ci95=None if ci is None else (round(ci[0], 4), round(ci[1], 4)),
         per_position=per_position, conditional=False,
         tokens_per_s=None if result is None else result.tokens_per_s,
@@ -196,7 +196,7 @@ def conditional(obs: Observation) -> pd.DataFrame:
     from eagle3lab.stats import conditional_rates
 
     table = obs.per_position[["position", "rate"]].copy()
-    table["rate"] = conditional_from_unconditional(table["rate"].to_numpy())
+    table["rate"] = conditional_rates(table["rate"].to_numpy())
     reached = np.concatenate([[1.0], obs.per_position["rate"].to_numpy()[:-1]])
     table["n"] = np.round(reached * float(obs.n_steps or 0)).astype(int)  # steps that reached i
     return table
