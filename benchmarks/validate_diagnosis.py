@@ -1,4 +1,4 @@
-"""Blind validation of eagle3lab.analysis.diagnose on a lab's faults (strict top-1 and top-2).
+"""Blind validation of eagle3lab.diagnosis.diagnose on a lab's faults (strict top-1 and top-2).
 
 Every lab fault alone, ten pairs and three fault-free or config scenarios are decoded by the
 lab engine at one served depth; diagnose() sees only what a deployer can measure (see
@@ -7,10 +7,12 @@ depth. Scores are strict: top-1 = the first finding is a cause of one of the sce
 faults; top-2 = every fault of the scenario is named within the first two findings. No fault
 is excused, not even one that changes nothing measurable on the lab at hand.
 
-What is held out: the rules and thresholds in eagle3lab/analysis.py were tuned on the
+What is held out: the rules and thresholds (eagle3lab/diagnosis/rules.py; eagle3lab/analysis.py
+until it was split) were tuned on the
 default and ci labs only (data/lab/default, data/lab/ci: seed 0). A lab is held out only if it
 was built after the rules and everything the observations depend on were frozen
-(`validation.FROZEN_FILES`: analysis.py, lab/validation.py, lab/evaluation.py, engine/faults.py,
+(`validation.FROZEN_FILES`: diagnosis/rules.py and diagnose.py, stats.py, predict.py, findings.py,
+lab/validation.py, lab/evaluation.py, engine/faults.py,
 whose sha256 the header prints and the CSV records), and it is scored once; a lab whose results
 have been read is seen (pass --seen), and the next change to a frozen file needs a new lab.
 Earlier labs: docs/report-method.md (only lab5 was held out for the rules of 93e3a3b).

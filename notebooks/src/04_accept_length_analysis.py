@@ -27,7 +27,7 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import diagnosis, experiments, findings, glossary, plots, predict, prose
+from eagle3lab import diagnosis, experiments, glossary, plots, predict, prose
 from eagle3lab.config import SpecConfig
 from eagle3lab.style import apply_style
 
@@ -121,13 +121,13 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # %% [markdown]
 # ## Diagnosis
 #
-# `eagle3lab.analysis.diagnose` ranks causes from the statistics alone, with the evidence behind
+# `eagle3lab.diagnosis.diagnose` ranks causes from the statistics alone, with the evidence behind
 # each and the next check to run.
 
 # %%
 glossary.define("multi_step")
 findings = diagnosis.diagnose(run.observation, standalone_acc=standalone)
-findings.findings_frame(findings)
+diagnosis.findings_frame(findings)
 
 # %%
 prose.headline(prose.diagnosis_sentence(findings, short=True))
