@@ -4,7 +4,8 @@ The library behind the notebooks: log parsing (`logs`), effective speculative
 configuration (`config`), hidden-state wiring (`conventions`, `capture`, `wiring`),
 a tiny real lab (`lab`), a reference speculative decoder and server (`engine`),
 server control and benchmarks (`server`, `bench`), the SGLang embedding-capture
-patch (`patching`) and acceptance analysis (`analysis`, `plots`, `widgets`).
+patch (`patching`), acceptance statistics (`stats`), models (`predict`) and diagnosis
+(`diagnosis`, `findings`), plots and widgets (`plots`, `widgets`).
 """
 
 __version__ = "0.1.0"
