@@ -187,7 +187,7 @@ def _context_effect(steps, context_lengths, draft_max_context) -> dict | None:
             # Welch's t of within minus beyond: a difference of a few steps is noise, not evidence
             se = np.sqrt(inside.var(ddof=1) / len(inside) + outside.var(ddof=1) / len(outside))
             t = float((inside.mean() - outside.mean()) / se) if se > 0 else 0.0
-            out.update(within=float(inside.mean() + 1), beyond=float(outside.mean() + 1), t=t)
+            out.update(within=accept_length(inside), beyond=accept_length(outside), t=t)
     return out
 
 
@@ -279,7 +279,7 @@ def _diagnose_replay(rates, accept_len, steps, replay, depth, standalone_acc,
     margins = [m for m in replay.get("mismatch_margins") or [] if m > T["tie_margin"]]
     head = (f"Served conditional acceptance by position is {fmt(rates)} (accept length "
             f"{accept_len:.2f} at depth {depth}); re-scored offline, the draft as trained accepts "
-            f"{ref_k.mean() + 1:.2f} per step on the same text and roots "
+            f"{accept_length(ref_k):.2f} per step on the same text and roots "
             f"({known.sum()} steps compared).")
     out: list[Finding] = []
 

@@ -103,7 +103,9 @@ def window_from_observation(obs, temperature, source: str):
     if obs.conditional:  # back to P(at least i accepted)
         import numpy as np
 
-        rates = np.cumprod(np.nan_to_num(rates))
+        from eagle3lab.stats import unconditional_rates
+
+        rates = unconditional_rates(np.nan_to_num(rates))
     drafts = int(obs.n_steps)
     return Window(drafts, tuple(int(round(r * drafts)) for r in rates), temperature, source)
 

@@ -219,7 +219,7 @@ def score_table(observations: dict) -> pd.DataFrame:
                      "expected": ",".join("|".join(EXPECTED[f]) for f in scenario),
                      "temperature": obs["temperature"], "depth": obs["depth"],
                      "accept_len": obs["accept_len"],
-                     "replay_accept_len": round(float(np.mean(ref)) + 1, 4) if ref else np.nan,
+                     "replay_accept_len": round(stats.accept_length(ref), 4) if ref else np.nan,
                      "per_position": " ".join("-" if r is None else f"{r:.2f}" for r in obs["per_position"]),
                      "standalone_acc": " ".join(f"{a:.3f}" for a in obs["standalone_acc"]),
                      "target_mismatches": len(replay.get("mismatch_margins") or []),
