@@ -14,7 +14,7 @@ prints them per fault); ratios are served / standalone. The validation froze thi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -247,22 +247,23 @@ _TAIL = ("c1", "tail_drop", "keep1", "acc_train")
 
 RATE_RULES = (
     # 1. Position 1 near zero: wrong inputs, wrong ids, or a sampling path that rejects drafts.
-    Rule("position 1", "dead", "vocab_mapping", _POS1, "c1 < zero (no reference: c1 < dead_abs; "
-         "else keep1 < dead)", lambda e: e.dead, _w(0.8), lambda e: [
+    Rule("position 1", "dead", "vocab_mapping", _POS1, "dead (keep1 < dead; without a reference "
+         "c1 < dead_abs) and c1 < zero", lambda e: e.dead, _w(0.8), lambda e: [
              e.why_dead, "Acceptance this close to zero means draft ids almost never equal the "
              "target's choice, as when draft-vocabulary ids are read as target ids (missing d2t)."],
          also=_ZERO),
-    Rule("position 1", "dead", "vocab_mapping", _POS1, "zero <= c1", lambda e: e.dead, _w(0.35),
+    Rule("position 1", "dead", "vocab_mapping", _POS1, "dead and c1 >= zero", lambda e: e.dead, _w(0.35),
          lambda e: [e.why_dead, "A partly wrong vocabulary mapping would also do this."],
          also=lambda e: not _ZERO(e)),
-    Rule("position 1", "dead", "wiring", _POS1, "0.55 if c1 < zero else 0.8", lambda e: e.dead,
+    Rule("position 1", "dead", "wiring", _POS1, "dead (weight 0.55 if c1 < zero, else 0.8)",
+         lambda e: e.dead,
          lambda e: 0.55 if _ZERO(e) else 0.8, lambda e: [
              e.why_dead, "A draft fed hidden states from other boundaries still guesses some "
              "frequent tokens: a small nonzero rate."]),
-    Rule("position 1", "dead", "sampling", _POS1 + ("temperature",), "temperature > 0",
+    Rule("position 1", "dead", "sampling", _POS1 + ("temperature",), "dead and temperature > 0",
          lambda e: e.dead, _w(0.9), lambda e: [e.why_dead, e.samples + _RETRY_GREEDY],
          also=lambda e: e.sampling),
-    Rule("position 1", "dead", "multi_step", ("acc_train",), "training evaluation at depth 1 only",
+    Rule("position 1", "dead", "multi_step", ("acc_train",), "dead, training evaluation at depth 1 only",
          lambda e: e.dead, _w(0.4), lambda e: [
              "Almost no chain gets past position 1, so later positions cannot be judged. "
              + SHALLOW_NOTE], also=lambda e: e.shallow),
@@ -354,6 +355,24 @@ RATE_RULES = (
          lambda e: not e.out, lambda e: min(0.95, 0.6 + 3 * (e.keep - T["healthy"])),
          lambda e: [e.compare]),
 )
+
+
+# What a branch excludes when it fires: the later branches of its stage (an if/elif chain) and,
+# for a stage that stops, every later stage. Written per branch so each row carries it.
+EXCLUDES = {
+    "dead": "every later branch and stage: no chain gets past position 1 to judge the rest",
+    "one position": "the multi-step branches (nothing past position 1 is served)",
+    "impaired, then lost": "collapse, sag: position 1 is already impaired",
+    "collapse": "sag",
+    "sag, trained deep": "sag with a depth-1 evaluation",
+    "sag": "",
+    "even and high": "moderate and even; the reference stage (no reference given)",
+    "moderate and even": "the reference stage (no reference given)",
+    "serve-side loss": "prompt shift, kept",
+    "prompt shift": "kept",
+    "kept": "",
+}
+RATE_RULES = tuple(replace(rule, excludes=EXCLUDES[rule.branch]) for rule in RATE_RULES)
 
 
 def _moderate(e: RateEvidence) -> str:
