@@ -10,6 +10,7 @@ patch (`patching`) and acceptance analysis (`analysis`, `plots`, `widgets`).
 __version__ = "0.1.0"
 
 from eagle3lab.errors import EagleLabError  # noqa: E402,F401
+from eagle3lab import config as _config  # noqa: E402,F401  (registers SpecConfig.resolve in spec)
 
 
 def __getattr__(name):

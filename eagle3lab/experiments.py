@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from eagle3lab.config import SpecConfig
+from eagle3lab.spec import SpecConfig
 
 if TYPE_CHECKING:
     from eagle3lab.sources.observation import Observation
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 # The seed's three launch configurations, in the order the investigator tried them (the flags
 # it typed are `cfg.to_flags()`).
@@ -227,7 +227,7 @@ def serve_engine(serve=None, backend: str = "lab") -> tuple[str, str]:
     if serve is not None:
         return tuple(serve)
     if backend == "vllm":
-        from eagle3lab.vllm_env import VLLM_VERSION
+        from eagle3lab.engines.vllm.env import VLLM_VERSION
 
         return ("vllm", VLLM_VERSION)
     return ("sglang", LATEST_SGLANG)
@@ -427,7 +427,7 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     for label, point in points.items():
         point = dict(point)
         if backend == "vllm":  # wiring faults become ids (experiments_vllm.layer_ids_for)
-            from eagle3lab import experiments_vllm
+            from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 
             draft, spec = experiments_vllm.launch_spec(point, load_lab(lab, progress=False), draft_dir)
@@ -517,7 +517,7 @@ def _interleaved_requests(points, lab, model_path, draft_dir, num_prompts, max_n
     rows = []
     with contextlib.ExitStack() as stack:
         if backend == "vllm":
-            from eagle3lab import experiments_vllm
+            from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 
             servers = experiments_vllm.launch_all(points, load_lab(lab, progress=False), stack,
@@ -649,7 +649,7 @@ class ServedRun:
             from eagle3lab import analysis
 
             return analysis.per_position(obs.frame, k=len(obs.per_position), conditional=True)
-        from eagle3lab.sources.vllm_metrics import conditional
+        from eagle3lab.engines.vllm.metrics import conditional
 
         return conditional(obs)
 
@@ -738,7 +738,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
 
     lab_obj = load_lab(lab)
     if backend == "vllm":
-        from eagle3lab import experiments_vllm
+        from eagle3lab.engines.vllm import experiments as experiments_vllm
 
         return experiments_vllm.serve_and_observe(lab_obj, draft=draft, faults=faults, spec=spec,
                                                   num_prompts=num_prompts, max_new_tokens=max_new_tokens,
@@ -846,7 +846,7 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
     vLLM's EAGLE-3 drafts a chain)."""
     import pandas as pd
 
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     if backend == "vllm" and not urls:
         return _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens)
@@ -885,7 +885,7 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
 
 def _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens):
     """config_sweep's rows for vLLM: each chain of the grid on its own vLLM server."""
-    from eagle3lab import experiments_vllm
+    from eagle3lab.engines.vllm import experiments as experiments_vllm
 
     chains, _ = experiments_vllm.chain_grid(grid)
     points = {f"{s}/{t}/{d}": {"num_steps": s, "draft": draft} for s, t, d in chains}

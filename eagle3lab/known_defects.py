@@ -262,7 +262,7 @@ def _resolved_sglang(flags: str, version: str) -> dict:
     """topk and max running requests as SGLang resolves them (eagle3lab.config's rules:
     an automatic topk, max running requests reset to 48 for speculation); {} when the flags
     do not resolve (the doctor's flags check says why)."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     try:
         res = SpecConfig.from_cli(flags).resolve(f"sglang=={version}")

@@ -16,7 +16,7 @@ from eagle3lab.conventions import (Boundaries, CaptureError, ConventionError, de
                                    ids_for, serve_boundaries, serve_table, train_boundaries)
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import read_json_object
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 PATCH_COMMAND = "eagle3lab patch sglang --apply"
 OK = "ok"

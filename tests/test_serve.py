@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from eagle3lab.config import SpecConfig
+from eagle3lab.spec import SpecConfig
 from eagle3lab.engine import frontend as srv
 
 

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from eagle3lab import analysis
-from eagle3lab.config import W_ADJUST, SpecConfig
+from eagle3lab.engines.sglang.rules import W_ADJUST
+from eagle3lab.spec import SpecConfig
 from eagle3lab.sources.logfile import config_from_log as from_log
 from eagle3lab.sources.logfile import observe_log
-from eagle3lab.sources.meta_info import observe_meta_info
+from eagle3lab.engines.sglang.meta_info import observe_meta_info
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples" / "logs"
 SEED = SpecConfig(num_steps=1, topk=1, num_draft_tokens=16)

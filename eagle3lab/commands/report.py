@@ -41,7 +41,7 @@ def run(args) -> int:
     report.list_notebooks(notebooks_dir, only)  # bad --only: say so before any work
     parameters = dict(report.parse_parameter(p) for p in args.param)
     if args.backend != "lab":
-        from eagle3lab.server import find_vllm_python
+        from eagle3lab.engines.vllm.launch import find_vllm_python
 
         find_vllm_python()  # no vLLM: say how to get it before any notebook runs
         parameters.setdefault("BACKEND", args.backend)

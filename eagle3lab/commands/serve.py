@@ -67,7 +67,7 @@ def run(args) -> int:
         return run_vllm(args)
     import torch
 
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
     from eagle3lab.engine import frontend as srv
     from eagle3lab.errors import EagleLabError
 

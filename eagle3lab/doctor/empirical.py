@@ -299,7 +299,7 @@ def _load_target(tspec: TargetSpec):
 def _load_draft(spec: DraftSpec, target):
     """(draft, None), or (None, why the lab cannot load it): a draft that will not load is a check
     that could not run, never an exception that loses the static findings."""
-    from eagle3lab.lab.draft import CHECKPOINT_FILE, Eagle3Draft
+    from eagle3lab.engine.draft import CHECKPOINT_FILE, Eagle3Draft
 
     files = sorted(p.name for p in spec.path.glob("*.safetensors"))
     if CHECKPOINT_FILE not in files:
@@ -569,7 +569,7 @@ def _vocab_map(scorer: Scorer, best, spec: DraftSpec, facts) -> list[Finding]:
 
 
 def _rope(scorer: Scorer, best, tspec: TargetSpec, draft, facts) -> list[Finding]:
-    from eagle3lab.lab.draft import RotaryEmbedding
+    from eagle3lab.engine.draft import RotaryEmbedding
 
     theirs = tspec.rope["rope_theta"]
     attn = draft.midlayer.self_attn

@@ -34,7 +34,7 @@ def observed_checks(serve, *, flags=None, log=None, facts=None,
 
 
 def _flags(serve, flags: str) -> tuple[list[Finding], CheckStatus]:
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     engine = serve or "sglang"
     try:

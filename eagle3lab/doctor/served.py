@@ -191,7 +191,7 @@ def _sglang(served: Served, serve, spec, tspec, flags, prompts, facts):
 
 def _running_sglang(info: dict):
     """The effective speculative config the server reports; None without speculation."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     try:
         return SpecConfig.from_server_info(info)
@@ -201,7 +201,7 @@ def _running_sglang(info: dict):
 
 def _requested(flags, info) -> tuple:
     """(what was asked, how we know): --flags when given, else SGLang's launch_command."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     if flags:
         try:
@@ -224,7 +224,7 @@ def speculative_flags(command: str) -> dict:
     (a launch command may hold any of the engine's hundreds of flags)."""
     import shlex
 
-    from eagle3lab.config import SPEC_NAMES
+    from eagle3lab.spec import SPEC_NAMES
 
     try:
         tokens = shlex.split(command)
@@ -255,7 +255,7 @@ def _int(text):
 # --------------------------------------------------------------------------- vLLM
 
 def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature=None):
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     findings = _engine_findings(served, serve)
     model = served.models[0] if served.models and isinstance(served.models[0], dict) else {}
@@ -336,7 +336,7 @@ def _defect_probe(served: Served, texts, text_source, model, temperature, greedy
     from eagle3lab.doctor.defects import CHECK, signature_findings, window_from_observation
     from eagle3lab.known_defects import Window
     from eagle3lab.known_defects import by_id
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     check = CHECK + " (signature)"
     max_len = int(model.get("max_model_len") or 0)
@@ -474,7 +474,7 @@ def _acceptance(obs, window: str, served: Served) -> list[Finding]:
     """Accept length (and per-position rates where the source has them), with their convention."""
     if obs.accept_length is None or obs.accept_length != obs.accept_length:
         return []
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     mean = float(obs.accept_length)
     evidence = f"{mean:.2f} tokens per verify step (bonus token included) over {obs.n_steps} steps; {window}"

@@ -209,7 +209,7 @@ def apply_draft_faults(draft, target, plan: FaultPlan):
 
     if not (plan.lm_head_from_target or plan.rope_theta):
         return draft
-    from eagle3lab.lab.draft import RotaryEmbedding
+    from eagle3lab.engine.draft import RotaryEmbedding
 
     draft = copy.deepcopy(draft)
     if plan.lm_head_from_target:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 logger = logging.getLogger("eagle3lab.serve")
 SGLANG_VERSION = LATEST_SGLANG  # the SGLang whose rules and log format the front end follows
@@ -455,7 +455,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from eagle3lab.engine.faults import build_engine, draft_faults, plan_faults
-    from eagle3lab.lab.draft import Eagle3Draft
+    from eagle3lab.engine.draft import Eagle3Draft
 
     target_dir, lab_root = resolve_model_path(model_path)
     with warnings.catch_warnings():

@@ -15,7 +15,7 @@ def __getattr__(name):
 
         return getattr(_lab, name)
     if name in ("Eagle3Draft", "KVCache"):
-        from eagle3lab.lab import draft as _draft
+        from eagle3lab.engine import draft as _draft
 
         return getattr(_draft, name)
     if name == "evaluate_draft":

@@ -170,8 +170,8 @@ class Runner:
 
 def resolve_draft_tokens(steps: int, topk: int, requested: int) -> int:
     """Effective num_draft_tokens by eagle3lab.config's SGLang rules (newest SGLang read)."""
-    from eagle3lab.config import SpecConfig
-    from eagle3lab.versions import LATEST_SGLANG
+    from eagle3lab.spec import SpecConfig
+    from eagle3lab.spec import LATEST_SGLANG
 
     resolved = SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=requested).resolve(
         engine="sglang", version=LATEST_SGLANG, arch="LlamaForCausalLM")

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eagle3lab.config import SpecConfig
+from eagle3lab.engines.vllm import launch as vllm_launch
+from eagle3lab.spec import SpecConfig
 from eagle3lab.errors import EagleLabError
-from eagle3lab.vllm_env import VLLM_VERSION
+from eagle3lab.engines.vllm.env import VLLM_VERSION
 
 VLLM_SERVE = f"vllm=={VLLM_VERSION}"
 
@@ -93,10 +94,11 @@ def layer_ids_for(faults, draft_dir, num_layers: int) -> list[int] | None:
 
 def serve_args(cfg: SpecConfig, target_dir, draft_dir):
     """vllm_rules.VllmServeArgs for one SpecConfig, as `server.launch(backend="vllm")` passes it
-    on this machine (max model length 512, see server.VLLM_CPU_ARGS)."""
-    from eagle3lab import server, vllm_rules
+    on this machine (max model length 512, see vllm_launch.VLLM_CPU_ARGS)."""
+    from eagle3lab import server
+    from eagle3lab.engines.vllm import rules as vllm_rules
 
-    argv = server.build_vllm_command(target_dir, draft_dir, cfg, gpu=server.has_gpu())[3:]
+    argv = vllm_launch.build_vllm_command(target_dir, draft_dir, cfg, gpu=server.has_gpu())[3:]
     return vllm_rules.parse_vllm_flags(argv)
 
 
@@ -105,13 +107,14 @@ def resolve_flag_sets(flag_sets: dict, target_dir, draft_dir):
     runs (`vllm_rules`, replaying create_engine_config) and what it changes without asking."""
     import pandas as pd
 
-    from eagle3lab import config, vllm_rules
+    from eagle3lab.engines.vllm import flags as vllm_flags
+    from eagle3lab.engines.vllm import rules as vllm_rules
 
     rows = []
     for label, cfg in flag_sets.items():
         row = {"flag set": label, "asked steps/topk/draft": (cfg.num_steps, cfg.topk, cfg.num_draft_tokens)}
         try:
-            spec = config.vllm_speculative_config(cfg, draft_dir)
+            spec = vllm_flags.vllm_speculative_config(cfg, draft_dir)
         except EagleLabError as exc:
             rows.append({**row, "num_speculative_tokens": None, "num_draft_tokens": None,
                          "changed": True, "silent changes": [], "refused": str(exc)})
@@ -132,7 +135,7 @@ def resolve_flag_sets(flag_sets: dict, target_dir, draft_dir):
 def check_flag_sets(flag_sets: dict, target_dir, draft_dir, python=None):
     """eagle3lab's vLLM rules against the installed vLLM's own EngineArgs(...).create_engine_config,
     one row per flag set (runs on CPU in a subprocess of the vLLM venv)."""
-    from eagle3lab import vllm_rules
+    from eagle3lab.engines.vllm import rules as vllm_rules
 
     args = [serve_args(cfg, target_dir, draft_dir) for cfg in flag_sets.values()]
     frame, version = vllm_rules.compare_with_vllm(args, python=python)
@@ -151,8 +154,9 @@ def capture_table(lab, draft: str = "seed", python=None):
 
     import pandas as pd
 
-    from eagle3lab import conventions, vllm_reference
-    from eagle3lab.versions import LATEST_SGLANG
+    from eagle3lab import conventions
+    from eagle3lab.engines.vllm import reference as vllm_reference
+    from eagle3lab.spec import LATEST_SGLANG
 
     draft_dir = Path(draft) if Path(str(draft)).is_dir() else lab.draft_dir(draft)
     n = lab.num_layers
@@ -251,7 +255,7 @@ def serve_and_observe(lab, draft: str = "seed", faults=(), spec: SpecConfig | No
     from eagle3lab import server
     from eagle3lab.experiments import ServedRun, bench_prompts
     from eagle3lab.lab import evaluate_draft
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
     from eagle3lab.sources.logfile import read_log
 
     spec = spec or SpecConfig()
