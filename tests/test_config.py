@@ -240,7 +240,7 @@ def test_spec_config_converts_to_and_from_every_form():
                                                              cuda_graph_max_bs=8)
     assert SpecConfig.from_server_info({"speculative_algorithm": None}) is None
     # the engine's parameters: only once resolved
-    from eagle3lab.engine.speculate import SpecParams
+    from eagle3lab.spec import SpecParams
 
     assert seed.resolve().to_engine_params() == SpecParams(1, 1, 2)
     with pytest.raises(EagleLabError, match="resolve the config first"):

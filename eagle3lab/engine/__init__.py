@@ -16,8 +16,9 @@ from eagle3lab.engine.faults import (FAULTS, FaultError, FaultPlan, build_engine
 from eagle3lab.engine.labbench import (LabBenchResult, bench_prompts, make_lab_engine, run_bench,
                                        steps_frame, tokens_frame)
 from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
-from eagle3lab.engine.speculate import (DraftTree, Generation, SamplingParams, SpecEngine, SpecParams,
-                                        StepRecord, accept_path, target_probs)
+from eagle3lab.engine.speculate import (DraftTree, Generation, SamplingParams, SpecEngine, StepRecord,
+                                        accept_path, target_probs)
+from eagle3lab.spec import SpecParams
 
 __all__ = ["DraftModel", "DraftTree", "FAULTS", "FaultError", "FaultPlan", "Generation",
            "LabBenchResult", "SamplingParams", "SpecEngine", "SpecParams", "StepRecord", "TargetModel",

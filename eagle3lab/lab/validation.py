@@ -134,7 +134,8 @@ class Runner:
     def observe(self, scenario: tuple[str, ...]) -> dict:
         """Decode one scenario; everything diagnose() may see, as JSON-ready values."""
         from eagle3lab.engine.faults import build_engine, plan_faults
-        from eagle3lab.engine.speculate import SamplingParams, SpecParams
+        from eagle3lab.engine.speculate import SamplingParams
+        from eagle3lab.spec import SpecParams
         from eagle3lab.lab.evaluation import served_text_replay
 
         plan = plan_faults([f for f in scenario if f not in NOT_FAULTS], self.lab.num_layers)

@@ -115,7 +115,8 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
     import pandas as pd
 
     from eagle3lab.engine.labbench import make_lab_engine
-    from eagle3lab.engine.speculate import SamplingParams, SpecParams
+    from eagle3lab.engine.speculate import SamplingParams
+    from eagle3lab.spec import SpecParams
     from eagle3lab.engine.draft import Eagle3Draft
 
     prompts = [list(p) for p in (prompts or lab.heldout_prompts(n_prompts, prompt_tokens))]
