@@ -279,7 +279,7 @@ def compare_resolutions(ours, sglang):
     return out
 
 
-BASELINE = "no speculation"
+from eagle3lab.spec import BASELINE  # noqa: E402  (the label plots and sweeps share)
 
 
 # The lab server's request caps, sized for the lab targets' 1024 positions.
@@ -740,9 +740,9 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     if backend == "vllm":
         from eagle3lab.engines.vllm import experiments as experiments_vllm
 
-        return experiments_vllm.serve_and_observe(lab_obj, draft=draft, faults=faults, spec=spec,
-                                                  num_prompts=num_prompts, max_new_tokens=max_new_tokens,
-                                                  eval_texts=eval_texts)
+        return ServedRun(**experiments_vllm.serve_and_observe(
+            lab_obj, bench_prompts(lab_obj, num_prompts), draft=draft, faults=faults, spec=spec,
+            max_new_tokens=max_new_tokens, eval_texts=eval_texts))
     if backend != "lab":
         raise EagleLabError(f"backend {backend!r}: serve_and_log launches 'lab' or 'vllm'; for SGLang "
                             "give SERVER_URL and LOG_FILE of your running server")
@@ -765,7 +765,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
                      standalone_acc=acc["accuracy"].tolist(), server_info=info)
 
 
-SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
+from eagle3lab.engine.faults import SEED_AFTER_FIX  # noqa: E402  (the lab's seed after its fix)
 
 
 def _bench_row(result, **extra) -> dict:

@@ -370,9 +370,22 @@ def measure(srv, prompts, **kwargs) -> tuple:
         from eagle3lab.engines.vllm import metrics as vllm_metrics
 
         if vllm_metrics.scrape(srv).present:
-            obs, result = vllm_metrics.observe(srv, prompts, **kwargs)
+            obs, result = observe_metrics(srv, prompts, **kwargs)
             return result, obs
     return run(srv, prompts, **kwargs), None
+
+
+def observe_metrics(server, prompts, max_new_tokens: int = 64, temperature: float = 0.0, concurrency: int = 1,
+            requested: dict | None = None, progress: bool = False):
+    """Benchmark a vLLM server and observe it through its /metrics counters: (Observation, LoadTestResult). The counters are
+    read just before and just after the requests, so only this window counts."""
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
+
+    before = vllm_metrics.scrape(server)
+    result = run(server, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                          concurrency=concurrency, progress=progress, api="openai")
+    after = vllm_metrics.settled(server, before, result)
+    return vllm_metrics.observation(after - before, result, requested), result
 
 
 def compare(results: dict, baseline: str) -> "object":

@@ -83,7 +83,7 @@ def test_diagnose_names_config_adjusted_on_the_adjustment_sample():
 
 def test_the_lab_servers_log_states_its_adjustment():
     """The lab front end logs like SGLang 0.5.23: the adjustment warning and server_args."""
-    from eagle3lab.engine import frontend as srv
+    from eagle3lab.engines.lab import frontend as srv
 
     root = Path(__file__).resolve().parents[1] / "data" / "lab" / "ci"
     log = io.StringIO()

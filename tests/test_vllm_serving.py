@@ -133,7 +133,7 @@ def test_a_port_in_use_is_reported_before_anything_starts(healthy, ci_lab):
 def test_metrics_window_matches_the_requests_and_earlier_traffic_does_not_leak(healthy, ci_lab):
     warmup = loadtest.run(healthy, prompts(ci_lab, 2), max_new_tokens=16, progress=False)
     assert warmup.meta["api"] == "openai" and not warmup.failed
-    obs, result = vllm_metrics.observe(healthy, prompts(ci_lab), max_new_tokens=48,
+    obs, result = loadtest.observe_metrics(healthy, prompts(ci_lab), max_new_tokens=48,
                                        requested={"num_steps": K})
     assert not result.failed and obs.warnings == []  # the per-request side adds up to the window
     steps = obs.frame

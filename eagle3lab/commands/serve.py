@@ -68,7 +68,7 @@ def run(args) -> int:
     import torch
 
     from eagle3lab.spec import SpecConfig
-    from eagle3lab.engine import frontend as srv
+    from eagle3lab.engines.lab import frontend as srv
     from eagle3lab.errors import EagleLabError
 
     for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",

@@ -255,6 +255,7 @@ def _int(text):
 # --------------------------------------------------------------------------- vLLM
 
 def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature=None):
+    from eagle3lab import loadtest
     from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     findings = _engine_findings(served, serve)
@@ -296,7 +297,7 @@ def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature
         if ours:
             max_len = int(model.get("max_model_len") or 0)
             new_tokens = WINDOW_NEW_TOKENS if not max_len else max(1, min(WINDOW_NEW_TOKENS, max_len // 4))
-            obs, result = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens)
+            obs, result = loadtest.observe_metrics(served.server, texts, max_new_tokens=new_tokens)
             window = (f"{obs.n_requests} requests of {text_source}, {new_tokens} new tokens each, "
                       "temperature 0: /metrics differenced around them (the server had no speculative "
                       "traffic yet)")
@@ -336,7 +337,7 @@ def _defect_probe(served: Served, texts, text_source, model, temperature, greedy
     from eagle3lab.doctor.defects import CHECK, signature_findings, window_from_observation
     from eagle3lab.known_defects import Window
     from eagle3lab.known_defects import by_id
-    from eagle3lab.engines.vllm import metrics as vllm_metrics
+    from eagle3lab import loadtest
 
     check = CHECK + " (signature)"
     max_len = int(model.get("max_model_len") or 0)
@@ -345,11 +346,11 @@ def _defect_probe(served: Served, texts, text_source, model, temperature, greedy
     signature = by_id("vllm-cpu-temperature-expansion").signature
     try:
         if greedy_obs is None:
-            greedy_obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens)
+            greedy_obs, _ = loadtest.observe_metrics(served.server, texts, max_new_tokens=new_tokens)
         greedy = window_from_observation(greedy_obs, 0.0, "greedy window")
         sampled, rounds, requests = None, 0, 0
         while rounds < PROBE_ROUNDS and (sampled is None or signature(sampled, greedy).matched is None):
-            obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens, temperature=temperature)
+            obs, _ = loadtest.observe_metrics(served.server, texts, max_new_tokens=new_tokens, temperature=temperature)
             part = window_from_observation(obs, temperature, "")
             sampled = part if sampled is None else Window(
                 sampled.drafts + part.drafts, tuple(a + b for a, b in zip(sampled.accepted_per_pos,

@@ -1,5 +1,5 @@
 """The lab's EAGLE-3 speculative decoder, its fault switches, the lab bench and the lab's
-SGLang-style HTTP front end (`eagle3lab.engine.frontend`).
+SGLang-style HTTP front end (`eagle3lab.engines.lab.frontend`).
 
     from eagle3lab.lab import load_lab
     from eagle3lab.engine import run_bench, make_lab_engine

@@ -19,6 +19,7 @@ from eagle3lab.errors import EagleLabError
 
 WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
 QUANT_GROUP_SIZE = 64
+SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix (plots, experiments)
 LAB_ARCH = "LlamaForCausalLM"  # the lab target's architecture (its capture rule is llama.py's)
 
 

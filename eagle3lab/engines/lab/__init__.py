@@ -3,7 +3,7 @@ It takes SGLang's speculative flags (and nothing else of them) plus `--fault`, f
 exactly the boundaries it was trained on (`conventions.served_by_lab`), serves one request at a
 time, and reports acceptance per request (`meta_info`) and per step (the engine's step records,
 `eagle3lab.sources.lab`). The engine itself is `eagle3lab.engine`; its HTTP front end is
-`eagle3lab.engine.frontend`.
+`eagle3lab.engines.lab.frontend`.
 
 May import: spec, errors, conventions, engines.argv/base.
 """

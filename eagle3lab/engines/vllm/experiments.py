@@ -220,7 +220,7 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
     from concurrent.futures import ThreadPoolExecutor
 
     from eagle3lab import server
-    from eagle3lab.experiments import BASELINE
+    from eagle3lab.spec import BASELINE
 
     model_path = model_path or lab.target_dir
     everything = {BASELINE: {"baseline": True}, **points}
@@ -246,26 +246,23 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
     return launched
 
 
-def serve_and_observe(lab, draft: str = "seed", faults=(), spec: SpecConfig | None = None,
-                      num_prompts: int = 4, max_new_tokens: int = 64, eval_texts: int = 8,
+def serve_and_observe(lab, prompts, draft: str = "seed", faults=(), spec: SpecConfig | None = None, max_new_tokens: int = 64, eval_texts: int = 8,
                       vllm_python=None, **_):
     """Serve `spec` on vLLM with the lab draft (wiring faults as ids), benchmark the notebooks'
-    prompts, and read it back: the /metrics window (unconditional per-position counters, with the
+    prompts (`experiments.bench_prompts`), and read it back (`experiments.ServedRun`'s fields): the /metrics window (unconditional per-position counters, with the
     per-request histograms for intervals), the server's log, and the draft's standalone accuracy."""
     from eagle3lab import server
-    from eagle3lab.experiments import ServedRun, bench_prompts
     from eagle3lab.lab import evaluate_draft
-    from eagle3lab.engines.vllm import metrics as vllm_metrics
+    from eagle3lab import loadtest
     from eagle3lab.sources.logfile import read_log
 
     spec = spec or SpecConfig()
     draft_dir, launch = launch_spec({"draft": draft, "fault": list(faults), **spec.given()}, lab)
-    prompts = bench_prompts(lab, num_prompts)
     # vLLM logs its SpecDecoding metrics line every VLLM_LOG_STATS_INTERVAL s (vllm/envs.py, 10 s by
     # default): once a second, so a short benchmark leaves lines in the log to read back
     with server.launch("vllm", lab.target_dir, draft_dir, spec=launch, vllm_python=vllm_python,
                        env={"VLLM_LOG_STATS_INTERVAL": "1"}) as srv:
-        obs, result = vllm_metrics.observe(srv, prompts, max_new_tokens=max_new_tokens,
+        obs, result = loadtest.observe_metrics(srv, prompts, max_new_tokens=max_new_tokens,
                                            requested=spec.given())
         log = read_log(srv.log_path, engine="vllm")
     served = lab.load_draft(draft)
@@ -273,7 +270,7 @@ def serve_and_observe(lab, draft: str = "seed", faults=(), spec: SpecConfig | No
                          depth=int(obs.effective["num_steps"]))
     info = {"speculative_num_draft_tokens": obs.effective["num_draft_tokens"],
             "draft_layer_ids": launch.get("draft_layer_ids")}
-    return ServedRun(obs, log, prompt_text=lab.tokenizer.decode(prompts[0]),
+    return dict(observation=obs, log=log, prompt_text=lab.tokenizer.decode(prompts[0]),
                      prompt_texts=[lab.tokenizer.decode(p) for p in prompts],
                      standalone_acc=acc["accuracy"].tolist(), server_info=info)
 
