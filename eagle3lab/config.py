@@ -161,16 +161,17 @@ def lint(spec: SpecConfig, res: ResolvedSpec) -> list[ConfigFinding]:
         add("engine-refuses", "error", f"{res.engine} {res.version} will not start: {res.error}")
         return out
     steps, topk, ndt = res.triple
+    own = engines.get(res.engine).lint_codes  # findings about this engine's own rules
     if "num_draft_tokens" in res.changed and res.topk == 1:
         was, now = res.changed["num_draft_tokens"]
         add("draft-tokens-adjusted", "warning",
             f"asked {was} draft tokens but topk=1 drafts a chain: {res.engine} verifies "
             f"num_steps + 1 = {steps} + 1 = {now}; to verify {was}, pass "
             f"--speculative-num-steps {was - 1} (or topk > 1 for a tree)")
-    if "topk" in res.changed and res.engine == "sglang":
+    if "topk" in res.changed and "topk-reset-page" in own:
         add("topk-reset-page", "warning",
             f"topk {res.changed['topk'][0]} was reset to 1 because page_size {res.page_size} > 1")
-    if spec.num_steps is None and res.engine == "sglang" and steps is not None:
+    if spec.num_steps is None and "auto-params" in own and steps is not None:
         add("auto-params", "info",
             f"no steps/topk/draft tokens given: SGLang {res.rules_version} picks "
             f"{steps}/{topk}/{ndt} for {res.arch}")
@@ -207,7 +208,7 @@ def lint(spec: SpecConfig, res: ResolvedSpec) -> list[ConfigFinding]:
                 f"topk={topk} tree with up to {mrr} running requests: each verify costs "
                 f"{ndt} tokens per request; trees pay at batch size 1, chains (topk=1) "
                 "usually win at larger batches (EAGLE#269)")
-    if (res.engine == "sglang" and topk and topk > 1 and (res.page_size or 1) > 1
+    if ("page-size-topk" in own and topk and topk > 1 and (res.page_size or 1) > 1
             and res.attention_backend is None):
         add("page-size-topk", "warning",
             f"topk={topk} > 1 with page_size={res.page_size}: SGLang {res.rules_version} "
@@ -222,7 +223,7 @@ def lint(spec: SpecConfig, res: ResolvedSpec) -> list[ConfigFinding]:
         add("cuda-graph-below-running", "warning",
             f"cuda_graph_max_bs={cg} < max_running_requests={mrr}: decode batches of "
             f"{cg + 1}..{mrr} requests run without CUDA graphs (eager, slower; sglang#33483)")
-    if res.engine == "vllm" and spec.topk is not None and spec.topk > 1:
+    if "vllm-chain" in own and spec.topk is not None and spec.topk > 1:
         add("vllm-chain", "warning",
             f"topk={spec.topk} asked, but vLLM's EAGLE-3 drafts a chain of "
             f"num_speculative_tokens={steps} tokens (topk 1)")

@@ -107,6 +107,8 @@ FLAG_ALIASES = {"--decode-attention-backend": "attention_backend",
                 "--num-speculative-tokens": "num_steps"}  # vLLM
 SERVER_KEY_ALIASES = {"cuda_graph_max_bs": "cuda_graph_max_bs"}
 LAB_FIELDS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "draft_model_path")
+# Who takes SGLang's launch flags (SpecConfig.to_flags), and which fields of them (None: all).
+SGLANG_FLAGS_TAKEN_BY = {"sglang": None, "lab": LAB_FIELDS}
 _SERVER_ARGS_ALWAYS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "max_running_requests",
                        "attention_backend", "device", "disable_overlap_schedule")
 _SWITCHES = ("disable_overlap_schedule",)
@@ -209,11 +211,13 @@ class SpecConfig:
     def to_flags(self, engine: str = "sglang") -> list[str]:
         """Launch flags: SGLang's `launch_server`, or the lab server (`eagle3lab serve`, which
         takes SGLang's speculative flags and nothing else). `model_path` is left to the caller."""
-        if engine not in ("sglang", "lab"):
-            raise EagleLabError(f"no launch flags for engine {engine!r}: use 'sglang' or 'lab'")
+        if engine not in SGLANG_FLAGS_TAKEN_BY:
+            raise EagleLabError(f"no launch flags for engine {engine!r}: use "
+                                + " or ".join(map(repr, SGLANG_FLAGS_TAKEN_BY)))
         given = self.given()
-        if engine == "lab":
-            extra = sorted(set(given) - set(LAB_FIELDS) - {"model_path", "device"})
+        only = SGLANG_FLAGS_TAKEN_BY[engine]
+        if only is not None:
+            extra = sorted(set(given) - set(only) - {"model_path", "device"})
             if extra:
                 raise EagleLabError(f"the lab server takes only {', '.join(LAB_FIELDS)}; "
                                     f"not {', '.join(extra)}")

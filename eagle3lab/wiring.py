@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.conventions import (Boundaries, CaptureError, ConventionError, describe_boundary,
                                    ids_for, serve_boundaries, serve_table, train_boundaries)
 from eagle3lab.errors import EagleLabError
@@ -49,7 +50,7 @@ class DraftInfo:
 
     def ids_for_engine(self, engine: str) -> tuple[list[int] | None, str]:
         """The ids an engine looks at first: vLLM the top-level key, SGLang the nested one."""
-        if engine == "vllm" and "top_level" in self.ids_by_key:
+        if engines.reads_top_level_ids(engine) and "top_level" in self.ids_by_key:
             return self.ids_by_key["top_level"], "top_level"
         return self.layer_ids, self.ids_key
 
@@ -333,7 +334,7 @@ def _fix(trained: Boundaries, engine: str, version: str, arch: str, n: int, key:
         return (f"{engine} feeds ascending boundaries {sorted(want)}: permute fc.weight's input blocks to "
                 f"slot order {order}, then write ids for {sorted(want)}")
     keys = [key] + [k for k in ("eagle_config", "top_level") if k != key]
-    for patched in (False, True) if engine == "sglang" else (False,):
+    for patched in engines.patch_options(engine):
         for k in keys:
             try:
                 ids = ids_for(want, engine, version, arch, n, k, cuda_graph=cuda_graph, patched=patched)

@@ -28,6 +28,7 @@ import math
 import time
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.conventions import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
 from eagle3lab.doctor.report import CheckStatus, Finding
@@ -467,7 +468,7 @@ def _servable_ids(boundaries, engine, version, arch, n, key) -> tuple[list[int] 
     (None, False) when no ids do."""
     from eagle3lab.conventions import CaptureError, ConventionError, ids_for
 
-    for patched in ((False, True) if engine == "sglang" else (False,)):
+    for patched in engines.patch_options(engine):
         try:
             return ids_for(list(boundaries), engine, version, arch, n, key, patched=patched), patched
         except (CaptureError, ConventionError):

@@ -9,6 +9,7 @@ checkpoints (`report.SOURCE_RANK`).
 
 from __future__ import annotations
 
+from eagle3lab import engines
 from eagle3lab.doctor.report import CheckStatus, Finding
 from eagle3lab.errors import EagleLabError
 
@@ -81,7 +82,8 @@ def _log_signatures(log, temperature) -> tuple[list[Finding], list[CheckStatus]]
 
     check = CHECK + " (signature)"
     obs = observe_log(log)
-    if obs.engine != "vllm" or obs.per_position is None:
+    eng = engines.lookup(obs.engine)
+    if eng is None or eng.observes_acceptance_via != "/metrics" or obs.per_position is None:
         return [], []
     if temperature is None:
         return [], [CheckStatus(check, False, "the log does not say its traffic's temperature: pass "

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.doctor.report import CheckStatus, Finding
 from eagle3lab.errors import EagleLabError
 from eagle3lab.sources.observation import SPEC_KEYS
@@ -72,6 +73,12 @@ class Served:
     speculative: dict = field(default_factory=dict)  # vLLM's speculative_config (dev mode only)
 
 
+def _counts_via_metrics(served: Served) -> bool:
+    """The answering engine reports acceptance as /metrics counters (vLLM), not per request."""
+    eng = engines.lookup(served.engine)
+    return eng is not None and eng.observes_acceptance_via == "/metrics"
+
+
 def served_checks(url: str, serve, *, spec, tspec=None, flags=None, prompts=None,
                   facts=None, temperature=None) -> tuple[list[Finding], list[CheckStatus], dict]:
     """The server at `url` read and measured: findings, check statuses and facts. A URL that is
@@ -82,7 +89,7 @@ def served_checks(url: str, serve, *, spec, tspec=None, flags=None, prompts=None
         served = identify(url)
     except ServedError as exc:
         return [], [CheckStatus("server", False, str(exc))], {}
-    if served.engine == "vllm":
+    if _counts_via_metrics(served):
         return _vllm(served, serve, spec, tspec, flags, prompts, facts, temperature)
     return _sglang(served, serve, spec, tspec, flags, prompts, facts)
 
@@ -491,7 +498,7 @@ def _acceptance(obs, window: str, served: Served) -> list[Finding]:
                          f"accepted), what the diagnosis reads: {_pct(cond)}")
         else:
             evidence += f"; conditional per-position rates {_pct(rates)}"
-    source = "vLLM /metrics" if served.engine == "vllm" else "meta_info"
+    source = "vLLM /metrics" if _counts_via_metrics(served) else "meta_info"
     return [Finding("acceptance", "warning" if mean < 2 else "info",
                     f"the server's accept length is {mean:.2f} ({source})", evidence, "", 0.5, "metrics",
                     "server acceptance", data=data)]

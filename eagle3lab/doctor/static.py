@@ -6,6 +6,7 @@ rules (which boundaries an engine feeds for given ids) come from `eagle3lab.conv
 
 from __future__ import annotations
 
+from eagle3lab import engines
 from eagle3lab.conventions import (CaptureError, ConventionError, default_boundaries, ids_for,
                                    serve_boundaries, train_boundaries)
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
@@ -144,7 +145,7 @@ def _fix_text(trained, engine, version, arch, n, key) -> str:
     if trained is None:
         return "record which boundaries training captured, then write the ids that engine needs"
     keys = [key] + [k for k in ("eagle_config", "top_level") if k != key]
-    for patched in ((False, True) if engine == "sglang" else (False,)):
+    for patched in engines.patch_options(engine):
         for k in keys:
             try:
                 ids = ids_for(sorted(trained), engine, version, arch, n, k, patched=patched)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eagle3lab import conventions
+from eagle3lab import engines
 from eagle3lab.chat_templates import QWEN2_CHATML
 from eagle3lab.errors import EagleLabError
 
@@ -153,7 +154,7 @@ def draft_config_ids(config: dict, engine: str) -> tuple[list[int] | None, str]:
     `eagle_aux_hidden_state_layer_ids` first, then `eagle_config`'s; SGLang reads `eagle_config`."""
     top = config.get("eagle_aux_hidden_state_layer_ids") or None
     nested = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or None
-    if engine == "vllm" and top:
+    if engines.reads_top_level_ids(engine) and top:
         return list(top), "top_level"
     if nested:
         return list(nested), "eagle_config"

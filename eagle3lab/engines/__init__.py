@@ -42,6 +42,25 @@ def get(name: str) -> Engine:
     return _REGISTRY[key]
 
 
+def lookup(name) -> Engine | None:
+    """The engine called `name`, or None (no name, or one eagle3lab does not know)."""
+    try:
+        return get(name) if name else None
+    except EagleLabError:
+        return None
+
+
+def patch_options(name) -> tuple:
+    """Capture variants to try for `name`: (stock, patched) where eagle3lab's patch exists."""
+    eng = lookup(name)
+    return eng.patch_options if eng is not None else (False,)
+
+
+def reads_top_level_ids(name) -> bool:
+    eng = lookup(name)
+    return eng is not None and eng.reads_top_level_ids
+
+
 def resolving() -> tuple[str, ...]:
     """Engines whose speculative config eagle3lab resolves (the lab takes what it is given)."""
     return tuple(n for n, e in _REGISTRY.items() if e.resolves_configs)
@@ -53,4 +72,4 @@ def pinned(text: str, version: str | None = None) -> tuple[Engine, str | None]:
     return get(name), get(name).check_version(version)
 
 
-__all__ = ["Engine", "get", "names", "pinned", "resolving"]
+__all__ = ["Engine", "get", "lookup", "names", "pinned", "resolving"]

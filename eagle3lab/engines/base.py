@@ -41,6 +41,18 @@ class Engine:
     own_tmpdir: Callable | None = None
     launch_env: Callable = field(default=lambda gpu: {})  # extra environment for a launch
 
+    # the SGLang embedding-capture patch (eagle3lab.patching) exists for it: (stock, patched) to try
+    patchable: bool = False
+    # reads the draft config's top-level `eagle_aux_hidden_state_layer_ids` before `eagle_config`'s
+    reads_top_level_ids: bool = False
+    # the findings of eagle3lab.config.lint that are about this engine's own rules
+    lint_codes: frozenset = frozenset()
+
+    @property
+    def patch_options(self) -> tuple:
+        """The capture variants to try: stock, and patched where the patch exists."""
+        return (False, True) if self.patchable else (False,)
+
     @property
     def resolves_configs(self) -> bool:
         return self.resolve is not None

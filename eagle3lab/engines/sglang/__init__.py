@@ -43,4 +43,5 @@ ENGINE = Engine(
     name="sglang", resolve=resolve_sglang_rules, check_version=check_version,
     launch_argv=launch_argv, capture=_capture, log_grammar="sglang",
     observes_acceptance_via="meta_info", api="generate", python=lambda explicit=None: explicit or sys.executable,
-    latest=LATEST_SGLANG, asks_itself=True, has_known_defects=True)
+    latest=LATEST_SGLANG, asks_itself=True, has_known_defects=True, patchable=True,
+    lint_codes=frozenset({"topk-reset-page", "auto-params", "page-size-topk"}))
