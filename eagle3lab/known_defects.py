@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
+from eagle3lab import engines
 from eagle3lab.errors import EagleLabError
 
 ENGINES = ("sglang", "vllm")
@@ -229,7 +230,7 @@ def settings_from_flags(flags: str | None, engine: str | None = None, version: s
                 out[key] = int(values[flag])
             except (TypeError, ValueError):
                 raise KnownDefectError(f"{flag} takes a whole number, got {values[flag]!r}") from None
-    if engine == "vllm" and any(t.startswith("--speculative") for t in tokens):
+    if getattr(engines.lookup(engine), "drafts_chains_only", False) and any(t.startswith("--speculative") for t in tokens):
         out["topk"] = 1  # vLLM's EAGLE proposer drafts a chain (docs/sources.md)
     out["cuda_graph"] = not ({"--disable-cuda-graph", "--enforce-eager"} & set(values))
     out["rejection_sampling"] = "--speculative-use-rejection-sampling" in values

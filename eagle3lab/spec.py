@@ -61,12 +61,10 @@ def record_changes(res: "ResolvedSpec", spec: "SpecConfig") -> "ResolvedSpec":
 def split_engine(text: str, version: str | None = None,
                  default: str = "sglang") -> tuple[str, str | None]:
     """The one `ENGINE==VERSION` parser: 'sglang==0.5.9' -> ('sglang', '0.5.9'), 'vLLM' ->
-    ('vllm', version). A pin that disagrees with `version` is an error."""
+    ('vllm', version), 'sglang==' -> ('sglang', version). A pin that disagrees with `version` is
+    an error; what a missing name or version means is the caller's to say."""
     name, sep, pinned = str(text or default).strip().partition("==")
     name, pinned = name.strip().lower(), pinned.strip()
-    if sep and not pinned:
-        raise EagleLabError(f"{text!r}: no version after '=='; write ENGINE==VERSION, "
-                            "e.g. sglang==0.5.9")
     if pinned and version and pinned != version:
         raise EagleLabError(f"two versions given: {text} and version={version}")
     return name, pinned or version

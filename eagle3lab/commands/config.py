@@ -58,9 +58,10 @@ def _run_vllm(args: argparse.Namespace, flags: list[str]) -> int:
     from dataclasses import asdict
 
     from eagle3lab.errors import EagleLabError
+    from eagle3lab.spec import split_engine
     from eagle3lab.engines.vllm.rules import VLLM_RULES_VERSION, parse_vllm_flags, resolve_vllm_serve
 
-    _, _, version = args.engine.partition("==")
+    _, version = split_engine(args.engine)
     if version and version != VLLM_RULES_VERSION:
         raise EagleLabError(f"vLLM rules are read for {VLLM_RULES_VERSION} only, not {version}")
     serve = parse_vllm_flags(flags)

@@ -32,6 +32,7 @@ from eagle3lab import engines
 from eagle3lab.conventions import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
 from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.spec import split_engine
 
 NORMED = "N*"
 ALPHA = 0.05
@@ -436,7 +437,7 @@ def _infer_wiring(scorer: Scorer, fed: dict, spec: DraftSpec, n: int, serve, fac
         drop = acc - f_acc
         line = (f"{label} feeds {list(boundaries)}: loss {f_loss:.3f}, acc@1 {f_acc:.3f} "
                 f"({-drop:+.3f} vs the lowest-loss set, McNemar p = {p_acc:.2g})")
-        engine, version = label.split("==")
+        engine, version = split_engine(label)
         if drop < MATERIAL_ACC_DROP or p_acc >= ALPHA:
             out.append(Finding("wiring", "info", f"{label} feeds {list(boundaries)}: the draft's weights agree "
                                f"(within {MATERIAL_ACC_DROP:.2f} acc@1 of the best set found)",

@@ -22,6 +22,7 @@ from pathlib import Path
 from eagle3lab import engines
 from eagle3lab.doctor.report import CheckStatus, Finding
 from eagle3lab.errors import EagleLabError
+from eagle3lab.spec import split_engine
 from eagle3lab.sources.observation import SPEC_KEYS
 
 # What each engine answers, as read in its source (the installed wheels: sglang 0.5.23 and
@@ -77,6 +78,12 @@ def _counts_via_metrics(served: Served) -> bool:
     """The answering engine reports acceptance as /metrics counters (vLLM), not per request."""
     eng = engines.lookup(served.engine)
     return eng is not None and eng.observes_acceptance_via == "/metrics"
+
+
+def _speaks_openai(served: Served) -> bool:
+    """The answering engine speaks the OpenAI API (vLLM's flags and endpoints), not SGLang's."""
+    eng = engines.lookup(served.engine)
+    return eng is not None and eng.api == "openai"
 
 
 def served_checks(url: str, serve, *, spec, tspec=None, flags=None, prompts=None,
@@ -381,8 +388,8 @@ def _engine_findings(served: Served, serve) -> list[Finding]:
     """--serve names another engine than the one answering."""
     if not serve:
         return []
-    named = str(serve).partition("==")[0].strip().lower()
-    speaks = "vllm" if served.engine == "vllm" else "sglang"
+    named = split_engine(str(serve))[0]
+    speaks = "vllm" if _speaks_openai(served) else "sglang"
     if named == speaks:
         return []
     return [Finding("config", "warning", f"--serve says {serve}, the server at --url is {served.engine}",
@@ -397,17 +404,17 @@ def _not_eagle3(algorithm, served: Served) -> Finding:
     if not algorithm:
         return Finding("config", "error", "the server runs without speculative decoding",
                        (f"{served.server.url}/metrics has no vllm:spec_decode_* counters (vLLM registers them "
-                        "only with a speculative config)") if served.engine == "vllm" else
+                        "only with a speculative config)") if _speaks_openai(served) else
                        f"{served.server.url}/server_info: speculative_algorithm is not set",
                        "launch with the draft: "
                        + ("--speculative-config '{\"method\": \"eagle3\", \"model\": DRAFT, ...}'"
-                          if served.engine == "vllm" else
+                          if _speaks_openai(served) else
                           "--speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT"),
                        0.95, "server", "server")
     return Finding("config", "error", f"the server runs {algorithm}, not EAGLE-3",
                    f"{served.server.url} reports speculative method {algorithm!r}; an EAGLE-3 draft read as "
                    "another method gets other inputs", "launch with "
-                   + ("method eagle3" if served.engine == "vllm" else "--speculative-algorithm EAGLE3"),
+                   + ("method eagle3" if _speaks_openai(served) else "--speculative-algorithm EAGLE3"),
                    0.95, "server", "server", data={"algorithm": algorithm})
 
 

@@ -11,6 +11,7 @@ from eagle3lab.conventions import (CaptureError, ConventionError, default_bounda
                                    serve_boundaries, train_boundaries)
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
 from eagle3lab.doctor.report import CheckStatus, Finding
+from eagle3lab.spec import split_engine
 
 LATEST = {"sglang": "0.5.23", "vllm": "0.33.0"}
 COMPARE_LIMIT_BYTES = 2 << 30  # hash/compare lm_head rows only when both tensors fit in this
@@ -22,11 +23,10 @@ def parse_serve(serve) -> list[tuple[str, str]]:
 
     if serve is None:
         return [("sglang", LATEST["sglang"]), ("vllm", LATEST["vllm"])]
-    name, sep, version = str(serve).partition("==")
-    name = name.strip().lower()
+    name, version = split_engine(str(serve))
     if name not in LATEST:
         raise DoctorInputError(f"--serve must name sglang or vllm (ENGINE==VERSION), got {serve!r}")
-    return [(name, version.strip() if sep and version.strip() else LATEST[name])]
+    return [(name, version or LATEST[name])]
 
 
 def num_layers(draft: DraftSpec, target: TargetSpec | None) -> int | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from eagle3lab import conventions
 from eagle3lab import engines
 from eagle3lab.chat_templates import QWEN2_CHATML
+from eagle3lab.spec import split_engine
 from eagle3lab.errors import EagleLabError
 
 WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
@@ -141,12 +142,11 @@ class FaultPlan:
 
 def parse_serve(text: str) -> tuple[str, str]:
     """'vllm==0.32.0' -> ('vllm', '0.32.0'); the engines whose capture rules are recorded."""
-    engine, sep, version = str(text or "").strip().partition("==")
-    engine = engine.strip().lower()
-    if engine not in ("sglang", "vllm") or not sep or not version.strip():
+    engine, version = split_engine(str(text or ""), default="")
+    if getattr(engines.lookup(engine), "latest", None) is None or "==" not in str(text) or not version:
         raise FaultError(f"--serve takes ENGINE==VERSION with ENGINE sglang or vllm "
                          f"(e.g. {DEFAULT_SERVE} or vllm==0.32.0), got {text!r}")
-    return engine, version.strip()
+    return engine, version
 
 
 def draft_config_ids(config: dict, engine: str) -> tuple[list[int] | None, str]:

@@ -45,6 +45,10 @@ class Engine:
     patchable: bool = False
     # reads the draft config's top-level `eagle_aux_hidden_state_layer_ids` before `eagle_config`'s
     reads_top_level_ids: bool = False
+    # drafts a chain only (topk 1), however the flags read (vLLM's EAGLE proposer)
+    drafts_chains_only: bool = False
+    # refuses speculation without a draft length (vLLM's num_speculative_tokens has no default)
+    needs_draft_length: bool = False
     # the findings of eagle3lab.config.lint that are about this engine's own rules
     lint_codes: frozenset = frozenset()
 
