@@ -104,6 +104,14 @@ FLAG_ALIASES = {"--decode-attention-backend": "attention_backend",
                 "--speculative-draft-model": "draft_model_path",
                 "--num-speculative-tokens": "num_steps"}  # vLLM
 SERVER_KEY_ALIASES = {"cuda_graph_max_bs": "cuda_graph_max_bs"}
+# The three numbers every engine's effective config comes down to (Observation, logs, rows).
+SPEC_KEYS = ("num_steps", "topk", "num_draft_tokens")
+# Every spelling a spec dict may use for a field (ours, SGLang's ServerArgs keys, vLLM's) -> field.
+FIELD_SPELLINGS = {**{name: name for name in SPEC_NAMES if name not in ("model_path", "device")},
+                   **{key: name for name, (_, key) in SPEC_NAMES.items()
+                      if name not in ("model_path", "device", "cuda_graph_max_bs")},
+                   **SERVER_KEY_ALIASES, "num_speculative_tokens": "num_steps", "eagle_topk": "topk",
+                   "draft_path": "draft_model_path"}
 LAB_FIELDS = ("algorithm", "num_steps", "topk", "num_draft_tokens", "draft_model_path")
 # Who takes SGLang's launch flags (SpecConfig.to_flags), and which fields of them (None: all).
 SGLANG_FLAGS_TAKEN_BY = {"sglang": None, "lab": LAB_FIELDS}

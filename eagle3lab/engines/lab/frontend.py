@@ -22,13 +22,11 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.spec import LATEST_SGLANG
+from eagle3lab.spec import LAB_FIELDS, LATEST_SGLANG, SPEC_NAMES
 
 logger = logging.getLogger("eagle3lab.serve")
 SGLANG_VERSION = LATEST_SGLANG  # the SGLang whose rules and log format the front end follows
-NO_SPECULATION = {"speculative_algorithm": None, "speculative_num_steps": None,
-                  "speculative_eagle_topk": None, "speculative_num_draft_tokens": None,
-                  "speculative_draft_model_path": None}
+NO_SPECULATION = {SPEC_NAMES[name][1]: None for name in LAB_FIELDS}  # /server_info without a draft
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling_params default
 DECODE_LOG_INTERVAL = 40  # SGLang's --decode-log-interval default
 GRAPH_LABEL = "cpu graph"  # metrics_reporter._graph_backend_label for device "cpu"

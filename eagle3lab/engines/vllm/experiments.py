@@ -220,7 +220,7 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
     from concurrent.futures import ThreadPoolExecutor
 
     from eagle3lab import server
-    from eagle3lab.spec import BASELINE
+    from eagle3lab.spec import BASELINE, chain
 
     model_path = model_path or lab.target_dir
     everything = {BASELINE: {"baseline": True}, **points}
@@ -240,7 +240,7 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
             error = error or exc
             continue
         k = plans[label][1].get("num_steps")
-        launched[label] = (srv.url, {"speculative_num_draft_tokens": None if k is None else int(k) + 1})
+        launched[label] = (srv.url, {"speculative_num_draft_tokens": None if k is None else chain(k)[2]})
     if error is not None:
         raise error
     return launched

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.spec import ResolvedSpec, SpecConfig, record_changes
+from eagle3lab.spec import SPEC_KEYS, ResolvedSpec, SpecConfig, chain, record_changes
 
 VLLM_SOURCE = ("vllm/config/speculative.py (SpeculativeConfig.num_speculative_tokens, gt=0, "
                "else taken from the draft config) and the EAGLE proposer "
@@ -31,7 +31,7 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
     if k is None and spec.num_draft_tokens is not None:
         k = spec.num_draft_tokens - 1
     res = ResolvedSpec(engine="vllm", version=version, arch=arch, algorithm=spec.algorithm,
-                       num_steps=k, topk=1, num_draft_tokens=None if k is None else k + 1,
+                       **dict(zip(SPEC_KEYS, chain(k) if k is not None else (None, 1, None))),
                        page_size=spec.page_size, attention_backend=spec.attention_backend,
                        max_running_requests=spec.max_running_requests,
                        cuda_graph_max_bs=spec.cuda_graph_max_bs, asked=spec,

