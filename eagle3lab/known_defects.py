@@ -2,7 +2,7 @@
 
 Why: a deployer's first question after "is my config what runs?" is "does my engine version have
 a known defect?". The field keeps no such list for EAGLE-3, so this is one, in the style of
-`config.SGLANG_RULES`: one frozen row per defect, each citing the upstream thread and the file
+`engines.sglang.rules.SGLANG_RULES`: one frozen row per defect, each citing the upstream thread and the file
 and versions where the defect (and its fix) was read. docs/known-defects.md tells the same rows
 in prose, with how each bound was checked.
 

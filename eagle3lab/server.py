@@ -360,7 +360,7 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     backend: "sglang" (``python -m sglang.launch_server``), "vllm" (``build_vllm_command``: the
     python ``find_vllm_python(vllm_python)`` picks; CPU settings when ``gpu`` is False or, with
     None, when no GPU is found) or "lab" (``python -m eagle3lab serve``, SGLang's flags plus
-    ``--fault``). spec: dict or ``eagle3lab.config.SpecConfig`` (see ``spec_to_args``); a
+    ``--fault``). spec: dict or ``eagle3lab.spec.SpecConfig`` (see ``spec_to_args``); a
     ``draft_layer_ids`` key serves the draft with those aux layer ids (``temporary_draft``,
     removed at stop); a vLLM server also gets its own TMPDIR (``server_tempdir``), removed at
     stop, because vLLM leaves files there. port=None picks a free one. ``command`` replaces the whole argv

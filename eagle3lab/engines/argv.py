@@ -29,7 +29,7 @@ def spec_to_args(spec, backend: str = "sglang") -> list[str]:
     """Launch flags for a spec: a ``SpecConfig``, or a dict of its fields plus the lab
     server's ``fault``/``faults`` (``--fault``) and any other ``key`` (``--key-with-dashes``).
 
-    The speculative flags come from ``SpecConfig.to_flags`` (one name table, config.SPEC_NAMES);
+    The speculative flags come from ``SpecConfig.to_flags`` (one name table, spec.SPEC_NAMES);
     None/False are skipped, True is a bare flag. ``model_path`` is left to ``build_command``.
     """
     items = spec_dict(spec)

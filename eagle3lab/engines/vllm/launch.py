@@ -108,7 +108,7 @@ def _has_flag(args, flag: str) -> bool:
 
 def build_vllm_command(model_path, draft_path=None, spec=None, host: str = DEFAULT_HOST,
                        port: int = 8000, extra_args=(), python=None, gpu: bool | None = None) -> list[str]:
-    """vLLM's OpenAI server argv for one spec config (``eagle3lab.config.to_vllm_flags``).
+    """vLLM's OpenAI server argv for one spec config (``eagle3lab.engines.vllm.flags.to_vllm_flags``).
 
     Speculative settings only with a draft; CPU settings (VLLM_CPU_ARGS) only without a GPU;
     per-request acceptance switched on where the vLLM has it. Spec keys that are not speculative
