@@ -5,6 +5,12 @@ configuration (`config`), hidden-state wiring (`conventions`, `capture`, `wiring
 a tiny real lab (`lab`), a reference speculative decoder and server (`engine`),
 server control and benchmarks (`server`, `bench`), the SGLang embedding-capture
 patch (`patching`) and acceptance analysis (`analysis`, `plots`, `widgets`).
+
+The rooms, bottom up (eagle3lab/layers.py declares the order; tests/test_layers.py checks it):
+foundation (errors, spec, paths, style, workers), statistics and conventions, sources, engines
+(+ config, known_defects, wiring, patching), the lab engine (`engine`), the lab (`lab`), serving
+(server, loadtest), experiments (+ plots, report, prose), doctor, the front door (cli, commands).
+This package's root may import any of them (it registers `config` so `SpecConfig.resolve` works).
 """
 
 __version__ = "0.1.0"

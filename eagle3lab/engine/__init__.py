@@ -7,6 +7,10 @@ SGLang-style HTTP front end (`eagle3lab.engines.lab.frontend`).
     lab = load_lab("ci")
     result = run_bench(lab, spec=(3, 1, 4), faults=["wiring-seed"])
     result.summary(); result.steps; result.tokens
+
+The lab engine's room: the decoder, its models (the lab's EAGLE-3 draft, `draft`, lives here so
+both the engine and the lab import it downward), faults and the bench. May import: spec,
+errors, conventions, analysis, sources, engines (never lab/, server or above).
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 `load_lab(preset)` returns a `Lab` (tokenizer, target, drafts, held-out data);
 `eagle3lab lab build` makes one. Heavy imports happen on first use.
+
+May import: engine (the draft model, the decoder), spec, conventions, analysis, sources, errors,
+paths; never server, experiments or above.
 """
 
 from __future__ import annotations
