@@ -72,7 +72,7 @@ def test_the_vllm_python_is_found_explicit_then_env_then_repo_then_this_python(t
     with pytest.raises(vllm_launch.VllmNotFoundError, match=vllm_launch.VLLM_PYTHON_ENV):
         vllm_launch.find_vllm_python()
     monkeypatch.delenv(vllm_launch.VLLM_PYTHON_ENV)
-    repo = server._repo_root() / ".venv-vllm" / "bin" / "python"
+    repo = vllm_launch._repo_root() / ".venv-vllm" / "bin" / "python"
     if repo.is_file():
         assert vllm_launch.find_vllm_python() == str(repo)
     else:  # no repo venv: this python if it has vLLM, else a clear error
