@@ -29,7 +29,8 @@ FAULTS = ["none", "lm-head-target", "rope-theta", "no-aux-ids", "embed-patch", "
 def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
     from eagle3lab import stats
     from eagle3lab.engine.faults import build_engine, plan_faults
-    from eagle3lab.engine.speculate import SamplingParams, SpecParams
+    from eagle3lab.engine.speculate import SamplingParams
+    from eagle3lab.spec import SpecParams
 
     plan = plan_faults([f for f in faults if f != "none"], lab.num_layers)
     engine = build_engine(lab.target, lab.load_draft(plan.draft_name), plan, tokenizer=lab.tokenizer)

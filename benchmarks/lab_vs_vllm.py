@@ -16,7 +16,7 @@ import time
 import pandas as pd
 
 from eagle3lab.lab import load_lab
-from eagle3lab.vllm_reference import lab_vs_vllm
+from eagle3lab.engines.vllm.reference import lab_vs_vllm
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import requests
 
+from eagle3lab.engines.vllm import launch as vllm_launch
 from eagle3lab import server
 from eagle3lab.lab import load_lab
 
@@ -100,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
     lab = load_lab(args.lab, build=False)
     prompt = lab.heldout_prompts(1, 48)[0]
-    python = server.find_vllm_python(args.vllm_python)
+    python = vllm_launch.find_vllm_python(args.vllm_python)
     logs = Path(tempfile.mkdtemp(prefix="vllm-cycles-logs-"))
     tmp = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))  # short: vLLM's sockets go in it
     os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from itertools import product
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.versions import LATEST_SGLANG, SGLANG_CAPTURE_READ
+from eagle3lab.spec import LATEST_SGLANG, SGLANG_CAPTURE_READ
 
 
 class ConventionError(EagleLabError):
@@ -118,7 +118,7 @@ def describe_boundary(b: int | None, num_layers: int, post_norm: bool = False) -
 
 # --------------------------------------------------------------------------- versions
 
-SGLANG_VERSIONS = SGLANG_CAPTURE_READ  # eagle3lab.versions: the one SGLang version list
+SGLANG_VERSIONS = SGLANG_CAPTURE_READ  # eagle3lab.spec: the one SGLang version list
 # vLLM: rule changes at these versions (0.9.0 .. 0.33.0 read; docs/sources.md s.2).
 VLLM_VERSIONS = ("0.9.0", "0.11.0", "0.11.1", "0.12.0", "0.16.0", "0.17.0", "0.18.0", "0.19.0",
                  "0.20.0", "0.21.0", "0.22.0", "0.26.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0")

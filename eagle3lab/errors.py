@@ -10,3 +10,7 @@ class EagleLabError(Exception):
     """An error whose message is meant for the user, not a bug."""
 
     exit_code = 2
+
+
+class ServerError(EagleLabError):
+    """A server could not be started, reached or stopped (or its command line cannot be built)."""

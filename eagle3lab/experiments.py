@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from eagle3lab import stats
-from eagle3lab.config import SpecConfig
+from eagle3lab.spec import SpecConfig
 from eagle3lab.stats import rate_ci, ratio_ci
 
 if TYPE_CHECKING:
     from eagle3lab.sources.observation import Observation
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 # The seed's three launch configurations, in the order the investigator tried them (the flags
 # it typed are `cfg.to_flags()`).
@@ -229,7 +229,7 @@ def serve_engine(serve=None, backend: str = "lab") -> tuple[str, str]:
     if serve is not None:
         return tuple(serve)
     if backend == "vllm":
-        from eagle3lab.vllm_env import VLLM_VERSION
+        from eagle3lab.engines.vllm.env import VLLM_VERSION
 
         return ("vllm", VLLM_VERSION)
     return ("sglang", LATEST_SGLANG)
@@ -281,7 +281,7 @@ def compare_resolutions(ours, sglang):
     return out
 
 
-BASELINE = "no speculation"
+from eagle3lab.spec import BASELINE  # noqa: E402  (the label plots and sweeps share)
 
 
 # The lab server's request caps, sized for the lab targets' 1024 positions.
@@ -386,7 +386,7 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     for label, point in points.items():
         point = dict(point)
         if backend == "vllm":  # wiring faults become ids (experiments_vllm.layer_ids_for)
-            from eagle3lab import experiments_vllm
+            from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 
             draft, spec = experiments_vllm.launch_spec(point, load_lab(lab, progress=False), draft_dir)
@@ -476,7 +476,7 @@ def _interleaved_requests(points, lab, model_path, draft_dir, num_prompts, max_n
     rows = []
     with contextlib.ExitStack() as stack:
         if backend == "vllm":
-            from eagle3lab import experiments_vllm
+            from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 
             servers = experiments_vllm.launch_all(points, load_lab(lab, progress=False), stack,
@@ -606,7 +606,7 @@ class ServedRun:
             return obs.per_position
         if obs.frame is not None and len(obs.frame):
             return stats.per_position(obs.frame, k=len(obs.per_position), conditional=True)
-        from eagle3lab.sources.vllm_metrics import conditional
+        from eagle3lab.engines.vllm.metrics import conditional
 
         return conditional(obs)
 
@@ -695,11 +695,11 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
 
     lab_obj = load_lab(lab)
     if backend == "vllm":
-        from eagle3lab import experiments_vllm
+        from eagle3lab.engines.vllm import experiments as experiments_vllm
 
-        return experiments_vllm.serve_and_observe(lab_obj, draft=draft, faults=faults, spec=spec,
-                                                  num_prompts=num_prompts, max_new_tokens=max_new_tokens,
-                                                  eval_texts=eval_texts)
+        return ServedRun(**experiments_vllm.serve_and_observe(
+            lab_obj, bench_prompts(lab_obj, num_prompts), draft=draft, faults=faults, spec=spec,
+            max_new_tokens=max_new_tokens, eval_texts=eval_texts))
     if backend != "lab":
         raise EagleLabError(f"backend {backend!r}: serve_and_log launches 'lab' or 'vllm'; for SGLang "
                             "give SERVER_URL and LOG_FILE of your running server")
@@ -722,7 +722,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
                      standalone_acc=acc["accuracy"].tolist(), server_info=info)
 
 
-SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix
+from eagle3lab.engine.faults import SEED_AFTER_FIX  # noqa: E402  (the lab's seed after its fix)
 
 
 def _bench_row(result, **extra) -> dict:
@@ -802,7 +802,7 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
     vLLM's EAGLE-3 drafts a chain)."""
     import pandas as pd
 
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     if backend == "vllm" and not urls:
         return _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens)
@@ -841,7 +841,7 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
 
 def _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens):
     """config_sweep's rows for vLLM: each chain of the grid on its own vLLM server."""
-    from eagle3lab import experiments_vllm
+    from eagle3lab.engines.vllm import experiments as experiments_vllm
 
     chains, _ = experiments_vllm.chain_grid(grid)
     points = {f"{s}/{t}/{d}": {"num_steps": s, "draft": draft} for s, t, d in chains}

@@ -2,7 +2,7 @@
 
 Why: a deployer's first question after "is my config what runs?" is "does my engine version have
 a known defect?". The field keeps no such list for EAGLE-3, so this is one, in the style of
-`config.SGLANG_RULES`: one frozen row per defect, each citing the upstream thread and the file
+`engines.sglang.rules.SGLANG_RULES`: one frozen row per defect, each citing the upstream thread and the file
 and versions where the defect (and its fix) was read. docs/known-defects.md tells the same rows
 in prose, with how each bound was checked.
 
@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Callable
 
+from eagle3lab import engines
 from eagle3lab.errors import EagleLabError
 
 ENGINES = ("sglang", "vllm")
@@ -229,7 +230,7 @@ def settings_from_flags(flags: str | None, engine: str | None = None, version: s
                 out[key] = int(values[flag])
             except (TypeError, ValueError):
                 raise KnownDefectError(f"{flag} takes a whole number, got {values[flag]!r}") from None
-    if engine == "vllm" and any(t.startswith("--speculative") for t in tokens):
+    if getattr(engines.lookup(engine), "drafts_chains_only", False) and any(t.startswith("--speculative") for t in tokens):
         out["topk"] = 1  # vLLM's EAGLE proposer drafts a chain (docs/sources.md)
     out["cuda_graph"] = not ({"--disable-cuda-graph", "--enforce-eager"} & set(values))
     out["rejection_sampling"] = "--speculative-use-rejection-sampling" in values
@@ -262,7 +263,7 @@ def _resolved_sglang(flags: str, version: str) -> dict:
     """topk and max running requests as SGLang resolves them (eagle3lab.config's rules:
     an automatic topk, max running requests reset to 48 for speculation); {} when the flags
     do not resolve (the doctor's flags check says why)."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     try:
         res = SpecConfig.from_cli(flags).resolve(f"sglang=={version}")

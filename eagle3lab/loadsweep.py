@@ -221,9 +221,16 @@ def _key(config: dict, concurrency: int, baseline: bool) -> str:
     return point_key({**config, "concurrency": concurrency, "load": True, "baseline": bool(baseline)})
 
 
+def _needs_draft_length(backend: str | None) -> bool:
+    from eagle3lab import engines
+
+    eng = engines.lookup(backend)
+    return eng is not None and eng.needs_draft_length
+
+
 def _spec_config(config: dict, backend: str | None) -> dict:
     """A launched vLLM needs a draft length: the default one when the grid names none."""
-    if backend == "vllm" and not any(config.get(k) is not None for k in ("num_steps", "num_draft_tokens")):
+    if _needs_draft_length(backend) and not any(config.get(k) is not None for k in ("num_steps", "num_draft_tokens")):
         return {"num_steps": DEFAULT_NUM_STEPS, **config}
     return config
 

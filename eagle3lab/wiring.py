@@ -12,11 +12,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.conventions import (Boundaries, CaptureError, ConventionError, describe_boundary,
                                    ids_for, serve_boundaries, serve_table, train_boundaries)
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import read_json_object
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG, split_engine
 
 PATCH_COMMAND = "eagle3lab patch sglang --apply"
 OK = "ok"
@@ -49,7 +50,7 @@ class DraftInfo:
 
     def ids_for_engine(self, engine: str) -> tuple[list[int] | None, str]:
         """The ids an engine looks at first: vLLM the top-level key, SGLang the nested one."""
-        if engine == "vllm" and "top_level" in self.ids_by_key:
+        if engines.reads_top_level_ids(engine) and "top_level" in self.ids_by_key:
             return self.ids_by_key["top_level"], "top_level"
         return self.layer_ids, self.ids_key
 
@@ -213,10 +214,10 @@ def read_target(target, arch: str | None = None) -> tuple[int, int | None, str]:
 def _parse_spec(spec, what: str) -> tuple[str, str]:
     """'sglang==0.5.23' or ('sglang', '0.5.23') -> ('sglang', '0.5.23')."""
     if isinstance(spec, str):
-        name, sep, version = spec.partition("==")
-        if not sep or not name or not version:
+        name, version = split_engine(spec, default="")
+        if "==" not in spec or not name or not version:
             raise WiringInputError(f"{what} must look like NAME==VERSION (e.g. sglang==0.5.23), got {spec!r}")
-        return name.strip().lower(), version.strip()
+        return name, version
     if isinstance(spec, (tuple, list)) and len(spec) == 2 and all(isinstance(s, str) for s in spec):
         return spec[0].lower(), spec[1]
     raise WiringInputError(f"{what} must be 'NAME==VERSION' or (name, version), got {spec!r}")
@@ -333,7 +334,7 @@ def _fix(trained: Boundaries, engine: str, version: str, arch: str, n: int, key:
         return (f"{engine} feeds ascending boundaries {sorted(want)}: permute fc.weight's input blocks to "
                 f"slot order {order}, then write ids for {sorted(want)}")
     keys = [key] + [k for k in ("eagle_config", "top_level") if k != key]
-    for patched in (False, True) if engine == "sglang" else (False,):
+    for patched in engines.patch_options(engine):
         for k in keys:
             try:
                 ids = ids_for(want, engine, version, arch, n, k, cuda_graph=cuda_graph, patched=patched)
@@ -419,7 +420,7 @@ def check(draft_dir, target=None, train=None, serve=("sglang", LATEST_SGLANG), *
     for s in slots:
         s["fix"] = "" if s["verdict"] == OK else fix
     versions = None
-    if layer_ids is not None and engine in ("sglang", "vllm"):
+    if layer_ids is not None and getattr(engines.lookup(engine), "latest", None) is not None:  # versioned
         versions = serve_table(layer_ids, arch, n, want=list(trained) if not trained.post_norm else None,
                                engine=engine, key=key, cuda_graph=cuda_graph)
     label = f"{engine}=={version}" + (" (patched)" if patched else "")

@@ -1,6 +1,7 @@
 """Shared test setup."""
 
 import pytest
+from eagle3lab.engines.vllm import launch as vllm_launch
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +42,7 @@ def vllm_healthy(tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     handle = server.launch("vllm", lab.target_dir, lab.draft_dir("healthy"), spec={"num_steps": VLLM_SPEC_TOKENS},
                            log_file=log, timeout=600, env={"VLLM_LOG_STATS_INTERVAL": "1"},
-                           vllm_python=server.find_vllm_python())
+                           vllm_python=vllm_launch.find_vllm_python())
     yield handle
     handle.stop()
     assert not handle.alive and not server._group_alive(handle.pid) and not server.port_in_use(handle.port)

@@ -3,8 +3,9 @@
 import pytest
 
 from eagle3lab.cli import main
-from eagle3lab.config import (W_ADJUST, W_MAX_RUNNING, W_TOPK_PAGE, SpecConfig,
-                              parse_launch_flags, rules_for)
+from eagle3lab.config import parse_launch_flags
+from eagle3lab.engines.sglang.rules import W_ADJUST, W_MAX_RUNNING, W_TOPK_PAGE, rules_for
+from eagle3lab.spec import SpecConfig
 from eagle3lab.errors import EagleLabError
 
 SEED_FLAGS = ["--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
@@ -239,7 +240,7 @@ def test_spec_config_converts_to_and_from_every_form():
                                                              cuda_graph_max_bs=8)
     assert SpecConfig.from_server_info({"speculative_algorithm": None}) is None
     # the engine's parameters: only once resolved
-    from eagle3lab.engine.speculate import SpecParams
+    from eagle3lab.spec import SpecParams
 
     assert seed.resolve().to_engine_params() == SpecParams(1, 1, 2)
     with pytest.raises(EagleLabError, match="resolve the config first"):
@@ -249,8 +250,9 @@ def test_spec_config_converts_to_and_from_every_form():
 
 
 def test_one_latest_sglang_everywhere():
-    from eagle3lab import conventions, versions
-    from eagle3lab.engine import frontend
+    from eagle3lab import conventions
+    from eagle3lab import spec as versions
+    from eagle3lab.engines.lab import frontend
 
     assert versions.LATEST_SGLANG == versions.SGLANG_RELEASES[-1] == "0.5.23"
     assert conventions.SGLANG_VERSIONS[-1] == frontend.SGLANG_VERSION == versions.LATEST_SGLANG

@@ -9,7 +9,9 @@ import itertools
 
 import pytest
 
-from eagle3lab.config import W_ADJUST, SpecConfig, compare_with_sglang, outcome, resolve_with_sglang
+from eagle3lab.config import compare_with_sglang, outcome, resolve_with_sglang
+from eagle3lab.engines.sglang.rules import W_ADJUST
+from eagle3lab.spec import SpecConfig
 
 STEPS = [None, 1, 2, 3, 5, 8]
 TOPK = [None, 1, 2, 4, 8]

@@ -106,7 +106,7 @@ def test_lab_server_without_flags_reads_the_launch_command(ci_lab, lab_server):
 
 def test_vllm_per_position_rates_reach_the_report(ci_lab, vllm_server):
     from eagle3lab.stats import conditional_rates
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     assert vllm_metrics.scrape(vllm_server).drafts == 0  # fresh: the doctor sends its own window
     first = doctor(ci_lab.draft_dir("healthy"), target=ci_lab.target_dir, serve="vllm==0.32.0",
@@ -142,7 +142,7 @@ def test_vllm_per_position_rates_reach_the_report(ci_lab, vllm_server):
 
 def test_vllm_diagnosis_compares_with_the_drafts_own_acc1(vllm_server):
     from eagle3lab.doctor.served import _statistics
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     obs = vllm_metrics.observation(vllm_metrics.scrape(vllm_server))
     first = vllm_metrics.conditional(obs)["rate"].iloc[0]
@@ -159,7 +159,7 @@ def test_vllm_diagnosis_compares_with_the_drafts_own_acc1(vllm_server):
 def test_vllm_cpu_at_temperature_07_names_the_known_defect(ci_lab, vllm_server):
     """--temperature 0.7 at a vLLM CPU server: the doctor sends a greedy and a T = 0.7 window and
     finds acceptance stops after position 1 only when sampling (vllm-cpu-temperature-expansion)."""
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     before = vllm_metrics.scrape(vllm_server).drafts
     report = doctor(ci_lab.draft_dir("healthy"), serve="vllm==0.32.0", url=vllm_server.url, empirical=False,

@@ -10,7 +10,7 @@ from eagle3lab.engine.faults import FaultError, normalize_faults, plan_faults
 from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
 from eagle3lab.engine.speculate import (DraftTree, SamplingParams, SpecEngine,
                                         accept_path, target_probs)
-from eagle3lab.lab.draft import Eagle3Draft, KVCache
+from eagle3lab.engine.draft import Eagle3Draft, KVCache
 
 # Our forward does the same float32 maths as transformers in a different op order.
 LOGIT_ATOL = 1e-4

@@ -10,7 +10,8 @@ import torch
 
 from eagle3lab.engine import FAULTS, SpecEngine, make_lab_engine, run_bench
 from eagle3lab.engine.labbench import bench_prompts, lab_train_seq_len
-from eagle3lab.engine.speculate import SamplingParams, SpecParams
+from eagle3lab.engine.speculate import SamplingParams
+from eagle3lab.spec import SpecParams
 
 
 def ci_lab():

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab import experiments, experiments_vllm, server, vllm_rules
-from eagle3lab.config import SpecConfig
+from eagle3lab.engines.vllm import launch as vllm_launch
+from eagle3lab import experiments, server
+from eagle3lab.engines.vllm import experiments as experiments_vllm
+from eagle3lab.engines.vllm import rules as vllm_rules
+from eagle3lab.spec import SpecConfig
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +53,7 @@ def test_what_vllm_runs_for_the_seeds_flag_sets(lab):
 
 def test_eagle3labs_own_vllm_argv_is_read_by_the_vllm_rules(lab):
     """`--per-request-spec-decode-metrics` (added to every launch with a draft) used to be refused."""
-    argv = server.build_vllm_command(lab.target_dir, lab.draft_dir("healthy"), {"num_steps": 3}, gpu=False)
+    argv = vllm_launch.build_vllm_command(lab.target_dir, lab.draft_dir("healthy"), {"num_steps": 3}, gpu=False)
     assert "--per-request-spec-decode-metrics" in argv
     args = vllm_rules.parse_vllm_flags(argv[3:])
     assert args.speculative_config["num_speculative_tokens"] == 3 and args.max_model_len == 512

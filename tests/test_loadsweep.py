@@ -291,7 +291,7 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
 def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the_counters():
     """A vLLM started without --per-request-spec-decode-metrics: counts only, steps as independent."""
     from eagle3lab.stats import wilson_interval
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     delta = vllm_metrics.Counters(drafts=40, draft_tokens=120, accepted=60, per_position=[30, 20, 10], present=True)
     run = _result([10, 10], [1.0, 1.0], [0.1, 0.1], wall=1.0, concurrency=2)

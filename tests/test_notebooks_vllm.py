@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def vllm_report(tmp_path_factory):
-    from eagle3lab.server import find_vllm_python
+    from eagle3lab.engines.vllm.launch import find_vllm_python
 
     find_vllm_python()  # fails loudly (no skip) when scripts/setup_vllm.sh has not run
     out = tmp_path_factory.mktemp("report-vllm")

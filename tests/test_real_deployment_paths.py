@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eagle3lab import experiments, loadtest, server
-from eagle3lab.config import SpecConfig
+from eagle3lab.spec import SpecConfig
 from eagle3lab.paths import lab_dir
 
 

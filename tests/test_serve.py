@@ -15,8 +15,8 @@ import urllib.request
 
 import pytest
 
-from eagle3lab.config import SpecConfig
-from eagle3lab.engine import frontend as srv
+from eagle3lab.spec import SpecConfig
+from eagle3lab.engines.lab import frontend as srv
 
 
 def ci_lab_root():

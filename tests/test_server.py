@@ -180,7 +180,7 @@ def test_sglang_command_line_is_the_real_launcher():
                      "--speculative-draft-model-path /drafts/eagle3 --speculative-algorithm EAGLE3 "
                      "--speculative-num-steps 5 --speculative-eagle-topk 8 "
                      "--speculative-num-draft-tokens 32 --tp 2")
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     via_config = server.build_command("lab", "/m", None, SpecConfig(num_steps=2, draft_model_path="/d"))
     assert via_config[1:4] == ["-m", "eagle3lab", "serve"]

@@ -35,7 +35,7 @@ def test_the_launch_argv_parses_with_sglangs_own_parser(sglang_parser):
 
 
 def test_a_spec_config_becomes_flags_sglang_accepts(sglang_parser):
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     argv = server.build_command("sglang", "/m", None, SpecConfig(num_steps=3, topk=1, num_draft_tokens=4,
                                                                  draft_model_path="/d"))
@@ -57,7 +57,7 @@ def test_launch_flags_cover_sglangs_parser_and_agree_on_which_take_a_value(sglan
     """LAUNCH_FLAGS holds every flag of 0.4.3-0.5.23 (older releases' flags too, so a user's old
     command line still parses): every flag of the installed 0.5.23 parser is in it, classed as
     SGLang classes it (a switch takes no value)."""
-    from eagle3lab.sglang_resolver import LAUNCH_FLAGS, SWITCH_FLAGS, VALUE_FLAGS
+    from eagle3lab.engines.sglang.resolver import LAUNCH_FLAGS, SWITCH_FLAGS, VALUE_FLAGS
 
     actions = {flag: a for flag, a in sglang_parser._option_string_actions.items() if flag.startswith("--")}
     assert sorted(set(actions) - LAUNCH_FLAGS) == []

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from eagle3lab import diagnosis, stats
-from eagle3lab.config import W_ADJUST, SpecConfig
+from eagle3lab.engines.sglang.rules import W_ADJUST
+from eagle3lab.spec import SpecConfig
 from eagle3lab.sources.logfile import config_from_log as from_log
 from eagle3lab.sources.logfile import observe_log
-from eagle3lab.sources.meta_info import observe_meta_info
+from eagle3lab.engines.sglang.meta_info import observe_meta_info
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data" / "samples" / "logs"
 SEED = SpecConfig(num_steps=1, topk=1, num_draft_tokens=16)
@@ -82,7 +83,7 @@ def test_diagnose_names_config_adjusted_on_the_adjustment_sample():
 
 def test_the_lab_servers_log_states_its_adjustment():
     """The lab front end logs like SGLang 0.5.23: the adjustment warning and server_args."""
-    from eagle3lab.engine import frontend as srv
+    from eagle3lab.engines.lab import frontend as srv
 
     root = Path(__file__).resolve().parents[1] / "data" / "lab" / "ci"
     log = io.StringIO()

@@ -6,7 +6,7 @@ Three claims, each checked against vLLM itself on the ci lab's checkpoints (no m
 2. `conventions.serve_boundaries("vllm", "0.32.0", ...)` is what the loaded vLLM captures;
 3. the lab engine fed as vLLM feeds the draft (`--serve vllm==0.32.0`) reproduces vLLM's greedy
    acceptance counts exactly.
-Each group is one subprocess in the vLLM venv (`eagle3lab.vllm_env.vllm_python`).
+Each group is one subprocess in the vLLM venv (`eagle3lab.engines.vllm.env.vllm_python`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 
 from eagle3lab.conventions import CaptureError, ConventionError, serve_boundaries
 from eagle3lab.errors import EagleLabError
-from eagle3lab.vllm_env import VLLM_VERSION
-from eagle3lab.vllm_rules import VllmServeArgs, compare_with_vllm, parse_vllm_flags, resolve_vllm_serve
+from eagle3lab.engines.vllm.env import VLLM_VERSION
+from eagle3lab.engines.vllm.rules import VllmServeArgs, compare_with_vllm, parse_vllm_flags, resolve_vllm_serve
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def drafts_dir(tmp_path_factory):
 
 def _grid(target: str, healthy: str, tmp) -> list[VllmServeArgs]:
     """>= 100 flag sets: speculative settings x max lengths, then parallel/scheduler settings."""
-    from eagle3lab.vllm_reference import draft_copy
+    from eagle3lab.engines.vllm.reference import draft_copy
 
     named = draft_copy(healthy, tmp / "lab-eagle3-draft")  # path says eagle3: method detected
     short = draft_copy(healthy, tmp / "short-draft")      # a draft with 256 positions
@@ -138,7 +138,7 @@ ID_SETS = {
 
 @pytest.fixture(scope="module")
 def captured(lab, drafts_dir):
-    from eagle3lab.vllm_reference import draft_copy, run_job
+    from eagle3lab.engines.vllm.reference import draft_copy, run_job
 
     healthy = lab.draft_dir("healthy")
     dirs = [draft_copy(healthy, drafts_dir / f"ids{i}", **edit) for i, edit in enumerate(ID_SETS.values())]
@@ -180,7 +180,7 @@ def test_serve_boundaries_equal_what_vllm_captures(lab, captured, name):
 
 @pytest.fixture(scope="module")
 def lab_and_vllm(lab, drafts_dir):
-    from eagle3lab.vllm_reference import draft_copy, lab_vs_vllm
+    from eagle3lab.engines.vllm.reference import draft_copy, lab_vs_vllm
 
     drafts = {name: str(lab.draft_dir(name)) for name in ("healthy", "no-ttt", "seed")}
     drafts["healthy, top-level [2, 4, 5]"] = draft_copy(lab.draft_dir("healthy"), drafts_dir / "h245",

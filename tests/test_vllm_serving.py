@@ -1,5 +1,5 @@
 """vLLM as a real backend, on the ci lab, with vLLM's CPU build (no skips: the vLLM python is
-found as `server.find_vllm_python` says; in CI it is .venv-vllm from scripts/setup_vllm.sh).
+found as `vllm_launch.find_vllm_python` says; in CI it is .venv-vllm from scripts/setup_vllm.sh).
 
 The session's vLLM server (conftest.vllm_healthy: healthy draft, 3 draft tokens) serves most
 tests; the CLI bench (speculative + baseline) and the sweep launch their own. The last test that
@@ -20,9 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from eagle3lab.engines.vllm import launch as vllm_launch
 from eagle3lab import loadtest, server
 from eagle3lab.server import process_alive
-from eagle3lab.sources import vllm_metrics
+from eagle3lab.engines.vllm import metrics as vllm_metrics
 
 K = 3  # conftest.VLLM_SPEC_TOKENS
 ENV = {"VLLM_LOG_STATS_INTERVAL": "1"}  # SpecDecoding lines every second of traffic, not every 10 s
@@ -37,7 +38,7 @@ def ci_lab():
 
 @pytest.fixture(scope="module")
 def vllm_python():
-    return server.find_vllm_python()
+    return vllm_launch.find_vllm_python()
 
 
 @pytest.fixture(scope="module")
@@ -62,49 +63,49 @@ def test_the_vllm_python_is_found_explicit_then_env_then_repo_then_this_python(t
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    monkeypatch.setenv(server.VLLM_PYTHON_ENV, sys.executable)
-    assert server.find_vllm_python(fake) == str(fake)  # the explicit path wins
-    assert server.find_vllm_python() == sys.executable  # then the environment variable
-    with pytest.raises(server.VllmNotFoundError, match="--vllm-python=/nowhere/python"):
-        server.find_vllm_python("/nowhere/python")
-    monkeypatch.setenv(server.VLLM_PYTHON_ENV, str(tmp_path / "missing"))
-    with pytest.raises(server.VllmNotFoundError, match=server.VLLM_PYTHON_ENV):
-        server.find_vllm_python()
-    monkeypatch.delenv(server.VLLM_PYTHON_ENV)
-    repo = server._repo_root() / ".venv-vllm" / "bin" / "python"
+    monkeypatch.setenv(vllm_launch.VLLM_PYTHON_ENV, sys.executable)
+    assert vllm_launch.find_vllm_python(fake) == str(fake)  # the explicit path wins
+    assert vllm_launch.find_vllm_python() == sys.executable  # then the environment variable
+    with pytest.raises(vllm_launch.VllmNotFoundError, match="--vllm-python=/nowhere/python"):
+        vllm_launch.find_vllm_python("/nowhere/python")
+    monkeypatch.setenv(vllm_launch.VLLM_PYTHON_ENV, str(tmp_path / "missing"))
+    with pytest.raises(vllm_launch.VllmNotFoundError, match=vllm_launch.VLLM_PYTHON_ENV):
+        vllm_launch.find_vllm_python()
+    monkeypatch.delenv(vllm_launch.VLLM_PYTHON_ENV)
+    repo = vllm_launch._repo_root() / ".venv-vllm" / "bin" / "python"
     if repo.is_file():
-        assert server.find_vllm_python() == str(repo)
+        assert vllm_launch.find_vllm_python() == str(repo)
     else:  # no repo venv: this python if it has vLLM, else a clear error
         import importlib.util
 
         if importlib.util.find_spec("vllm"):
-            assert server.find_vllm_python() == sys.executable
+            assert vllm_launch.find_vllm_python() == sys.executable
         else:
-            with pytest.raises(server.VllmNotFoundError, match="setup_vllm.sh"):
-                server.find_vllm_python()
+            with pytest.raises(vllm_launch.VllmNotFoundError, match="setup_vllm.sh"):
+                vllm_launch.find_vllm_python()
 
 
 def test_the_argv_comes_from_one_spec_config_and_vllms_own_parser_reads_it(vllm_python):
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
-    argv = server.build_vllm_command("/t", "/d", SpecConfig(num_steps=3, max_running_requests=4), port=8123,
+    argv = vllm_launch.build_vllm_command("/t", "/d", SpecConfig(num_steps=3, max_running_requests=4), port=8123,
                                      python=vllm_python, gpu=False)
-    assert argv[:3] == [vllm_python, "-m", server.VLLM_MODULE]
+    assert argv[:3] == [vllm_python, "-m", vllm_launch.VLLM_MODULE]
     assert json.loads(argv[argv.index("--speculative-config") + 1]) == {
         "method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
-    gpu_argv = server.build_vllm_command("/t", "/d", {"num_draft_tokens": 4}, python=vllm_python, gpu=True,
+    gpu_argv = vllm_launch.build_vllm_command("/t", "/d", {"num_draft_tokens": 4}, python=vllm_python, gpu=True,
                                          extra_args=["--tensor-parallel-size", "2"])
     assert "--enforce-eager" not in gpu_argv and "--dtype" not in gpu_argv  # CPU settings only on CPU
     assert json.loads(gpu_argv[gpu_argv.index("--speculative-config") + 1])["num_speculative_tokens"] == 3
-    plain = server.build_vllm_command("/t", None, None, python=vllm_python, gpu=False,
+    plain = vllm_launch.build_vllm_command("/t", None, None, python=vllm_python, gpu=False,
                                       extra_args=["--max-model-len", "256"])
     assert "--speculative-config" not in plain and plain.count("--max-model-len") == 1
     for bad, why in (({"num_steps": 3, "topk": 4}, "chain"), ({"num_steps": 3, "fault": "no-ttt"}, "lab engine"),
                      ({"page_size": 16, "num_steps": 2}, "no vLLM flag")):
         with pytest.raises(server.ServerError, match=why):
-            server.build_vllm_command("/t", "/d", bad, python=vllm_python, gpu=False)
+            vllm_launch.build_vllm_command("/t", "/d", bad, python=vllm_python, gpu=False)
     with pytest.raises(server.ServerError, match="needs draft_path"):
-        server.build_vllm_command("/t", None, {"num_steps": 3}, python=vllm_python, gpu=False)
+        vllm_launch.build_vllm_command("/t", None, {"num_steps": 3}, python=vllm_python, gpu=False)
     # vLLM's own serve parser (vllm/entrypoints/launchers/api_server/entry.py: make_arg_parser)
     probe = ("import json, sys\n"
              "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
@@ -132,7 +133,7 @@ def test_a_port_in_use_is_reported_before_anything_starts(healthy, ci_lab):
 def test_metrics_window_matches_the_requests_and_earlier_traffic_does_not_leak(healthy, ci_lab):
     warmup = loadtest.run(healthy, prompts(ci_lab, 2), max_new_tokens=16, progress=False)
     assert warmup.meta["api"] == "openai" and not warmup.failed
-    obs, result = vllm_metrics.observe(healthy, prompts(ci_lab), max_new_tokens=48,
+    obs, result = loadtest.observe_metrics(healthy, prompts(ci_lab), max_new_tokens=48,
                                        requested={"num_steps": K})
     assert not result.failed and obs.warnings == []  # the per-request side adds up to the window
     steps = obs.frame
@@ -334,15 +335,15 @@ def test_a_vllm_launch_gets_its_own_temp_dir_unless_the_caller_names_one(tmp_pat
     short = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))  # tmp_path is too long for sockets
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(short))
-        own = server.server_tempdir({})
-        assert own.parent == short and own.name.startswith(server.SERVER_TMP_PREFIX) and own.is_dir()
+        own = vllm_launch.server_tempdir({})
+        assert own.parent == short and own.name.startswith(vllm_launch.SERVER_TMP_PREFIX) and own.is_dir()
     finally:
         shutil.rmtree(short)
-    assert server.server_tempdir({"TMPDIR": "/scratch"}) is None  # the caller's is used
+    assert vllm_launch.server_tempdir({"TMPDIR": "/scratch"}) is None  # the caller's is used
     deep = tmp_path / ("d" * 80)  # vLLM's "<dir>/<uuid4>" sockets would not fit in 107 bytes
     deep.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
-    assert server.server_tempdir({}) is None and list(deep.iterdir()) == []
+    assert vllm_launch.server_tempdir({}) is None and list(deep.iterdir()) == []
 
 
 def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
@@ -351,7 +352,7 @@ def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
     import shutil
     import tempfile
 
-    from eagle3lab import vllm_reference
+    from eagle3lab.engines.vllm import reference as vllm_reference
     from eagle3lab.workers import run_json_worker
 
     fake = tmp_path / "python"
@@ -361,7 +362,7 @@ def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
     caller = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(caller))
-        worker = run_json_worker(str(fake), "eagle3lab.vllm_resolver", [], {}, 30, "a worker")["result"]["tmp"]
+        worker = run_json_worker(str(fake), "eagle3lab.engines.vllm.resolver", [], {}, 30, "a worker")["result"]["tmp"]
         job = vllm_reference.run_job({"job": "capture"}, python=str(fake), timeout=30)["tmp"]
         assert Path(worker).parent == caller and Path(job).parent == caller and worker != job
         assert list(caller.iterdir()) == []
@@ -439,7 +440,7 @@ def run_cycle(kind, arg, launch, watch):
             "model": handle.command[handle.command.index("--model") + 1], "prompt": watch["prompt"],
             "max_tokens": 8, "temperature": 0, "ignore_eos": True})
         assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 8
-        inside = [p for p in handle.cleanup if p.name.startswith(server.SERVER_TMP_PREFIX)]
+        inside = [p for p in handle.cleanup if p.name.startswith(vllm_launch.SERVER_TMP_PREFIX)]
         assert len(inside) == 1 and len(list(inside[0].glob("vllm_dist_*"))) == 1  # vLLM's files went there
         handle.stop()
         return "healthy"

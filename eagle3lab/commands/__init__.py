@@ -1,4 +1,6 @@
 """CLI subcommands: one module each, with HELP, add_arguments(parser) and run(args) -> int.
 
 Modules import heavy libraries inside run(), so `eagle3lab --help` stays fast.
+
+The front door: may import any room.
 """

@@ -39,8 +39,9 @@ def launch_kwargs(args) -> dict:
 def check_faults(args, faults) -> None:
     """Faults are switches of the lab engine: refuse them for a real engine before launching."""
     from eagle3lab.errors import EagleLabError
+    from eagle3lab import engines
 
-    if faults and (args.url or args.backend != "lab"):
+    if faults and (args.url or not engines.get(args.backend).takes_faults):
         where = "a running server" if args.url else f"--backend {args.backend}"
         raise EagleLabError(f"--fault {','.join(faults)}: faults are switches of the lab engine, "
                             f"{where} cannot apply them (use --backend lab)")
@@ -138,7 +139,7 @@ def summarize(results: dict, obs) -> dict:
 def run(args) -> int:
     import json
 
-    from eagle3lab import loadtest, server
+    from eagle3lab import engines, loadtest, server
 
     faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
     check_faults(args, faults)
@@ -160,7 +161,7 @@ def run(args) -> int:
             results["run"], obs = loadtest.measure(srv, prompts, **kwargs)
         if args.baseline:
             # no speculation; the lab keeps the faults that act on the target itself
-            base = {"fault": spec["fault"]} if args.backend == "lab" else None
+            base = {"fault": spec["fault"]} if engines.get(args.backend).takes_faults else None
             with server.launch(args.backend, model, None, spec=base, timeout=args.timeout,
                                **launch_kwargs(args)) as srv:
                 results["baseline"], _ = loadtest.measure(srv, prompts, **kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 HELP = "predict the effective speculative config for launch_server flags (exit 1 if it differs)"
 
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     flags = list(args.flags)
     if flags[:1] == ["--"]:
@@ -58,16 +58,17 @@ def _run_vllm(args: argparse.Namespace, flags: list[str]) -> int:
     from dataclasses import asdict
 
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.vllm_rules import VLLM_RULES_VERSION, parse_vllm_flags, resolve_vllm_serve
+    from eagle3lab.spec import split_engine
+    from eagle3lab.engines.vllm.rules import VLLM_RULES_VERSION, parse_vllm_flags, resolve_vllm_serve
 
-    _, _, version = args.engine.partition("==")
+    _, version = split_engine(args.engine)
     if version and version != VLLM_RULES_VERSION:
         raise EagleLabError(f"vLLM rules are read for {VLLM_RULES_VERSION} only, not {version}")
     serve = parse_vllm_flags(flags)
     res = resolve_vllm_serve(serve)
     real = None
     if args.use_vllm:
-        from eagle3lab.vllm_rules import compare_with_vllm
+        from eagle3lab.engines.vllm.rules import compare_with_vllm
 
         table, installed = compare_with_vllm([serve])
         real = {"vllm_version": installed, **table.iloc[0].to_dict()}

@@ -47,9 +47,9 @@ def prompt_count(value: str):
 
 def resolve_spec(steps, topk, draft_tokens):
     """The newest SGLang's effective config as the engine's SpecParams, and its warnings."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.versions import LATEST_SGLANG
+    from eagle3lab.spec import LATEST_SGLANG
 
     # Our defaults (SGLang itself refuses --speculative-num-steps without a topk).
     steps = 3 if steps is None else steps

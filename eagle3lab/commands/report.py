@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+DEFAULT_BACKEND = "lab"  # what the notebooks serve on unless told (their BACKEND parameter)
 HELP = "execute the notebooks against a lab (or your server) and render the HTML post-mortem"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--lab", default="default", choices=["ci", "default"],
                         help="lab preset the notebooks run against (default: default)")
-    parser.add_argument("--backend", default="lab", choices=["lab", "vllm"],
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=["lab", "vllm"],
                         help="who serves the lab's checkpoints: the lab server (default) or vLLM "
                              "(its CPU build from scripts/setup_vllm.sh, or $EAGLE3LAB_VLLM_PYTHON)")
     parser.add_argument("--out", default="reports", help="output folder (default: reports/)")
@@ -31,7 +32,7 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from eagle3lab import report
+    from eagle3lab import engines, report
     from eagle3lab.errors import EagleLabError
 
     if args.timeout <= 0:
@@ -40,10 +41,8 @@ def run(args) -> int:
     notebooks_dir = Path(args.notebooks) if args.notebooks else report.NOTEBOOKS_DIR
     report.list_notebooks(notebooks_dir, only)  # bad --only: say so before any work
     parameters = dict(report.parse_parameter(p) for p in args.param)
-    if args.backend != "lab":
-        from eagle3lab.server import find_vllm_python
-
-        find_vllm_python()  # no vLLM: say how to get it before any notebook runs
+    if args.backend != DEFAULT_BACKEND:  # the notebooks' own default needs no parameter
+        engines.get(args.backend).python()  # no vLLM: say how to get it before any notebook runs
         parameters.setdefault("BACKEND", args.backend)
     if not args.no_build:
         from eagle3lab.lab import load_lab

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from eagle3lab.spec import LAB_FIELDS, SPEC_KEYS, SPEC_NAMES
+
 HELP = "serve a lab target (+ EAGLE-3 draft) over SGLang's HTTP API, with fault switches"
+# The lab server's speculative fields (spec.LAB_FIELDS), in the order SGLang 0.5.23 lists them.
+SERVE_FIELDS = tuple(sorted(LAB_FIELDS, key=("algorithm", "draft_model_path", "num_steps", "topk",
+                                             "num_draft_tokens").index))
 
 
 def add_arguments(parser) -> None:
     g = parser.add_argument_group("SGLang launch flags")
     g.add_argument("--model-path", required=True,
                    help="target dir, a lab dir, or 'lab' / 'lab:ci' (the built lab preset)")
-    g.add_argument("--speculative-algorithm", default=None, help="EAGLE3 (or EAGLE)")
-    g.add_argument("--speculative-draft-model-path", default=None)
-    g.add_argument("--speculative-num-steps", type=int, default=None)
-    g.add_argument("--speculative-eagle-topk", type=int, default=None)
-    g.add_argument("--speculative-num-draft-tokens", type=int, default=None)
+    for name in SERVE_FIELDS:  # SGLang's flags for the fields the lab server takes (spec.SPEC_NAMES)
+        g.add_argument(SPEC_NAMES[name][0], default=None, type=int if name in SPEC_KEYS else None,
+                       help="EAGLE3 (or EAGLE)" if name == "algorithm" else None)
     g.add_argument("--host", default="127.0.0.1")
     g.add_argument("--port", type=int, default=30000, help="0 picks a free port")
     g.add_argument("--decode-log-interval", type=int, default=40)
@@ -63,15 +66,17 @@ def run(args) -> int:
     import sys
     import threading
 
-    if getattr(args, "backend", "lab") == "vllm":
+    from eagle3lab import engines
+
+    if engines.get(getattr(args, "backend", "lab")).api == "openai":  # vLLM: its own server
         return run_vllm(args)
     import torch
 
-    from eagle3lab.config import SpecConfig
-    from eagle3lab.engine import frontend as srv
+    from eagle3lab.spec import SpecConfig
+    from eagle3lab.engines.lab import frontend as srv
     from eagle3lab.errors import EagleLabError
 
-    for name in ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
+    for name in (*(SPEC_NAMES[k][1] for k in SPEC_KEYS),
                  "max_prompt_tokens", "max_new_tokens", "decode_log_interval", "threads"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -81,9 +86,7 @@ def run(args) -> int:
     torch.set_num_threads(args.threads)
     srv.setup_logging(sys.stdout)
     spec = None if not args.speculative_algorithm else SpecConfig(
-        algorithm=args.speculative_algorithm, num_steps=args.speculative_num_steps,
-        topk=args.speculative_eagle_topk, num_draft_tokens=args.speculative_num_draft_tokens,
-        draft_model_path=args.speculative_draft_model_path)
+        **{name: getattr(args, SPEC_NAMES[name][1]) for name in SERVE_FIELDS})
     state = srv.load_state(
         args.model_path, args.speculative_draft_model_path, spec=spec, faults=args.fault,
         max_prompt_tokens=args.max_prompt_tokens, max_new_tokens=args.max_new_tokens,
@@ -119,11 +122,10 @@ def _launch_command(args) -> str:
     import shlex
 
     argv = ["--model-path", str(args.model_path)]
-    for name in ("speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
-                 "speculative_eagle_topk", "speculative_num_draft_tokens"):
-        value = getattr(args, name)
-        if value is not None:
-            argv += ["--" + name.replace("_", "-"), str(value)]
+    for name in SERVE_FIELDS:
+        flag, key = SPEC_NAMES[name]
+        if getattr(args, key) is not None:
+            argv += [flag, str(getattr(args, key))]
     for fault in args.fault:
         argv += ["--fault", fault]
     return shlex.join(argv)

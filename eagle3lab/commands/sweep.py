@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eagle3lab.loadsweep import DEFAULT_NUM_STEPS
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 HELP = ("sweep num_steps/topk/draft tokens/faults, or load (concurrency), over launched or running "
         "servers (resumable)")

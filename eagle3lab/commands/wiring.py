@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LATEST_SGLANG
 
 HELP = "check a draft checkpoint's hidden-state wiring: trained vs served boundaries, slot by slot"
 

@@ -10,6 +10,9 @@ Three kinds of evidence, merged into one ranked list (`report.DoctorReport`):
 * observations (`observed.py`): a server log, the flags given;
 * a running server (`served.py`, `url=`): the config it runs, the draft it serves, its acceptance
   (vLLM's /metrics, SGLang's meta_info) through `diagnosis.diagnose`.
+
+May import everything below the front door (engines, config, lab, engine, server, loadtest,
+experiments); only cli/commands import it.
 """
 
 from __future__ import annotations

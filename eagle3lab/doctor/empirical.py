@@ -28,10 +28,12 @@ import math
 import time
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.conventions import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding
+from eagle3lab.spec import split_engine
 
 NORMED = "N*"
 ALPHA = 0.05
@@ -300,7 +302,7 @@ def _load_target(tspec: TargetSpec):
 def _load_draft(spec: DraftSpec, target):
     """(draft, None), or (None, why the lab cannot load it): a draft that will not load is a check
     that could not run, never an exception that loses the static findings."""
-    from eagle3lab.lab.draft import CHECKPOINT_FILE, Eagle3Draft
+    from eagle3lab.engine.draft import CHECKPOINT_FILE, Eagle3Draft
 
     files = sorted(p.name for p in spec.path.glob("*.safetensors"))
     if CHECKPOINT_FILE not in files:
@@ -436,7 +438,7 @@ def _infer_wiring(scorer: Scorer, fed: dict, spec: DraftSpec, n: int, serve, fac
         drop = acc - f_acc
         line = (f"{label} feeds {list(boundaries)}: loss {f_loss:.3f}, acc@1 {f_acc:.3f} "
                 f"({-drop:+.3f} vs the lowest-loss set, McNemar p = {p_acc:.2g})")
-        engine, version = label.split("==")
+        engine, version = split_engine(label)
         if drop < MATERIAL_ACC_DROP or p_acc >= ALPHA:
             out.append(Finding("wiring", "info", f"{label} feeds {list(boundaries)}: the draft's weights agree "
                                f"(within {MATERIAL_ACC_DROP:.2f} acc@1 of the best set found)",
@@ -468,7 +470,7 @@ def _servable_ids(boundaries, engine, version, arch, n, key) -> tuple[list[int] 
     (None, False) when no ids do."""
     from eagle3lab.conventions import CaptureError, ConventionError, ids_for
 
-    for patched in ((False, True) if engine == "sglang" else (False,)):
+    for patched in engines.patch_options(engine):
         try:
             return ids_for(list(boundaries), engine, version, arch, n, key, patched=patched), patched
         except (CaptureError, ConventionError):
@@ -570,7 +572,7 @@ def _vocab_map(scorer: Scorer, best, spec: DraftSpec, facts) -> list[Finding]:
 
 
 def _rope(scorer: Scorer, best, tspec: TargetSpec, draft, facts) -> list[Finding]:
-    from eagle3lab.lab.draft import RotaryEmbedding
+    from eagle3lab.engine.draft import RotaryEmbedding
 
     theirs = tspec.rope["rope_theta"]
     attn = draft.midlayer.self_attn

@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import read_json_object
 
@@ -144,7 +145,7 @@ class DraftSpec:
 
     def layer_ids(self, engine: str | None = None) -> tuple[list[int] | None, str]:
         """The ids an engine reads: vLLM the top-level key first, SGLang only the nested one."""
-        if engine == "vllm" and "top_level" in self.ids:
+        if engines.reads_top_level_ids(engine) and "top_level" in self.ids:
             return self.ids["top_level"], "top_level"
         if "eagle_config" in self.ids:
             return self.ids["eagle_config"], "eagle_config"

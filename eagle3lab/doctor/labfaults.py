@@ -76,7 +76,7 @@ def _overwrite_lm_head(draft_dir: Path, target_dir: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from eagle3lab.lab.draft import load_target_embedding
+    from eagle3lab.engine.draft import load_target_embedding
 
     path = draft_dir / "model.safetensors"
     state = load_file(str(path))

@@ -9,6 +9,7 @@ checkpoints (`findings.SOURCE_RANK`).
 
 from __future__ import annotations
 
+from eagle3lab import engines
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding
 from eagle3lab.errors import EagleLabError
@@ -35,7 +36,7 @@ def observed_checks(serve, *, flags=None, log=None, facts=None,
 
 
 def _flags(serve, flags: str) -> tuple[list[Finding], CheckStatus]:
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     engine = serve or "sglang"
     try:
@@ -82,7 +83,8 @@ def _log_signatures(log, temperature) -> tuple[list[Finding], list[CheckStatus]]
 
     check = CHECK + " (signature)"
     obs = observe_log(log)
-    if obs.engine != "vllm" or obs.per_position is None:
+    eng = engines.lookup(obs.engine)
+    if eng is None or eng.observes_acceptance_via != "/metrics" or obs.per_position is None:
         return [], []
     if temperature is None:
         return [], [CheckStatus(check, False, "the log does not say its traffic's temperature: pass "

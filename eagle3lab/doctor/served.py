@@ -19,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from eagle3lab import engines
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding
 from eagle3lab.errors import EagleLabError
+from eagle3lab.spec import split_engine
 from eagle3lab.sources.observation import SPEC_KEYS
 
 # What each engine answers, as read in its source (the installed wheels: sglang 0.5.23 and
@@ -73,6 +75,18 @@ class Served:
     speculative: dict = field(default_factory=dict)  # vLLM's speculative_config (dev mode only)
 
 
+def _counts_via_metrics(served: Served) -> bool:
+    """The answering engine reports acceptance as /metrics counters (vLLM), not per request."""
+    eng = engines.lookup(served.engine)
+    return eng is not None and eng.observes_acceptance_via == "/metrics"
+
+
+def _speaks_openai(served: Served) -> bool:
+    """The answering engine speaks the OpenAI API (vLLM's flags and endpoints), not SGLang's."""
+    eng = engines.lookup(served.engine)
+    return eng is not None and eng.api == "openai"
+
+
 def served_checks(url: str, serve, *, spec, tspec=None, flags=None, prompts=None,
                   facts=None, temperature=None) -> tuple[list[Finding], list[CheckStatus], dict]:
     """The server at `url` read and measured: findings, check statuses and facts. A URL that is
@@ -83,7 +97,7 @@ def served_checks(url: str, serve, *, spec, tspec=None, flags=None, prompts=None
         served = identify(url)
     except ServedError as exc:
         return [], [CheckStatus("server", False, str(exc))], {}
-    if served.engine == "vllm":
+    if _counts_via_metrics(served):
         return _vllm(served, serve, spec, tspec, flags, prompts, facts, temperature)
     return _sglang(served, serve, spec, tspec, flags, prompts, facts)
 
@@ -192,7 +206,7 @@ def _sglang(served: Served, serve, spec, tspec, flags, prompts, facts):
 
 def _running_sglang(info: dict):
     """The effective speculative config the server reports; None without speculation."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     try:
         return SpecConfig.from_server_info(info)
@@ -202,7 +216,7 @@ def _running_sglang(info: dict):
 
 def _requested(flags, info) -> tuple:
     """(what was asked, how we know): --flags when given, else SGLang's launch_command."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     if flags:
         try:
@@ -225,7 +239,7 @@ def speculative_flags(command: str) -> dict:
     (a launch command may hold any of the engine's hundreds of flags)."""
     import shlex
 
-    from eagle3lab.config import SPEC_NAMES
+    from eagle3lab.spec import SPEC_NAMES
 
     try:
         tokens = shlex.split(command)
@@ -256,7 +270,8 @@ def _int(text):
 # --------------------------------------------------------------------------- vLLM
 
 def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature=None):
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab import loadtest
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     findings = _engine_findings(served, serve)
     model = served.models[0] if served.models and isinstance(served.models[0], dict) else {}
@@ -297,7 +312,7 @@ def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature
         if ours:
             max_len = int(model.get("max_model_len") or 0)
             new_tokens = WINDOW_NEW_TOKENS if not max_len else max(1, min(WINDOW_NEW_TOKENS, max_len // 4))
-            obs, result = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens)
+            obs, result = loadtest.observe_metrics(served.server, texts, max_new_tokens=new_tokens)
             window = (f"{obs.n_requests} requests of {text_source}, {new_tokens} new tokens each, "
                       "temperature 0: /metrics differenced around them (the server had no speculative "
                       "traffic yet)")
@@ -337,7 +352,7 @@ def _defect_probe(served: Served, texts, text_source, model, temperature, greedy
     from eagle3lab.doctor.defects import CHECK, signature_findings, window_from_observation
     from eagle3lab.known_defects import Window
     from eagle3lab.known_defects import by_id
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab import loadtest
 
     check = CHECK + " (signature)"
     max_len = int(model.get("max_model_len") or 0)
@@ -346,11 +361,11 @@ def _defect_probe(served: Served, texts, text_source, model, temperature, greedy
     signature = by_id("vllm-cpu-temperature-expansion").signature
     try:
         if greedy_obs is None:
-            greedy_obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens)
+            greedy_obs, _ = loadtest.observe_metrics(served.server, texts, max_new_tokens=new_tokens)
         greedy = window_from_observation(greedy_obs, 0.0, "greedy window")
         sampled, rounds, requests = None, 0, 0
         while rounds < PROBE_ROUNDS and (sampled is None or signature(sampled, greedy).matched is None):
-            obs, _ = vllm_metrics.observe(served.server, texts, max_new_tokens=new_tokens, temperature=temperature)
+            obs, _ = loadtest.observe_metrics(served.server, texts, max_new_tokens=new_tokens, temperature=temperature)
             part = window_from_observation(obs, temperature, "")
             sampled = part if sampled is None else Window(
                 sampled.drafts + part.drafts, tuple(a + b for a, b in zip(sampled.accepted_per_pos,
@@ -374,8 +389,8 @@ def _engine_findings(served: Served, serve) -> list[Finding]:
     """--serve names another engine than the one answering."""
     if not serve:
         return []
-    named = str(serve).partition("==")[0].strip().lower()
-    speaks = "vllm" if served.engine == "vllm" else "sglang"
+    named = split_engine(str(serve))[0]
+    speaks = "vllm" if _speaks_openai(served) else "sglang"
     if named == speaks:
         return []
     return [Finding("config", "warning", f"--serve says {serve}, the server at --url is {served.engine}",
@@ -390,17 +405,17 @@ def _not_eagle3(algorithm, served: Served) -> Finding:
     if not algorithm:
         return Finding("config", "error", "the server runs without speculative decoding",
                        (f"{served.server.url}/metrics has no vllm:spec_decode_* counters (vLLM registers them "
-                        "only with a speculative config)") if served.engine == "vllm" else
+                        "only with a speculative config)") if _speaks_openai(served) else
                        f"{served.server.url}/server_info: speculative_algorithm is not set",
                        "launch with the draft: "
                        + ("--speculative-config '{\"method\": \"eagle3\", \"model\": DRAFT, ...}'"
-                          if served.engine == "vllm" else
+                          if _speaks_openai(served) else
                           "--speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT"),
                        0.95, "server", "server")
     return Finding("config", "error", f"the server runs {algorithm}, not EAGLE-3",
                    f"{served.server.url} reports speculative method {algorithm!r}; an EAGLE-3 draft read as "
                    "another method gets other inputs", "launch with "
-                   + ("method eagle3" if served.engine == "vllm" else "--speculative-algorithm EAGLE3"),
+                   + ("method eagle3" if _speaks_openai(served) else "--speculative-algorithm EAGLE3"),
                    0.95, "server", "server", data={"algorithm": algorithm})
 
 
@@ -475,7 +490,7 @@ def _acceptance(obs, window: str, served: Served) -> list[Finding]:
     """Accept length (and per-position rates where the source has them), with their convention."""
     if obs.accept_length is None or obs.accept_length != obs.accept_length:
         return []
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     mean = float(obs.accept_length)
     evidence = f"{mean:.2f} tokens per verify step (bonus token included) over {obs.n_steps} steps; {window}"
@@ -491,7 +506,7 @@ def _acceptance(obs, window: str, served: Served) -> list[Finding]:
                          f"accepted), what the diagnosis reads: {_pct(cond)}")
         else:
             evidence += f"; conditional per-position rates {_pct(rates)}"
-    source = "vLLM /metrics" if served.engine == "vllm" else "meta_info"
+    source = "vLLM /metrics" if _counts_via_metrics(served) else "meta_info"
     return [Finding("acceptance", "warning" if mean < 2 else "info",
                     f"the server's accept length is {mean:.2f} ({source})", evidence, "", 0.5, "metrics",
                     "server acceptance", data=data)]

@@ -6,11 +6,13 @@ rules (which boundaries an engine feeds for given ids) come from `eagle3lab.conv
 
 from __future__ import annotations
 
+from eagle3lab import engines
 from eagle3lab.conventions import (CaptureError, ConventionError, default_boundaries, ids_for,
                                    serve_boundaries, train_boundaries)
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding
+from eagle3lab.spec import split_engine
 
 LATEST = {"sglang": "0.5.23", "vllm": "0.33.0"}
 COMPARE_LIMIT_BYTES = 2 << 30  # hash/compare lm_head rows only when both tensors fit in this
@@ -22,11 +24,10 @@ def parse_serve(serve) -> list[tuple[str, str]]:
 
     if serve is None:
         return [("sglang", LATEST["sglang"]), ("vllm", LATEST["vllm"])]
-    name, sep, version = str(serve).partition("==")
-    name = name.strip().lower()
+    name, version = split_engine(str(serve))
     if name not in LATEST:
         raise DoctorInputError(f"--serve must name sglang or vllm (ENGINE==VERSION), got {serve!r}")
-    return [(name, version.strip() if sep and version.strip() else LATEST[name])]
+    return [(name, version or LATEST[name])]
 
 
 def num_layers(draft: DraftSpec, target: TargetSpec | None) -> int | None:
@@ -145,7 +146,7 @@ def _fix_text(trained, engine, version, arch, n, key) -> str:
     if trained is None:
         return "record which boundaries training captured, then write the ids that engine needs"
     keys = [key] + [k for k in ("eagle_config", "top_level") if k != key]
-    for patched in ((False, True) if engine == "sglang" else (False,)):
+    for patched in engines.patch_options(engine):
         for k in keys:
             try:
                 ids = ids_for(sorted(trained), engine, version, arch, n, k, patched=patched)

@@ -14,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from eagle3lab import conventions
+from eagle3lab import engines
 from eagle3lab.chat_templates import QWEN2_CHATML
+from eagle3lab.spec import split_engine
 from eagle3lab.errors import EagleLabError
 
 WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
 QUANT_GROUP_SIZE = 64
+SEED_AFTER_FIX = "embed-patch"  # the lab's picture of the seed after its fix (plots, experiments)
 LAB_ARCH = "LlamaForCausalLM"  # the lab target's architecture (its capture rule is llama.py's)
 
 
@@ -139,12 +142,11 @@ class FaultPlan:
 
 def parse_serve(text: str) -> tuple[str, str]:
     """'vllm==0.32.0' -> ('vllm', '0.32.0'); the engines whose capture rules are recorded."""
-    engine, sep, version = str(text or "").strip().partition("==")
-    engine = engine.strip().lower()
-    if engine not in ("sglang", "vllm") or not sep or not version.strip():
+    engine, version = split_engine(str(text or ""), default="")
+    if getattr(engines.lookup(engine), "latest", None) is None or "==" not in str(text) or not version:
         raise FaultError(f"--serve takes ENGINE==VERSION with ENGINE sglang or vllm "
                          f"(e.g. {DEFAULT_SERVE} or vllm==0.32.0), got {text!r}")
-    return engine, version.strip()
+    return engine, version
 
 
 def draft_config_ids(config: dict, engine: str) -> tuple[list[int] | None, str]:
@@ -152,7 +154,7 @@ def draft_config_ids(config: dict, engine: str) -> tuple[list[int] | None, str]:
     `eagle_aux_hidden_state_layer_ids` first, then `eagle_config`'s; SGLang reads `eagle_config`."""
     top = config.get("eagle_aux_hidden_state_layer_ids") or None
     nested = (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or None
-    if engine == "vllm" and top:
+    if engines.reads_top_level_ids(engine) and top:
         return list(top), "top_level"
     if nested:
         return list(nested), "eagle_config"
@@ -209,7 +211,7 @@ def apply_draft_faults(draft, target, plan: FaultPlan):
 
     if not (plan.lm_head_from_target or plan.rope_theta):
         return draft
-    from eagle3lab.lab.draft import RotaryEmbedding
+    from eagle3lab.engine.draft import RotaryEmbedding
 
     draft = copy.deepcopy(draft)
     if plan.lm_head_from_target:

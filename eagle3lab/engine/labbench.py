@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from eagle3lab.engine.faults import FaultPlan, build_engine, domain_shift_texts, plan_faults
-from eagle3lab.engine.speculate import Generation, SamplingParams, SpecEngine, SpecParams
+from eagle3lab.engine.speculate import Generation, SamplingParams, SpecEngine
+from eagle3lab.spec import SpecParams
 
 
 @dataclass

@@ -38,48 +38,12 @@ import torch
 
 from eagle3lab import conventions
 from eagle3lab.engine.model import DraftModel, TargetModel
+from eagle3lab.spec import SpecParams
 
 
 # --------------------------------------------------------------------------------------
 # Configuration and results
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SpecParams:
-    """The effective speculative configuration (SGLang's three numbers)."""
-
-    num_steps: int = 3
-    topk: int = 1
-    num_draft_tokens: int = 4
-
-    def __post_init__(self):
-        if self.num_steps < 1 or self.topk < 1 or self.num_draft_tokens < 2:
-            raise ValueError(f"need num_steps >= 1, topk >= 1, num_draft_tokens >= 2; got {self}")
-
-    @classmethod
-    def of(cls, spec) -> "SpecParams":
-        """From a SpecParams, a config ResolvedSpec, a dict or a (steps, topk, draft) tuple."""
-        if spec is None:
-            return cls()
-        if isinstance(spec, cls):
-            return spec
-        if isinstance(spec, dict):
-            return cls(int(spec["num_steps"]), int(spec["topk"]), int(spec["num_draft_tokens"]))
-        if isinstance(spec, (tuple, list)):
-            return cls(*(int(x) for x in spec))
-        return cls(int(spec.num_steps), int(spec.topk), int(spec.num_draft_tokens))
-
-    @property
-    def is_chain(self) -> bool:
-        return self.topk == 1
-
-    @property
-    def drafts_per_round(self) -> int:
-        """Draft tokens verified per round (root excluded)."""
-        if self.is_chain:
-            return min(self.num_steps, self.num_draft_tokens - 1)
-        return min(self.num_draft_tokens - 1, self.topk + (self.num_steps - 1) * self.topk ** 2)
-
-
 @dataclass
 class SamplingParams:
     temperature: float = 0.0

@@ -2,6 +2,9 @@
 
 `load_lab(preset)` returns a `Lab` (tokenizer, target, drafts, held-out data);
 `eagle3lab lab build` makes one. Heavy imports happen on first use.
+
+May import: engine (the draft model, the decoder), spec, conventions, analysis, sources, errors,
+paths; never server, experiments or above.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ def __getattr__(name):
 
         return getattr(_lab, name)
     if name in ("Eagle3Draft", "KVCache"):
-        from eagle3lab.lab import draft as _draft
+        from eagle3lab.engine import draft as _draft
 
         return getattr(_draft, name)
     if name == "evaluate_draft":

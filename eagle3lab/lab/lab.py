@@ -64,7 +64,7 @@ class Lab:
         return path
 
     def load_draft(self, name: str):
-        from eagle3lab.lab.draft import Eagle3Draft
+        from eagle3lab.engine.draft import Eagle3Draft
 
         return Eagle3Draft.from_pretrained(
             self.draft_dir(name), embed_weight=self.target.model.embed_tokens.weight.detach())

@@ -137,7 +137,8 @@ class Runner:
     def observe(self, scenario: tuple[str, ...]) -> dict:
         """Decode one scenario; everything diagnose() may see, as JSON-ready values."""
         from eagle3lab.engine.faults import build_engine, plan_faults
-        from eagle3lab.engine.speculate import SamplingParams, SpecParams
+        from eagle3lab.engine.speculate import SamplingParams
+        from eagle3lab.spec import SpecParams
         from eagle3lab.lab.evaluation import served_text_replay
 
         plan = plan_faults([f for f in scenario if f not in NOT_FAULTS], self.lab.num_layers)
@@ -173,8 +174,8 @@ class Runner:
 
 def resolve_draft_tokens(steps: int, topk: int, requested: int) -> int:
     """Effective num_draft_tokens by eagle3lab.config's SGLang rules (newest SGLang read)."""
-    from eagle3lab.config import SpecConfig
-    from eagle3lab.versions import LATEST_SGLANG
+    from eagle3lab.spec import SpecConfig
+    from eagle3lab.spec import LATEST_SGLANG
 
     resolved = SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=requested).resolve(
         engine="sglang", version=LATEST_SGLANG, arch="LlamaForCausalLM")

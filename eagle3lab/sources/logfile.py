@@ -293,18 +293,18 @@ def _server_args_lines(source) -> list[str]:
 
 # --------------------------------------------------------------------------- a log -> Observation
 
-SPEC_KEYS = ("num_steps", "topk", "num_draft_tokens")
+from eagle3lab.spec import SPEC_KEYS, SPEC_NAMES, chain  # noqa: E402
 
 
 def effective_from_log(evidence: dict, requested=None) -> dict:
     """The effective num_steps / topk / num_draft_tokens a log states: its server args, else
     SGLang's adjustment warning applied to the requested num_steps (topk 1, steps + 1)."""
     args = evidence["server_args"]
-    out = {k: args.get(f"speculative_{'eagle_' if k == 'topk' else ''}{k}") for k in SPEC_KEYS}
+    out = {k: args.get(SPEC_NAMES[k][1]) for k in SPEC_KEYS}
     out = {k: v for k, v in out.items() if isinstance(v, int)}
     steps = out.get("num_steps", getattr(requested, "num_steps", None))
     if evidence["adjusted"] and "num_draft_tokens" not in out and steps:
-        out.update(num_steps=steps, topk=1, num_draft_tokens=steps + 1)
+        out.update(zip(SPEC_KEYS, chain(steps)))
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-SPEC_KEYS = ("num_steps", "topk", "num_draft_tokens")
+from eagle3lab.spec import SPEC_KEYS  # noqa: E402  (the three numbers, spec's name table)
 
 
 @dataclass

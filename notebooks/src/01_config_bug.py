@@ -80,11 +80,11 @@ else:
 #
 # vLLM has no num_steps/topk/num_draft_tokens triple: its `--speculative-config` takes one number,
 # `num_speculative_tokens` (k), and drafts a chain of k tokens, verifying k + 1. eagle3lab passes
-# k = num_steps. `eagle3lab.vllm_rules` replays vLLM 0.32's `create_engine_config` (what it runs and
+# k = num_steps. `eagle3lab.engines.vllm.rules` replays vLLM 0.32's `create_engine_config` (what it runs and
 # what it changes without asking), and, with `BACKEND="vllm"`, vLLM's own resolver checks it.
 
 # %%
-from eagle3lab import experiments_vllm
+from eagle3lab.engines.vllm import experiments as experiments_vllm
 
 if BACKEND == "vllm":
     from eagle3lab.lab import load_lab

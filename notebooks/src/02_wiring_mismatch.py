@@ -82,7 +82,7 @@ prose.headline(
 
 # %%
 if BACKEND == "vllm":
-    from eagle3lab import experiments_vllm
+    from eagle3lab.engines.vllm import experiments as experiments_vllm
 
     captured = experiments_vllm.capture_table(lab, draft="seed" if DRAFT_DIR is None else DRAFT_DIR)
     display(captured)

@@ -28,7 +28,7 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 %matplotlib inline
 from IPython.display import display
 from eagle3lab import diagnosis, experiments, glossary, plots, predict, prose
-from eagle3lab.config import SpecConfig
+from eagle3lab.spec import SpecConfig
 from eagle3lab.style import apply_style
 
 apply_style()

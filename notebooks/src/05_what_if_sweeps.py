@@ -73,7 +73,7 @@ prose.headline(prose.hypothesis_sentence(hypotheses))
 # %%
 grid = experiments.config_grid(CHAIN_STEPS, TREES)
 if BACKEND == "vllm":
-    from eagle3lab import experiments_vllm
+    from eagle3lab.engines.vllm import experiments as experiments_vllm
 
     trees = experiments_vllm.chain_grid(grid)[1]
     prose.markdown(f"On {prose.where(BACKEND)[0]}: {len(grid) - len(trees)} chains measured, "

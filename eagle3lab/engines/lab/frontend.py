@@ -23,13 +23,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eagle3lab import stats
 from eagle3lab.errors import EagleLabError
-from eagle3lab.versions import LATEST_SGLANG
+from eagle3lab.spec import LAB_FIELDS, LATEST_SGLANG, SPEC_NAMES
 
 logger = logging.getLogger("eagle3lab.serve")
 SGLANG_VERSION = LATEST_SGLANG  # the SGLang whose rules and log format the front end follows
-NO_SPECULATION = {"speculative_algorithm": None, "speculative_num_steps": None,
-                  "speculative_eagle_topk": None, "speculative_num_draft_tokens": None,
-                  "speculative_draft_model_path": None}
+NO_SPECULATION = {SPEC_NAMES[name][1]: None for name in LAB_FIELDS}  # /server_info without a draft
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's sampling_params default
 DECODE_LOG_INTERVAL = 40  # SGLang's --decode-log-interval default
 GRAPH_LABEL = "cpu graph"  # metrics_reporter._graph_backend_label for device "cpu"
@@ -458,7 +456,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from eagle3lab.engine.faults import build_engine, draft_faults, plan_faults
-    from eagle3lab.lab.draft import Eagle3Draft
+    from eagle3lab.engine.draft import Eagle3Draft
 
     target_dir, lab_root = resolve_model_path(model_path)
     with warnings.catch_warnings():

@@ -1,6 +1,6 @@
 """Ask a real vLLM what it would run for `vllm serve` flags: its own EngineArgs, in a subprocess.
 
-Why a subprocess: vLLM lives in its own venv (`eagle3lab.vllm_env.vllm_python`), its import
+Why a subprocess: vLLM lives in its own venv (`eagle3lab.engines.vllm.env.vllm_python`), its import
 takes ~20 s and prints platform chatter. Many flag sets are resolved in one subprocess so a
 grid of hundreds costs one import. Each flag set goes through what `vllm serve` does with it:
 vLLM's own argument parser (`vllm.entrypoints.launchers.cli_args.make_arg_parser`), then
@@ -9,7 +9,7 @@ which builds every config object (model, draft, scheduler) from config.json file
 loading weights.
 
 Protocol: the parent writes a JSON list of argv lists to the worker's stdin
-(`python -m eagle3lab.vllm_resolver`); the worker prints one JSON object
+(`python -m eagle3lab.engines.vllm.resolver`); the worker prints one JSON object
 ``{"vllm_version": ..., "platform": ..., "results": [...]}`` on its last stdout line.
 Each result: {"fields": {...} | None, "error": "ExceptionType(ConfigClass)" | None,
 "message": str | None}.
@@ -30,12 +30,12 @@ def resolve_with_vllm(argvs: list[list[str]], python: str | None = None,
                       timeout: float = 600) -> dict:
     """Resolve each `vllm serve` argv with vLLM's own parser and EngineArgs, in one subprocess."""
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.vllm_env import vllm_env, vllm_python
+    from eagle3lab.engines.vllm.env import vllm_env, vllm_python
 
     python = vllm_python(python)
     from eagle3lab.workers import run_json_worker
 
-    out = run_json_worker(python, "eagle3lab.vllm_resolver", argvs, vllm_env(), timeout, "vLLM's resolver")
+    out = run_json_worker(python, "eagle3lab.engines.vllm.resolver", argvs, vllm_env(), timeout, "vLLM's resolver")
     if out.get("import_error"):
         raise EagleLabError(f"vllm is not importable with {python} ({out['import_error']})")
     return out

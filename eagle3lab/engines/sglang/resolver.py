@@ -5,7 +5,7 @@ odd platforms; the caller (a notebook, the CLI) must survive all of that. Many c
 resolved in one subprocess so a grid of hundreds costs one import.
 
 Protocol: the parent writes a JSON list of requests to the worker's stdin
-(`python -m eagle3lab.sglang_resolver`); the worker prints one JSON object
+(`python -m eagle3lab.engines.sglang.resolver`); the worker prints one JSON object
 ``{"sglang_version": ..., "results": [...]}`` on its last stdout line.
 Each request: {"arch": ..., "args": {ServerArgs field: value}}.
 Each result: {"fields": {...}, "warnings": [[logger, message], ...], "error": str | None}.
@@ -72,11 +72,11 @@ def resolve_with_sglang(requests: list[dict], python: str | None = None,
     python = python or os.environ.get("EAGLE3LAB_SGLANG_PYTHON") or sys.executable
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "PYTHONWARNINGS": "ignore"}
-    repo_root = str(Path(__file__).resolve().parent.parent)
+    repo_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = repo_root + os.pathsep + env.get("PYTHONPATH", "")
     from eagle3lab.workers import run_json_worker
 
-    out = run_json_worker(python, "eagle3lab.sglang_resolver", requests, env, timeout, "SGLang's resolver")
+    out = run_json_worker(python, "eagle3lab.engines.sglang.resolver", requests, env, timeout, "SGLang's resolver")
     if out.get("import_error"):
         raise EagleLabError(
             f"sglang is not importable with {python} ({out['import_error']}); install it with "

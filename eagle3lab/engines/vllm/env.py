@@ -1,6 +1,6 @@
 """Which Python runs vLLM: vLLM lives in its own venv (it pins a torch the main venv cannot).
 
-Lookup order (`eagle3lab.server.find_vllm_python`): an explicit path > env
+Lookup order (`eagle3lab.engines.vllm.launch.find_vllm_python`): an explicit path > env
 `EAGLE3LAB_VLLM_PYTHON` > the repo's `.venv-vllm/bin/python` > this python if it has vLLM.
 Code in the main venv talks to vLLM only through subprocesses run with that interpreter
 (`vllm_resolver.py`, `vllm_reference.py`), like `sglang_resolver.py` does for SGLang.
@@ -11,18 +11,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from eagle3lab.spec import VLLM_VERSION  # noqa: F401  (the vLLM release the rules were read in)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 VLLM_VENV = REPO_ROOT / ".venv-vllm"
-# The vLLM release whose source eagle3lab's vLLM rules were read in and checked against.
-VLLM_VERSION = "0.32.0"
 
 
 def vllm_python(explicit: str | os.PathLike | None = None) -> str:
     """Path of a Python that runs vLLM; one lookup for launching and for these workers
-    (`eagle3lab.server.find_vllm_python`: explicit > $EAGLE3LAB_VLLM_PYTHON > .venv-vllm > this
+    (`eagle3lab.engines.vllm.launch.find_vllm_python`: explicit > $EAGLE3LAB_VLLM_PYTHON > .venv-vllm > this
     python if it has vLLM)."""
-    from eagle3lab.server import find_vllm_python
+    from eagle3lab.engines.vllm.launch import find_vllm_python
 
     return find_vllm_python(explicit)
 

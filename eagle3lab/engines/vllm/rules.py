@@ -28,7 +28,7 @@ vLLM; file paths inside the `vllm` package):
 | budget must exceed the drafting slots (EAGLE 0, draft model 1) | config/vllm.py _set_max_num_scheduled_tokens l.2254-2291, config/speculative.py max_num_new_slots_for_drafting l.1888-1926 |
 
 tests/test_vllm_reference.py checks `resolve_vllm_serve` against vLLM's own
-`EngineArgs(...).create_engine_config()` (`eagle3lab.vllm_resolver`) on a grid of flag sets.
+`EngineArgs(...).create_engine_config()` (`eagle3lab.engines.vllm.resolver`) on a grid of flag sets.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ class VllmResolution:
         return "\n".join(lines)
 
     def fields(self) -> dict:
-        from eagle3lab.vllm_resolver import FIELDS
+        from eagle3lab.engines.vllm.resolver import FIELDS
 
         return {name: getattr(self, name) for name in FIELDS}
 
@@ -468,7 +468,7 @@ def compare_with_vllm(flag_sets: list[VllmServeArgs], python: str | None = None)
     Returns (DataFrame with columns argv, ours, vllm, agree, vllm_message; vLLM's version)."""
     import pandas as pd
 
-    from eagle3lab.vllm_resolver import resolve_with_vllm
+    from eagle3lab.engines.vllm.resolver import resolve_with_vllm
 
     out = resolve_with_vllm([a.argv() for a in flag_sets], python=python)
     rows = []

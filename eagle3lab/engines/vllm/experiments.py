@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eagle3lab.config import SpecConfig
+from eagle3lab.engines.vllm import launch as vllm_launch
+from eagle3lab.spec import SpecConfig
 from eagle3lab.errors import EagleLabError
-from eagle3lab.vllm_env import VLLM_VERSION
+from eagle3lab.engines.vllm.env import VLLM_VERSION
 
 VLLM_SERVE = f"vllm=={VLLM_VERSION}"
 
@@ -93,10 +94,11 @@ def layer_ids_for(faults, draft_dir, num_layers: int) -> list[int] | None:
 
 def serve_args(cfg: SpecConfig, target_dir, draft_dir):
     """vllm_rules.VllmServeArgs for one SpecConfig, as `server.launch(backend="vllm")` passes it
-    on this machine (max model length 512, see server.VLLM_CPU_ARGS)."""
-    from eagle3lab import server, vllm_rules
+    on this machine (max model length 512, see vllm_launch.VLLM_CPU_ARGS)."""
+    from eagle3lab import server
+    from eagle3lab.engines.vllm import rules as vllm_rules
 
-    argv = server.build_vllm_command(target_dir, draft_dir, cfg, gpu=server.has_gpu())[3:]
+    argv = vllm_launch.build_vllm_command(target_dir, draft_dir, cfg, gpu=server.has_gpu())[3:]
     return vllm_rules.parse_vllm_flags(argv)
 
 
@@ -105,13 +107,14 @@ def resolve_flag_sets(flag_sets: dict, target_dir, draft_dir):
     runs (`vllm_rules`, replaying create_engine_config) and what it changes without asking."""
     import pandas as pd
 
-    from eagle3lab import config, vllm_rules
+    from eagle3lab.engines.vllm import flags as vllm_flags
+    from eagle3lab.engines.vllm import rules as vllm_rules
 
     rows = []
     for label, cfg in flag_sets.items():
         row = {"flag set": label, "asked steps/topk/draft": (cfg.num_steps, cfg.topk, cfg.num_draft_tokens)}
         try:
-            spec = config.vllm_speculative_config(cfg, draft_dir)
+            spec = vllm_flags.vllm_speculative_config(cfg, draft_dir)
         except EagleLabError as exc:
             rows.append({**row, "num_speculative_tokens": None, "num_draft_tokens": None,
                          "changed": True, "silent changes": [], "refused": str(exc)})
@@ -132,7 +135,7 @@ def resolve_flag_sets(flag_sets: dict, target_dir, draft_dir):
 def check_flag_sets(flag_sets: dict, target_dir, draft_dir, python=None):
     """eagle3lab's vLLM rules against the installed vLLM's own EngineArgs(...).create_engine_config,
     one row per flag set (runs on CPU in a subprocess of the vLLM venv)."""
-    from eagle3lab import vllm_rules
+    from eagle3lab.engines.vllm import rules as vllm_rules
 
     args = [serve_args(cfg, target_dir, draft_dir) for cfg in flag_sets.values()]
     frame, version = vllm_rules.compare_with_vllm(args, python=python)
@@ -151,8 +154,9 @@ def capture_table(lab, draft: str = "seed", python=None):
 
     import pandas as pd
 
-    from eagle3lab import conventions, vllm_reference
-    from eagle3lab.versions import LATEST_SGLANG
+    from eagle3lab import conventions
+    from eagle3lab.engines.vllm import reference as vllm_reference
+    from eagle3lab.spec import LATEST_SGLANG
 
     draft_dir = Path(draft) if Path(str(draft)).is_dir() else lab.draft_dir(draft)
     n = lab.num_layers
@@ -216,7 +220,7 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
     from concurrent.futures import ThreadPoolExecutor
 
     from eagle3lab import server
-    from eagle3lab.experiments import BASELINE
+    from eagle3lab.spec import BASELINE, chain
 
     model_path = model_path or lab.target_dir
     everything = {BASELINE: {"baseline": True}, **points}
@@ -236,32 +240,29 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
             error = error or exc
             continue
         k = plans[label][1].get("num_steps")
-        launched[label] = (srv.url, {"speculative_num_draft_tokens": None if k is None else int(k) + 1})
+        launched[label] = (srv.url, {"speculative_num_draft_tokens": None if k is None else chain(k)[2]})
     if error is not None:
         raise error
     return launched
 
 
-def serve_and_observe(lab, draft: str = "seed", faults=(), spec: SpecConfig | None = None,
-                      num_prompts: int = 4, max_new_tokens: int = 64, eval_texts: int = 8,
+def serve_and_observe(lab, prompts, draft: str = "seed", faults=(), spec: SpecConfig | None = None, max_new_tokens: int = 64, eval_texts: int = 8,
                       vllm_python=None, **_):
     """Serve `spec` on vLLM with the lab draft (wiring faults as ids), benchmark the notebooks'
-    prompts, and read it back: the /metrics window (unconditional per-position counters, with the
+    prompts (`experiments.bench_prompts`), and read it back (`experiments.ServedRun`'s fields): the /metrics window (unconditional per-position counters, with the
     per-request histograms for intervals), the server's log, and the draft's standalone accuracy."""
     from eagle3lab import server
-    from eagle3lab.experiments import ServedRun, bench_prompts
     from eagle3lab.lab import evaluate_draft
-    from eagle3lab.sources import vllm_metrics
+    from eagle3lab import loadtest
     from eagle3lab.sources.logfile import read_log
 
     spec = spec or SpecConfig()
     draft_dir, launch = launch_spec({"draft": draft, "fault": list(faults), **spec.given()}, lab)
-    prompts = bench_prompts(lab, num_prompts)
     # vLLM logs its SpecDecoding metrics line every VLLM_LOG_STATS_INTERVAL s (vllm/envs.py, 10 s by
     # default): once a second, so a short benchmark leaves lines in the log to read back
     with server.launch("vllm", lab.target_dir, draft_dir, spec=launch, vllm_python=vllm_python,
                        env={"VLLM_LOG_STATS_INTERVAL": "1"}) as srv:
-        obs, result = vllm_metrics.observe(srv, prompts, max_new_tokens=max_new_tokens,
+        obs, result = loadtest.observe_metrics(srv, prompts, max_new_tokens=max_new_tokens,
                                            requested=spec.given())
         log = read_log(srv.log_path, engine="vllm")
     served = lab.load_draft(draft)
@@ -269,7 +270,7 @@ def serve_and_observe(lab, draft: str = "seed", faults=(), spec: SpecConfig | No
                          depth=int(obs.effective["num_steps"]))
     info = {"speculative_num_draft_tokens": obs.effective["num_draft_tokens"],
             "draft_layer_ids": launch.get("draft_layer_ids")}
-    return ServedRun(obs, log, prompt_text=lab.tokenizer.decode(prompts[0]),
+    return dict(observation=obs, log=log, prompt_text=lab.tokenizer.decode(prompts[0]),
                      prompt_texts=[lab.tokenizer.decode(p) for p in prompts],
                      standalone_acc=acc["accuracy"].tolist(), server_info=info)
 

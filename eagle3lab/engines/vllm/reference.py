@@ -1,7 +1,7 @@
 """vLLM as the reference: what it captures for a draft, and its acceptance on given prompts.
 
-Everything runs in the vLLM venv (`eagle3lab.vllm_env.vllm_python`) as one subprocess per
-call (`python -m eagle3lab.vllm_reference`, JSON job on stdin, one JSON line out), with
+Everything runs in the vLLM venv (`eagle3lab.engines.vllm.env.vllm_python`) as one subprocess per
+call (`python -m eagle3lab.engines.vllm.reference`, JSON job on stdin, one JSON line out), with
 offline `vllm.LLM` in-process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so the loaded model can be
 inspected. Jobs:
 
@@ -36,14 +36,14 @@ LLM_SETTINGS = {"dtype": "float32", "enforce_eager": True, "gpu_memory_utilizati
 def run_job(job: dict, python: str | None = None, timeout: float = 900) -> dict:
     """Run one job in the vLLM venv; the worker's JSON answer (EagleLabError on failure)."""
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.vllm_env import vllm_env, vllm_python
+    from eagle3lab.engines.vllm.env import vllm_env, vllm_python
     from eagle3lab.workers import private_tmpdir
 
     python = vllm_python(python)
     env = vllm_env(VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS="1")
     try:
         with private_tmpdir(env) as env:  # vLLM's vllm_dist_* file goes with it
-            proc = subprocess.run([python, "-m", "eagle3lab.vllm_reference"], input=json.dumps(job),
+            proc = subprocess.run([python, "-m", "eagle3lab.engines.vllm.reference"], input=json.dumps(job),
                                   capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
         raise EagleLabError(f"vLLM job {job.get('job')!r} did not finish within {timeout:.0f} s") from exc
@@ -117,8 +117,9 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
     import pandas as pd
 
     from eagle3lab.engine.labbench import make_lab_engine
-    from eagle3lab.engine.speculate import SamplingParams, SpecParams
-    from eagle3lab.lab.draft import Eagle3Draft
+    from eagle3lab.engine.speculate import SamplingParams
+    from eagle3lab.spec import SpecParams
+    from eagle3lab.engine.draft import Eagle3Draft
 
     prompts = [list(p) for p in (prompts or lab.heldout_prompts(n_prompts, prompt_tokens))]
     job = {"job": "generate", "target": str(lab.target_dir), "prompts": prompts, "seed": seed,

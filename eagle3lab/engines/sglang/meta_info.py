@@ -15,7 +15,7 @@ def observe_meta_info(requests, server_info: dict | None = None, requested=None,
     """`requests`: meta_info dicts, or a frame with completion_tokens and spec_verify_ct (one
     row per finished request, e.g. `LoadTestResult.completed`). Accept length is pooled:
     all tokens over all verify steps (`stats.accept_length_pooled`)."""
-    from eagle3lab.config import SpecConfig
+    from eagle3lab.spec import SpecConfig
 
     frame = requests if isinstance(requests, pd.DataFrame) else pd.DataFrame(list(requests))
     verify = frame["spec_verify_ct"] if "spec_verify_ct" in frame else pd.Series(dtype=float)

@@ -202,20 +202,7 @@ def conditional(obs: Observation) -> pd.DataFrame:
     return table
 
 
-def observe(server, prompts, max_new_tokens: int = 64, temperature: float = 0.0, concurrency: int = 1,
-            requested: dict | None = None, progress: bool = False):
-    """Benchmark a vLLM server and observe it: (Observation, LoadTestResult). The counters are
-    read just before and just after the requests, so only this window counts."""
-    from eagle3lab import loadtest
-
-    before = scrape(server)
-    result = loadtest.run(server, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
-                          concurrency=concurrency, progress=progress, api="openai")
-    after = _settled(server, before, result)
-    return observation(after - before, result, requested), result
-
-
-def _settled(server, before: Counters, result, timeout: float = 5.0) -> Counters:
+def settled(server, before: Counters, result, timeout: float = 5.0) -> Counters:
     """The counters after the window. vLLM records stats in its output loop just after it hands
     a request its last tokens, so a scrape right after the last response can miss the last
     step; wait (briefly) until the counters hold at least what the responses report."""
@@ -231,5 +218,5 @@ def _settled(server, before: Counters, result, timeout: float = 5.0) -> Counters
         time.sleep(0.05)
 
 
-__all__ = ["Counters", "parse", "scrape", "observation", "observe", "conditional",
+__all__ = ["Counters", "parse", "scrape", "observation", "settled", "conditional",
            "steps_from_requests", "VllmMetricsError"]

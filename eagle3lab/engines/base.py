@@ -1,0 +1,62 @@
+"""What an engine is to eagle3lab: the `Engine` record each engine folder fills in.
+
+Every fact eagle3lab uses about a serving engine is one field here, so code outside
+`eagle3lab.engines` asks `engines.get(name).<field>` instead of testing the engine's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One serving engine (see README "Adding an engine" for what each field must give)."""
+
+    name: str
+    # resolve(spec, version, arch) -> ResolvedSpec: what the engine runs for a SpecConfig
+    # (None: the engine takes what it is given, e.g. the lab server).
+    resolve: Callable | None
+    # check_version(version) -> version: a version string this engine's rules understand
+    # (`spec.split_engine` hands it the pin of ENGINE==VERSION, or None for the default).
+    check_version: Callable
+    # launch_argv(model_path, draft_path, spec, host, port, extra_args, **opts) -> argv
+    launch_argv: Callable
+    # capture(version, arch, ids, num_layers, key, cuda_graph, patched) -> conventions.Boundaries:
+    # which hidden-state boundaries the draft's layer ids feed on this engine
+    capture: Callable
+    log_grammar: str                 # the sources/grammars module its log lines are read with
+    observes_acceptance_via: str     # "meta_info" (per request), "/metrics" (counters), "step records"
+    api: str                         # "generate" (SGLang's /generate) or "openai"
+    python: Callable                 # python(explicit=None) -> the interpreter that runs the engine
+    latest: str | None = None        # newest version known (spec.LATEST)
+    asks_itself: bool = False        # the installed engine can answer resolve() (use_sglang)
+    serves_one_request_at_a_time: bool = False
+    takes_faults: bool = False       # the lab's --fault switches
+    default_port: int = 30000
+    # its known quirks are rows of eagle3lab.known_defects (`known_defects.match(name, ...)`)
+    has_known_defects: bool = False
+    # own_tmpdir(env) -> a fresh TMPDIR for one launch, or None (vLLM leaves files there)
+    own_tmpdir: Callable | None = None
+    launch_env: Callable = field(default=lambda gpu: {})  # extra environment for a launch
+
+    # the SGLang embedding-capture patch (eagle3lab.patching) exists for it: (stock, patched) to try
+    patchable: bool = False
+    # reads the draft config's top-level `eagle_aux_hidden_state_layer_ids` before `eagle_config`'s
+    reads_top_level_ids: bool = False
+    # drafts a chain only (topk 1), however the flags read (vLLM's EAGLE proposer)
+    drafts_chains_only: bool = False
+    # refuses speculation without a draft length (vLLM's num_speculative_tokens has no default)
+    needs_draft_length: bool = False
+    # the findings of eagle3lab.config.lint that are about this engine's own rules
+    lint_codes: frozenset = frozenset()
+
+    @property
+    def patch_options(self) -> tuple:
+        """The capture variants to try: stock, and patched where the patch exists."""
+        return (False, True) if self.patchable else (False,)
+
+    @property
+    def resolves_configs(self) -> bool:
+        return self.resolve is not None
