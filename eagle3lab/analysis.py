@@ -169,6 +169,39 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def exact_binomial_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval (lo, hi) of a proportion hits / n; (nan, nan) for n == 0.
+
+    Why exact: per-position rates rest on as few as 1 step, where a bootstrap over prompts
+    collapses to a point ("0.000 [0.000, 0.000]"); this interval never claims more than n allows."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    if not 0 <= hits <= n:
+        raise AnalysisError(f"hits must be in 0..n, got {hits} of {n}")
+    tail = (1 - level) / 2
+
+    def cdf(k: int, p: float) -> float:  # P(X <= k), X ~ Binomial(n, p)
+        if p <= 0:
+            return 1.0
+        if p >= 1:
+            return 1.0 if k >= n else 0.0
+        logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                + i * math.log(p) + (n - i) * math.log1p(-p) for i in range(k + 1)]
+        top = max(logs)
+        return min(1.0, math.exp(top) * sum(math.exp(v - top) for v in logs))
+
+    def solve(f) -> float:  # the p in (0, 1) where the decreasing f(p) crosses tail
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) > tail else (lo, mid)
+        return (lo + hi) / 2
+
+    lower = 0.0 if hits == 0 else 1 - solve(lambda p: 1 - cdf(hits - 1, 1 - p))
+    upper = 1.0 if hits == n else solve(lambda p: cdf(hits, p))
+    return lower, upper
+
+
 def share_text(hits: int, n: int) -> str:
     """'92 % (12/13; 95 % CI 67-99 %)': a share with its count and Wilson interval."""
     lo, hi = wilson_interval(hits, n)

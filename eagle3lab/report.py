@@ -497,12 +497,16 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
     for run in runs:
         status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
         rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s |")
-    header = f"# {title}\n\n{intro}\n\n" + (f"{box}\n\n" if box else "") + "\n".join(rows)
+    from eagle3lab import prose
+
+    reproduced = prose.reproduced_section(run.notebook for run in runs)
+    header = (f"# {title}\n\n{intro}\n\n" + (f"{box}\n\n" if box else "")
+              + (f"{reproduced}\n\n" if reproduced else "") + "\n".join(rows))
     glance = [f"**[{run.name}](#{run.name})**\n\n" + "\n\n".join(texts)
               for run in runs if (texts := headlines(run.notebook))]
     if glance:
-        header += "\n\n## At a glance\n\n" + "\n\n".join(glance)
-        header += _glance_terms(header)
+        glance_text = "\n\n## At a glance\n\n" + "\n\n".join(glance)
+        header += _glance_terms(header + glance_text) + glance_text  # terms before their first use
     cells = [nbformat.v4.new_markdown_cell(header)]
     defined = glossary.defined_in(header)
     for n, run in enumerate(runs):
