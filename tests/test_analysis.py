@@ -402,3 +402,15 @@ def test_a_draft_whose_own_evaluation_decays_with_depth_is_multi_step():
     # acc@2..k at >= 75 % of acc@1 is a draft that drafts deep
     assert "multi_step" not in [f.cause for f in _replay_case(served, served,
                                                                standalone=(0.4, 0.32, 0.3))]
+
+
+def test_exact_binomial_interval_is_clopper_pearson():
+    from eagle3lab import analysis
+
+    lo, hi = analysis.exact_binomial_interval(5, 10)
+    assert lo == pytest.approx(0.18709, abs=1e-4) and hi == pytest.approx(0.81291, abs=1e-4)
+    assert analysis.exact_binomial_interval(0, 1) == (0.0, pytest.approx(0.975))
+    assert analysis.exact_binomial_interval(1, 1) == (pytest.approx(0.025), 1.0)
+    lo, hi = analysis.exact_binomial_interval(0, 0)
+    assert lo != lo and hi != hi
+    assert analysis.exact_binomial_interval(45, 50, level=0.99)[0] < analysis.exact_binomial_interval(45, 50)[0]
