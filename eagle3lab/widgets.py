@@ -219,7 +219,8 @@ _EXPLORER_TEMPLATE = r"""<div class="eagle3lab-explorer" id="__UID__" style="fon
  style="width:300px"></label> <span data-role="depth-value"></span></div>
 <p data-role="summary"></p>
 <svg data-role="plot" width="720" height="300" viewBox="0 0 720 300" style="background:#fff"></svg>
-<p style="font-size:12px;color:#555">__NOTE__ Runs in this page: no kernel, no network.</p>
+<p style="font-size:12px;color:#555">__NOTE__ Orange point: the observed accept length; dashed line: no speculation (1.0×). Runs in
+this page: no kernel, no network.</p>
 <script>
 (function () {
   var D = __DATA__;

@@ -120,12 +120,11 @@ from eagle3lab import widgets
 
 observed = run.observed
 glossary.define("draft_over_target")
-explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed,
-                                      cost_ratio=experiments.cost_ratio(run))
+cost = experiments.cost_ratio(run)
+explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed, cost_ratio=cost)
 explorer
 
 # %%
-cost = experiments.cost_ratio(run)
 widgets.explorer_html(served_rates, depth=STEPS, cost_ratio=cost, observed=observed)
 
 # %% [markdown]
