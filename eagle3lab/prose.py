@@ -230,10 +230,13 @@ def accuracy_sentence(right, served) -> str:
     elif worse:
         text += (f"The served wiring costs accuracy at depth {_depths(worse)}"
                  + (f" and scores no lower at depth {_depths(better)}" if better else "")
-                 + (" — where the draft, trained without TTT, is weak either way" if better else "")
+                 + (" — deeper positions, where its accuracy is low either way" if better else "")
                  + "; depth 1 is what decides acceptance, since every later draft needs it accepted first.")
     else:
         text += "The served wiring costs little accuracy."
+    if "positions" in right:
+        text += (f" *(Measured in this run, teacher-forced on held-out text: n = {_int(right['positions'].iloc[0])} "
+                 "scored tokens at depth 1 per wiring.)*")
     return text
 
 
@@ -258,9 +261,9 @@ def gap_sentence(gap) -> str:
             "The two are different measures: served acceptance is conditional on the draft's own "
             "earlier tokens having been accepted, on the target's own continuation."
             + (f" The draft's acc@2 ({float(gap['standalone'].iloc[1]):.1%}) is far below its acc@1 "
-               f"({float(gap['standalone'].iloc[0]):.1%}): the signature of a draft trained without TTT."
+               f"({float(gap['standalone'].iloc[0]):.1%}): the pattern of a draft trained without TTT."
                if len(gap) > 1 and gap["standalone"].iloc[1] < 0.5 * gap["standalone"].iloc[0] else ""))
-def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
+def log_sentence(log, requested_draft_tokens: int | None = None, source: str = "the server log of this run") -> str:
     """Prose for the log section: how many decode lines, accept length range, throughput."""
     decode = log[log["accept_len"].notna()]
     lens = decode["accept_len"]
@@ -274,10 +277,11 @@ def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     tput = decode["gen_throughput"].dropna() if "gen_throughput" in decode else []
     if len(tput):
         text += f"; generation throughput averages **{tput.mean():.1f} tok/s**"
-    return text + "."
+    return text + f". *({source}.)*"
 
 
-def diagnosis_sentence(findings, short: bool = False, standalone: bool = False) -> str:
+def diagnosis_sentence(findings, short: bool = False, standalone: bool = False,
+                       n_steps: int | None = None) -> str:
     """The top findings, in words (`short`: the top cause only). The order is the rules' ranking;
     no probability is claimed (the rules' weights are hand-set, not calibrated). `standalone`:
     the diagnosis was also given the draft's teacher-forced acc@k, so it does not say "served
@@ -288,7 +292,8 @@ def diagnosis_sentence(findings, short: bool = False, standalone: bool = False) 
              else "the served statistics alone")
     top = findings[0]
     if short:
-        return f"Diagnosis from {basis}: **{top.cause}** ranked first."
+        n = f", n = {_int(n_steps)} verify steps measured in this run" if _finite(n_steps) else ""
+        return f"Diagnosis from {basis}{n}: **{top.cause}** ranked first."
     text = (f"Ranked first: **{top.cause}**. " + " ".join(top.evidence)
             + f"\n\nNext check: {top.next_check}")
     if len(findings) > 1:

@@ -61,7 +61,8 @@ plots.log_timeline(log, title="Accept length and throughput, as logged") if len(
                    "logging interval.*")
 
 # %%
-prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
+prose.headline(prose.log_sentence(log, run.effective_draft_tokens,
+                                  **({"source": "the log file given"} if LOG_FILE else {})))
 
 # %% [markdown]
 # ## Per-position acceptance
@@ -146,7 +147,8 @@ findings = analysis.diagnose(run.observation, standalone_acc=standalone)
 prose.wrapped_table(analysis.findings_frame(findings))
 
 # %%
-prose.headline(prose.diagnosis_sentence(findings, short=True, standalone=standalone is not None))
+prose.headline(prose.diagnosis_sentence(findings, short=True, standalone=standalone is not None,
+                                        n_steps=run.observation.n_steps))
 prose.markdown(prose.diagnosis_sentence(findings, standalone=standalone is not None))
 
 # %% [markdown]
