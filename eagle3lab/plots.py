@@ -464,7 +464,7 @@ def speedup_vs_depth(sweep: pd.DataFrame, title: str | None = None):
            title=title or "Speed-up vs depth (bars: 95% CI over prompts)")
     depths = sorted({int(v) for v in sweep["num_steps"]})
     ax.set_xticks(depths)
-    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False,
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
               ncol=2)
     fig.tight_layout()
     return _close(fig)
