@@ -324,10 +324,10 @@ def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
             f"difference {distance:.2f}; per position {rates_text(other['per_position'])}"
             + (f", n = {list(n_other)}" if len(n_other) else "") + "). ")
     if name == "no-ttt":
-        text += ("That is expected rather than discovered: the seed's draft is a no-TTT draft by "
+        text += ("That is expected rather than discovered: the lab's seed-like draft is a no-TTT draft by "
                  "construction, and after the fix it reads the boundaries it was trained on, so it "
                  "differs from `no-ttt` only in which boundaries it was trained on. ")
-    text += (f"The healthy draft (trained with TTT, served with the wiring it was trained on) accepts "
+    text += (f"The lab's healthy draft (trained with TTT, served with the wiring it was trained on) accepts "
              f"**{ci_text(healthy['accept_length'], _get(healthy, 'accept_length_ci95'))}** at the same "
              f"configuration, a speed-up of **{ci_text(healthy['speedup'], _get(healthy, 'speedup_ci95'), unit='×')}**; "
              f"its speed-up is {compare_words(healthy['speedup'], _get(healthy, 'speedup_ci95'), ref['speedup'], _get(ref, 'speedup_ci95'))} "
@@ -628,6 +628,19 @@ def with_exact_intervals(per_pos):
         lo.append(min(e_lo, float(b_lo))), hi.append(max(e_hi, float(b_hi)))
     out["rate"] = [r if _finite(n) and n > 0 else math.nan for r, n in zip(out["rate"], out["n"])]
     out["lo"], out["hi"] = lo, hi
+    return out
+
+
+def mask_unreached(gap, n):
+    """A gap table for reading: where no step reached a position (n = 0) the served rate, the gap
+    and the ratio are missing, not 0 (the accept-length columns keep their sums: such a position
+    adds nothing)."""
+    import numpy as np
+
+    out = gap.copy()
+    counts = (list(n) + [0] * len(out))[:len(out)]
+    unreached = np.array([not _finite(c) or int(c) == 0 for c in counts])
+    out.loc[unreached, [c for c in ("served", "gap", "ratio") if c in out]] = np.nan
     return out
 
 

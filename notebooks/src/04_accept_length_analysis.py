@@ -102,7 +102,7 @@ glossary.define("steps at risk", "gap columns")
 # %%
 if per_pos is not None and standalone is not None:
     gap = analysis.gap_table(standalone, per_pos)
-    display(gap)
+    display(prose.mask_unreached(gap, per_pos["n"]) if "n" in per_pos else gap)
     display(plots.gap_plot(gap, n=per_pos["n"].tolist() if "n" in per_pos else None))
     prose.markdown(prose.gap_sentence(gap))
     prose.symptom(prose.gap_symptom(per_pos, standalone, backend=BACKEND))
