@@ -376,7 +376,7 @@ def resolution_sentence(resolved) -> str:
              f"**{row['num_draft_tokens']}**" for label, row in changed.iterrows()]
     warned = {w for ws in resolved["warnings"] for w in ws} if "warnings" in resolved else set()
     said = (f"SGLang says so only in its server log ({_count(len(warned), 'distinct warning line')}, "
-            "listed above); the server starts and runs anyway." if warned else
+            "in the table of warnings); the server starts and runs anyway." if warned else
             "SGLang prints no warning about it; the server starts and runs anyway.")
     return "; ".join(parts) + " — " + said
 
