@@ -25,8 +25,8 @@ from eagle3lab.paths import REPO_DIR
 NOTEBOOKS_DIR = REPO_DIR / "notebooks"
 PARAMETERS_TAG = "parameters"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-WIDGET_NOTE = ("<p><em>Interactive widget: open the notebook in JupyterLab to use it; "
-               "the static figures below show the same data.</em></p>")
+WIDGET_NOTE = ("<p><em>Live widget: it needs a kernel (open the notebook in JupyterLab). Where an "
+               "in-page explorer follows it, that one works on this page as is.</em></p>")
 _NOTEBOOK_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 # Scripts fetched from a CDN (require.js, MathJax, the widget manager): the rendered report is
 # self-contained and readable offline, so they are dropped.
