@@ -687,3 +687,32 @@ def other_prompts_sentence(faults) -> str:
     names = ", ".join(f"`{f}`" for f in own)
     return (f"Every row decodes the notebooks' shared prompts except {names}, whose point is other "
             "prompts: " + ("its" if len(own) == 1 else "their") + " speed-up is measured on those.")
+
+
+def repetition_sentence(tokens, window: int = 4) -> str:
+    """How repetitive the generated text is (every request of a lab run): the share of
+    `window`-token spans that already occurred earlier in the same generation. A tiny target's
+    greedy text loops; the sentence says so when it does, so the token view is read for its
+    colours, not as the target's prose."""
+    if tokens is None or not len(tokens) or "text" not in tokens:
+        return ""
+    generated = tokens[tokens["kind"] != "prefill"] if "kind" in tokens else tokens
+    repeats = spans = 0
+    for _, group in (generated.groupby("request") if "request" in generated else [(0, generated)]):
+        texts = list(group["text"])
+        seen = set()
+        for i in range(len(texts) - window + 1):
+            span = tuple(texts[i:i + window])
+            repeats += span in seen
+            spans += 1
+            seen.add(span)
+    if not spans:
+        return ""
+    share = repeats / spans
+    n_req = generated["request"].nunique() if "request" in generated else 1
+    figure = (f"{share:.0%} of the generated {window}-token spans repeat an earlier span of the same "
+              f"generation (measured in this run, n = {spans} spans over {n_req} requests)")
+    if share >= 0.3:
+        return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
+                "for how each token was produced, not as text.*")
+    return f"*{figure[0].upper()}{figure[1:]}.*"

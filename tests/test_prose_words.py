@@ -183,3 +183,13 @@ def test_other_prompts_sentence_names_only_rows_the_sweep_has():
     text = prose.other_prompts_sentence(["no-ttt", "domain-shift"])
     assert "`domain-shift`" in text and "long-context" not in text
     assert prose.other_prompts_sentence(["no-ttt"]) == "Every row decodes the notebooks' shared prompts."
+
+
+def test_repetition_sentence_says_when_the_text_loops():
+    import pandas as pd
+
+    loop = pd.DataFrame({"request": [0] * 12, "kind": ["draft"] * 12, "text": list("abcabcabcabc")})
+    assert "degenerate" in prose.repetition_sentence(loop) and "n = 9 spans over 1 requests" in prose.repetition_sentence(loop)
+    prose_text = pd.DataFrame({"request": [0] * 8, "kind": ["draft"] * 8, "text": list("abcdefgh")})
+    assert "degenerate" not in prose.repetition_sentence(prose_text)
+    assert prose.repetition_sentence(prose_text).startswith("*0% of the generated")

@@ -161,5 +161,9 @@ prose.markdown(prose.diagnosis_sentence(findings, standalone=standalone is not N
 
 # %%
 view = run.token_view_of(experiments.prompt_sources(LAB, budget["num_prompts"])) if run.tokens is not None else None
-view if view is not None else prose.markdown("*Token provenance needs the lab engine (BACKEND=\"lab\"): "
-                                               "a server returns tokens, not how each was produced.*")
+if view is None:
+    prose.markdown("*Token provenance needs the lab engine (BACKEND=\"lab\"): "
+                   "a server returns tokens, not how each was produced.*")
+else:
+    display(view)
+    prose.markdown(prose.repetition_sentence(run.tokens))
