@@ -14,9 +14,11 @@ from eagle3lab.errors import EagleLabError
 # term -> (plain definition, regex that finds a use of the term in prose)
 TERMS: dict[str, tuple[str, str]] = {
     "the seed": (
-        "the real investigation this report retells: an EAGLE-3 draft for Kimi-K2.5 (a "
-        "DeepSeek-V3-style model with 61 layers), served by SGLang, that accepted about 1.8 tokens per "
-        "step and ran slower than no speculation.",
+        "the real investigation this report retells (the incident): an EAGLE-3 draft for Kimi-K2.5 "
+        "(a DeepSeek-V3-style model with 61 layers), served by SGLang, that accepted about 1.8 tokens "
+        "per step and ran slower than no speculation. Its figures are quoted as reported, never "
+        "measured here; the lab's draft named `seed` (drafts/seed, the lab's seed-like draft) is a "
+        "small stand-in for it, and every figure of that draft is the lab's.",
         r"\b[Tt]he seed\b|\bseed's\b"),
     "the lab": (
         "a small, real stand-in for the seed built on this machine: a tiny Llama target trained on "
@@ -33,10 +35,14 @@ TERMS: dict[str, tuple[str, str]] = {
         "correction after a rejected draft, or one more token after a fully accepted chain.",
         r"\bbonus\b"),
     "depth": (
-        "how many tokens the draft proposes in a row (`--speculative-num-steps`); with topk 1 the "
+        "how many tokens the draft proposes in a row (`--speculative-num-steps`, k); with topk 1 the "
         "server verifies depth + 1 *draft tokens* (`--speculative-num-draft-tokens`, the bonus "
-        "slot included), so 5 steps run 6 draft tokens.",
+        "slot included), so 5 steps run 6 draft tokens. Every plot's depth axis is k, the steps.",
         r"\bdepths?\b|\bdraft tokens\b"),
+    "topk": (
+        "how many candidates the draft keeps at each step (`--speculative-eagle-topk`): 1 drafts a "
+        "single chain, more than 1 a tree of candidates verified together.",
+        r"\btopk\b"),
     "lossless": (
         "speculative decoding never changes the output: the target checks every drafted token, so a "
         "bad draft costs speed, never correctness.",
@@ -47,8 +53,13 @@ TERMS: dict[str, tuple[str, str]] = {
         r"\bboundar(y|ies)\b"),
     "slot": (
         "one of the three hidden states an EAGLE-3 draft's `fc` layer reads, concatenated in a fixed "
-        "order; each slot expects the boundary it was trained on.",
+        "order; each slot expects the boundary it was trained on. Slots are numbered from 0, like "
+        "the ids in the draft's config and SGLang's layer ids.",
         r"\bslots?\b"),
+    "fc": (
+        "the EAGLE-3 draft's first layer: a linear map from the concatenated hidden states of three "
+        "target boundaries (its slots) down to one hidden state.",
+        r"`fc`|\bfc\b"),
     "acc@k": (
         "standalone accuracy at depth k (not top-k): teacher-forced on held-out text, how often the "
         "draft's top token at the k-th step of its chain equals the target's top token, with the "
@@ -64,6 +75,28 @@ TERMS: dict[str, tuple[str, str]] = {
         "serving. A draft trained without it (one step, teacher forcing only) predicts the first "
         "token well and the later ones poorly.",
         r"\bTTT\b|training-time test"),
+    "steps at risk": (
+        "for a draft position i, the number of verify steps that reached it (every earlier draft "
+        "accepted): the sample behind that position's conditional rate (`n` in the tables).",
+        r"\bsteps at risk\b|\bper_position_n\b"),
+    "draft_over_target": (
+        "the measured cost ratio: seconds of one draft step over seconds of one target decode step, "
+        "on this machine (the speed-up model divides accept length by 1 + k × this ratio).",
+        r"draft_over_target|\bcost ratio\b"),
+    "gap columns": (
+        "in the gap table, per draft position i: `standalone` (acc@i), `served` (conditional served "
+        "rate), `gap` (standalone − served), `ratio` (served / standalone), `term_standalone` and "
+        "`term_served` (the product of rates up to i: position i's contribution to accept length, "
+        "read with each rate as the conditional one), `lost` (their difference).",
+        r"\bterm_(standalone|served)\b"),
+    "quant-int4": (
+        "a lab fault: the target's weights quantized to int4 (group-wise, weight-only) at serve time, "
+        "while the draft was trained on the full-precision target.",
+        r"\bquant-int[48]\b"),
+    "domain-shift": (
+        "a lab fault: prompts unlike the training corpus (English prose and number lists instead of "
+        "Python source); it decodes other prompts than the other rows.",
+        r"\bdomain-shift\b"),
     "accept_rate_raw": (
         "the `accept rate` field of an SGLang decode log line: accepted drafts over verify steps × "
         "(draft tokens − 1).",

@@ -79,7 +79,8 @@ def accept_vs_depth(observed: pd.DataFrame | None = None, a: float | Sequence[fl
                         color=COLORS["observed"] if label is None else None,
                         label="observed" if label is None else str(label), zorder=5)
     ax.plot(depth, depth + 1, color=COLORS["baseline"], ls=":", lw=1, label="ceiling k + 1")
-    ax.set(xlabel="draft depth k (draft tokens per step)", ylabel="accept length (incl. bonus)",
+    ax.set(xlabel="draft depth k (draft steps; k + 1 draft tokens verified per step)",
+           ylabel="accept length (incl. bonus)",
            title=title or "Accept length vs draft depth", xlim=(0, max_depth), ylim=(0.9, None))
     ax.legend(fontsize="small", ncol=2)
     return _close(fig)
@@ -105,24 +106,44 @@ def per_position_bars(per_position: pd.DataFrame, standalone: Sequence[float] | 
                               (group["hi"] - group["rate"]).clip(lower=0)])
         ax.bar(x, group["rate"], width=width * 0.95, yerr=yerr, capsize=3,
                color=COLORS["observed"] if label is None else palette[i],
-               label="served" if label is None else str(label))
+               label=("served, " + ("conditional" if conditional else "at least i")) if label is None
+               else str(label))
+        _mark_no_data(ax, x, group)
+    served = "served: P(accept | earlier accepted)" if conditional else "served: P(at least i accepted)"
     if standalone is not None:
         pos = np.arange(1, len(standalone) + 1)
-        ax.plot(pos, standalone, color=COLORS["model"], marker="D", ls="--", label="standalone acc@i")
+        ax.plot(pos, standalone, color=COLORS["model"], marker="D", ls="--",
+                label="standalone acc@i (teacher-forced accuracy, not conditional)")
     ax.set(xlabel="draft position", ylim=(0, 1.05), title=title or "Acceptance by draft position",
-           ylabel="P(accept | earlier accepted)" if conditional else "P(at least i accepted)")
+           ylabel=served if standalone is None else served + "\nor acc@i (see legend)")
     ax.set_xticks(sorted(per_position["position"].unique()))
     ax.legend(fontsize="small")
     return _close(fig)
 
 
-def gap_plot(gap: pd.DataFrame, title: str | None = None):
-    """Standalone vs served acceptance and the accept length each position loses (gap_table)."""
+def _mark_no_data(ax, x, group) -> None:
+    """Write "no data (n = 0)" where no step reached a position (drawn as missing, never as 0)."""
+    ns = group["n"].to_numpy() if "n" in group else np.full(len(group), np.nan)
+    for xi, rate, n in zip(x, group["rate"], ns):
+        if rate != rate or (n == n and int(n) == 0):
+            ax.annotate("no data\n(n = 0)", (xi, 0.02), ha="center", va="bottom", fontsize="x-small",
+                        color="0.35")
+
+
+def gap_plot(gap: pd.DataFrame, title: str | None = None, n: Sequence[int] | None = None):
+    """Standalone vs served acceptance and the accept length each position loses (gap_table);
+    `n` (steps at risk per position): a position with n = 0 is drawn as missing, not as 0."""
     _need(gap, ["position", "standalone", "served", "lost"], "gap plot")
     fig, (left, right) = _figure(1, 2, figsize=(11, 4))
-    left.plot(gap["position"], gap["standalone"], marker="D", color=COLORS["model"], label="standalone acc@i")
-    left.plot(gap["position"], gap["served"], marker="o", color=COLORS["observed"], label="served")
-    left.set(xlabel="draft position", ylabel="conditional acceptance", ylim=(0, 1.05),
+    served = gap["served"].to_numpy(float).copy()
+    if n is not None:
+        counts = np.asarray(list(n)[:len(served)] + [0] * max(0, len(served) - len(list(n))), float)
+        served[counts == 0] = np.nan
+        _mark_no_data(left, gap["position"], pd.DataFrame({"rate": served, "n": counts}))
+    left.plot(gap["position"], gap["standalone"], marker="D", color=COLORS["model"],
+              label="standalone acc@i (teacher-forced, not conditional)")
+    left.plot(gap["position"], served, marker="o", color=COLORS["observed"], label="served, conditional")
+    left.set(xlabel="draft position", ylabel="rate at position i (see legend)", ylim=(0, 1.05),
              title="Per position")
     left.set_xticks(list(gap["position"]))
     left.legend(fontsize="small")
@@ -132,7 +153,7 @@ def gap_plot(gap: pd.DataFrame, title: str | None = None):
     total = float(diff.sum())
     right.set(xlabel="draft position", ylabel="served − predicted (tokens/step)",
               title=f"Served {'above' if total >= 0 else 'below'} the acc@k prediction by "
-                    f"{abs(total):.2f} tokens/step")
+                    f"{abs(total):.2f} tokens/step\n(prediction reads each acc@i as a conditional rate)")
     fig.suptitle(title or "Standalone acc@k (teacher-forced) vs served acceptance: different measures",
                  fontweight="bold")
     fig.tight_layout()
@@ -405,8 +426,8 @@ def wiring_heatmap(matrix, trained, served, title: str):
     import seaborn as sns
 
     trained, served = list(trained), list(served)
-    rows = [f"slot {i + 1}: b={b}" for i, b in enumerate(trained)]
-    cols = [f"slot {i + 1}: b={b}" for i, b in enumerate(served)]
+    rows = [f"slot {i}: b={b}" for i, b in enumerate(trained)]  # from 0, as in the wiring table
+    cols = [f"slot {i}: b={b}" for i, b in enumerate(served)]
     grid = pd.DataFrame(matrix.loc[trained, served].to_numpy(), index=rows, columns=cols)
     fig, ax = _figure(figsize=(2.2 + 1.9 * len(cols), 1.4 + 0.9 * len(rows)))
     sns.heatmap(grid, ax=ax, vmin=-1, vmax=1, cmap="vlag", annot=True, fmt=".2f",
@@ -439,9 +460,12 @@ def speedup_vs_depth(sweep: pd.DataFrame, title: str | None = None):
                           f"{int(row['num_draft_tokens'])} draft tokens")
     ax.axhline(1.0, color=COLORS["baseline"], ls="--",
                label="no speculation (1.0×; its own spread is inside each paired interval)")
-    ax.set(xlabel="draft depth (num_steps)", ylabel="speed-up over no speculation",
+    ax.set(xlabel="draft depth k (num_steps)", ylabel="speed-up over no speculation",
            title=title or "Speed-up vs depth (bars: 95% CI over prompts)")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    depths = sorted({int(v) for v in sweep["num_steps"]})
+    ax.set_xticks(depths)
+    ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
+              ncol=2)
     fig.tight_layout()
     return _close(fig)
 
@@ -510,17 +534,40 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
     left.invert_yaxis()
     left.set(xlabel="accept length (speed-up over no speculation); bars: 95% CI over prompts",
              title="Accept length")
-    for (name, row), color in zip(table.iterrows(), colors):
-        rates = row["per_position"]
-        ns = list(row.get("per_position_n") or []) if hasattr(row, "get") else []
-        label = name + (f" (n={', '.join(map(str, ns))})" if ns else "")
-        right.plot(np.arange(1, len(rates) + 1), rates, marker="o", label=label, color=color
-                   if color != COLORS["observed"] else None, lw=2.5 if color != COLORS["observed"] else 1.2)
+    width = 0.8 / max(len(table), 1)
+    for j, ((name, row), color) in enumerate(zip(table.iterrows(), colors)):
+        _position_points(right, row, name, color if color != COLORS["observed"] else _palette(len(table))[j],
+                         offset=(j - (len(table) - 1) / 2) * width)
     right.set(xlabel="draft position", ylabel="P(accept | earlier accepted)", ylim=(-0.02, 1.02),
-              title="Where the chain breaks")
-    right.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                 title="n = steps reaching each position", title_fontsize="x-small")
+              title="Where the chain breaks\n(bars: exact 95 % interval over the n steps at risk; "
+                    "point size and opacity grow with n)")
+    right.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def _position_points(ax, row, name: str, color, offset: float = 0.0) -> None:
+    """One hypothesis's per-position rates: exact binomial intervals over its steps at risk, points
+    sized and shaded by n (an n = 1 rate must not look like an n = 500 one), n = 0 left out."""
+    from eagle3lab import stats
+
+    rates = list(row["per_position"])
+    ns = list(row.get("per_position_n") or []) if hasattr(row, "get") else []
+    ns = (ns + [None] * len(rates))[:len(rates)]
+    xs = np.arange(1, len(rates) + 1) + offset
+    line = [r if (n is None or n > 0) else np.nan for r, n in zip(rates, ns)]
+    ax.plot(xs, line, color=color, lw=1, alpha=0.6, label=name)
+    for x, rate, n in zip(xs, rates, ns):
+        if n is None or rate != rate:
+            ax.scatter([x], [rate], s=20, color=color)
+            continue
+        if n == 0:
+            continue
+        lo, hi = stats.exact_binomial_interval(int(round(rate * n)), int(n))
+        alpha = float(np.clip(0.25 + 0.75 * np.log10(1 + n) / 3, 0.25, 1.0))
+        ax.errorbar([x], [rate], yerr=[[max(0.0, rate - lo)], [max(0.0, hi - rate)]], fmt="none",
+                    ecolor=color, alpha=alpha, capsize=2, lw=1)
+        ax.scatter([x], [rate], s=10 + 60 * min(1.0, np.sqrt(n) / np.sqrt(500)), color=color, alpha=alpha,
+                   zorder=3)

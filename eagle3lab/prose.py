@@ -121,6 +121,22 @@ def _ratio_words(ratio: float, ci=None) -> str:
     return speedup_words(ratio, ci)
 
 
+def origin(where_: str, row=None, n=None, unit: str = "prompts") -> str:
+    """The tag every headline figure carries: who measured it, in this run, on how many units."""
+    if n is None and row is not None:
+        n = _get(row, unit)
+    return f"{where_}, measured in this run" + (f", n = {_int(n)} {unit}" if _finite(n) else "")
+
+
+INCIDENT = "incident, as reported"  # the tag of a figure quoted from the seed's story, never measured here
+
+
+def _prompts(row) -> str:
+    """`n = 6 prompts` from a measurement row (empty when it does not say)."""
+    n = _get(row, "prompts")
+    return f"n = {_int(n)} prompts" if _finite(n) else "n unknown"
+
+
 def _get(row, key, default=None):
     value = row.get(key, default) if hasattr(row, "get") else default
     return default if value is None else value
@@ -144,7 +160,8 @@ def flag_set_sentence(measured, backend: str = "lab") -> str:
         return (f"The server ran at **{row['tokens_per_s']:.1f} tok/s** with accept length "
                 f"**{row['accept_length']:.2f}**.")
     base = measured.loc[BASELINE]
-    lines = [f"Without speculation {where(backend)[0]} decodes "
+    lines = [f"*{origin(where(backend)[0], base)}; the lab's seed-like draft (drafts/seed), not the "
+             "incident's:*", f"Without speculation {where(backend)[0]} decodes "
              f"**{ci_text(base['tokens_per_s'], _get(base, 'tokens_per_s_ci95'), '.1f')} tok/s** "
              f"(95 % interval over prompts in brackets; runs interleaved prompt by prompt)."]
     verdicts = []
@@ -165,7 +182,7 @@ def flag_set_sentence(measured, backend: str = "lab") -> str:
     return "\n".join(lines)
 
 
-def fix_sentence(measured, before: str, after: str) -> str:
+def fix_sentence(measured, before: str, after: str, backend: str = "lab") -> str:
     """Prose for notebook 03: how much the fix moved accept length and tokens/s, in words chosen
     from the intervals (a title never says "barely moved" when the intervals separate)."""
     b, a = measured.loc[before], measured.loc[after]
@@ -176,7 +193,8 @@ def fix_sentence(measured, before: str, after: str) -> str:
             f"the fix, **{ci_text(a['accept_length'], _get(a, 'accept_length_ci95'))}** after; throughput "
             f"**{b['tokens_per_s']:.1f}** → **{a['tokens_per_s']:.1f} tok/s**. With the fix the server is "
             f"{speedup_words(a['speedup'], _get(a, 'speedup_ci95'))} plain decoding (before: "
-            f"{speedup_words(b['speedup'], _get(b, 'speedup_ci95'))} it).")
+            f"{speedup_words(b['speedup'], _get(b, 'speedup_ci95'))} it). *({origin(where(backend)[0], a)}; "
+            "the lab's seed-like draft, drafts/seed, not the incident's.)*")
 
 
 def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
@@ -186,9 +204,9 @@ def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
     al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
                  _get(b, "accept_length_ci95"))
     if al == "higher":
-        return (f"The fix works {on} (accept length {b['accept_length']:.2f} → {a['accept_length']:.2f}); "
-                "what limits it next is the draft itself, trained without TTT (notebooks 04 and 05 "
-                "measure how much).")
+        return (f"The fix works {on} for the lab's seed-like draft (accept length {b['accept_length']:.2f} "
+                f"→ {a['accept_length']:.2f}); that draft was trained without TTT by construction, and "
+                "notebooks 04 and 05 measure how much that limits it.")
     if al == "lower":
         return f"The fix made acceptance worse {on}."
     return f"The fix did not move accept length measurably {on}."
@@ -212,10 +230,13 @@ def accuracy_sentence(right, served) -> str:
     elif worse:
         text += (f"The served wiring costs accuracy at depth {_depths(worse)}"
                  + (f" and scores no lower at depth {_depths(better)}" if better else "")
-                 + (" — where the draft, trained without TTT, is weak either way" if better else "")
+                 + (" — deeper positions, where its accuracy is low either way" if better else "")
                  + "; depth 1 is what decides acceptance, since every later draft needs it accepted first.")
     else:
         text += "The served wiring costs little accuracy."
+    if "positions" in right:
+        text += (f" *(Measured in this run, teacher-forced on held-out text: n = {_int(right['positions'].iloc[0])} "
+                 "scored tokens at depth 1 per wiring.)*")
     return text
 
 
@@ -233,15 +254,16 @@ def gap_sentence(gap) -> str:
     direction = compare(sv, None, st, None)
     words = {"higher": "is **higher** than", "lower": "is **lower** than",
              "same": "is about the same as"}.get(direction, "cannot be compared with")
-    return (f"If served acceptance equalled standalone acc@k, the accept length would be "
-            f"**{st:.2f}**; the served per-position rates give **{sv:.2f}**, which {words} that. "
-            "The two are different measures: acc@k is teacher-forced on held-out text (the true text "
-            "is the input at every step), served acceptance is conditional on the draft's own earlier "
-            "tokens having been accepted, on the target's own continuation."
+    return (f"Read as if each acc@i were the conditional rate at position i (an assumption, not a "
+            f"measurement: acc@i is teacher-forced, scored at every position whether or not the "
+            f"draft's earlier tokens were right), the draft's acc@k predicts an accept length of "
+            f"**{st:.2f}**; the served conditional rates give **{sv:.2f}**, which {words} that. "
+            "The two are different measures: served acceptance is conditional on the draft's own "
+            "earlier tokens having been accepted, on the target's own continuation."
             + (f" The draft's acc@2 ({float(gap['standalone'].iloc[1]):.1%}) is far below its acc@1 "
-               f"({float(gap['standalone'].iloc[0]):.1%}): the signature of a draft trained without TTT."
+               f"({float(gap['standalone'].iloc[0]):.1%}): the pattern of a draft trained without TTT."
                if len(gap) > 1 and gap["standalone"].iloc[1] < 0.5 * gap["standalone"].iloc[0] else ""))
-def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
+def log_sentence(log, requested_draft_tokens: int | None = None, source: str = "the server log of this run") -> str:
     """Prose for the log section: how many decode lines, accept length range, throughput."""
     decode = log[log["accept_len"].notna()]
     lens = decode["accept_len"]
@@ -255,17 +277,23 @@ def log_sentence(log, requested_draft_tokens: int | None = None) -> str:
     tput = decode["gen_throughput"].dropna() if "gen_throughput" in decode else []
     if len(tput):
         text += f"; generation throughput averages **{tput.mean():.1f} tok/s**"
-    return text + "."
+    return text + f". *({source}.)*"
 
 
-def diagnosis_sentence(findings, short: bool = False) -> str:
+def diagnosis_sentence(findings, short: bool = False, standalone: bool = False,
+                       n_steps: int | None = None) -> str:
     """The top findings, in words (`short`: the top cause only). The order is the rules' ranking;
-    no probability is claimed (the rules' weights are hand-set, not calibrated)."""
+    no probability is claimed (the rules' weights are hand-set, not calibrated). `standalone`:
+    the diagnosis was also given the draft's teacher-forced acc@k, so it does not say "served
+    statistics alone"."""
     if not findings:
         return "No finding."
+    basis = ("the served statistics and the draft's standalone acc@k" if standalone
+             else "the served statistics alone")
     top = findings[0]
     if short:
-        return f"Diagnosis from the served statistics alone: **{top.cause}** ranked first."
+        n = f", n = {_int(n_steps)} verify steps measured in this run" if _finite(n_steps) else ""
+        return f"Diagnosis from {basis}{n}: **{top.cause}** ranked first."
     text = (f"Ranked first: **{top.cause}**. " + top.evidence
             + f"\n\nNext check: {top.next_check}")
     if len(findings) > 1:
@@ -287,7 +315,8 @@ def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
     other = table.loc[name]
     n_ref = _get(ref, "per_position_n", [])
     n_other = _get(other, "per_position_n", [])
-    text = (f"The seed after its fix (`{reference}`) accepts **{ci_text(ref['accept_length'], _get(ref, 'accept_length_ci95'))}** "
+    text = (f"*{origin('the lab', ref)}.* "
+            f"The lab's seed-like draft after the fix (`{reference}`, drafts/seed) accepts **{ci_text(ref['accept_length'], _get(ref, 'accept_length_ci95'))}** "
             f"tokens per step (per position {rates_text(ref['per_position'])}"
             + (f", steps at risk n = {list(n_ref)}" if len(n_ref) else "") + "), a speed-up of "
             f"**{ci_text(ref['speedup'], _get(ref, 'speedup_ci95'), unit='×')}**. "
@@ -295,25 +324,26 @@ def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
             f"difference {distance:.2f}; per position {rates_text(other['per_position'])}"
             + (f", n = {list(n_other)}" if len(n_other) else "") + "). ")
     if name == "no-ttt":
-        text += ("That is expected rather than discovered: the seed's draft is a no-TTT draft by "
+        text += ("That is expected rather than discovered: the lab's seed-like draft is a no-TTT draft by "
                  "construction, and after the fix it reads the boundaries it was trained on, so it "
                  "differs from `no-ttt` only in which boundaries it was trained on. ")
-    text += (f"The healthy draft (trained with TTT, served with the wiring it was trained on) accepts "
+    text += (f"The lab's healthy draft (trained with TTT, served with the wiring it was trained on) accepts "
              f"**{ci_text(healthy['accept_length'], _get(healthy, 'accept_length_ci95'))}** at the same "
              f"configuration, a speed-up of **{ci_text(healthy['speedup'], _get(healthy, 'speedup_ci95'), unit='×')}**; "
              f"its speed-up is {compare_words(healthy['speedup'], _get(healthy, 'speedup_ci95'), ref['speedup'], _get(ref, 'speedup_ci95'))} "
-             "the fixed seed's. Rates at positions with a small n are noisy.")
+             "the fixed seed-like draft's. Rates at positions with a small n are noisy.")
     return text
 
 
-def winner_sentence(sweep) -> str:
+def winner_sentence(sweep, backend: str = "lab") -> str:
     """The measured best configuration, and which others its interval does not separate from."""
     best_i = sweep["speedup"].idxmax()
     best, worst = sweep.loc[best_i], sweep.loc[sweep["speedup"].idxmin()]
     cfg = lambda r: f"{int(r['num_steps'])}/{int(r['topk'])}/{int(r['num_draft_tokens'])}"  # noqa: E731
     ties = [cfg(r) for i, r in sweep.iterrows() if i != best_i and compare(
         best["speedup"], _get(best, "speedup_ci95"), r["speedup"], _get(r, "speedup_ci95")) == "same"]
-    text = (f"Highest measured speed-up: **{int(best['num_steps'])} steps, topk {int(best['topk'])}, "
+    text = (f"*{origin(where(backend)[0], best)} per point; the lab's healthy draft.* "
+            f"Highest measured speed-up: **{int(best['num_steps'])} steps, topk {int(best['topk'])}, "
             f"{int(best['num_draft_tokens'])} draft tokens** (steps/topk/draft tokens {cfg(best)}) — accept length "
             f"**{ci_text(best['accept_length'], _get(best, 'accept_length_ci95'))}**, speed-up "
             f"**{ci_text(best['speedup'], _get(best, 'speedup_ci95'), unit='×')}**. ")
@@ -344,7 +374,16 @@ def resolution_sentence(resolved) -> str:
         return "Every flag set runs as asked."
     parts = [f"*{label}* asks for {row['asked steps/topk/draft'][2]} draft tokens but runs "
              f"**{row['num_draft_tokens']}**" for label, row in changed.iterrows()]
-    return "; ".join(parts) + " — with one warning line in the server log and nothing else."
+    warned = {w for ws in resolved["warnings"] for w in ws} if "warnings" in resolved else set()
+    said = (f"SGLang says so only in its server log ({_count(len(warned), 'distinct warning line')}, "
+            "in the table of warnings); the server starts and runs anyway." if warned else
+            "SGLang prints no warning about it; the server starts and runs anyway.")
+    return "; ".join(parts) + " — " + said
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 warning line`, `2 warning lines`: a count that agrees with its noun."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
@@ -382,7 +421,7 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
         verdict = compare_words(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
                                 _get(b, "accept_length_ci95"), "higher than", "lower than",
                                 "not distinguishable from")
-        text += (f"\n\nOn the lab the same offset (*{names[0]}*, boundaries {a['boundaries']}) gives accept length "
+        text += (f"\n\nOn the lab (lab, measured in this run, {_prompts(a)}) the same offset (*{names[0]}*, boundaries {a['boundaries']}) gives accept length "
                  f"**{ci_text(a['accept_length'], _get(a, 'accept_length_ci95'))}**, {verdict} "
                  f"*{names[1]}* (boundaries {b['boundaries']}): "
                  f"**{ci_text(b['accept_length'], _get(b, 'accept_length_ci95'))}**; speed-up "
@@ -392,10 +431,12 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
                             _get(b, "accept_length_ci95"))
         if direction == "same":
             text += ("So on the lab a one-layer offset costs nothing measurable (neighbouring boundaries of "
-                     "the residual stream carry nearly the same state); the seed's fix disappointed for "
-                     "another reason (its draft was trained without TTT: notebooks 04 and 05). It is still "
-                     "not the wiring the draft was trained on, and a real target may be less forgiving: "
-                     "use the ids above and measure.")
+                     "the residual stream carry nearly the same state), and the offset alone does not "
+                     "explain why the seed's fix disappointed. Why it did is an open question: one "
+                     "hypothesis is that its draft was trained without TTT, tested with the others in "
+                     "notebook 05 (the lab's seed-like draft is trained without TTT by construction). The "
+                     "offset is still not the wiring the draft was trained on, and a real target may be "
+                     "less forgiving: use the ids above and measure.")
         elif direction == "lower":
             text += "The offset costs acceptance: the ids above are worth fixing."
         else:
@@ -456,3 +497,222 @@ def source_sentence(obs) -> str:
     n = f"{obs.n_steps} verify steps" if obs.n_steps else "an unknown number of steps"
     reqs = f" over {obs.n_requests} requests" if obs.n_requests else ""
     return f"Source: {where}; {n}{reqs}; per-position rates as counted: {counted}."
+
+
+# --------------------------------------------------------------------------- incident vs lab
+
+SYMPTOM_KEY = "eagle3lab_symptom"  # output metadata: one row of the "reproduced?" table
+REPRODUCED_COLUMNS = ("symptom of the incident", "incident (as reported)", "lab, measured in this run",
+                      "reproduced?")
+
+
+def _symptom(symptom: str, incident: str, lab: str, verdict: str) -> dict:
+    return dict(zip(REPRODUCED_COLUMNS, (symptom, incident, lab, verdict)))
+
+
+def _verdict(direction: str, expected: str) -> str:
+    """"reproduced" when the lab's difference goes the incident's way beyond its interval,
+    "opposite" when it goes the other way beyond it, "not reproduced" when it cannot be told."""
+    if direction == expected:
+        return "reproduced"
+    if direction in ("higher", "lower", "same") and expected != "same" and direction != "same":
+        return "not reproduced: the opposite"
+    if direction == "same" and expected == "same":
+        return "reproduced"
+    if direction == "unknown":
+        return "could not be measured"
+    return "not reproduced: " + ("not distinguishable" if direction == "same" else
+                                 f"{direction} beyond the interval")
+
+
+def steps1_symptom(measured, label: str, backend: str = "lab") -> dict:
+    """Notebook 01: the incident's steps-1 configuration ran slower than no speculation."""
+    row = measured.loc[label]
+    sp, ci = row["speedup"], _get(row, "speedup_ci95")
+    direction = compare(sp, ci, 1.0, None) if _ci(ci) else compare(sp, None, 1.0, None)
+    return _symptom("steps 1, topk 1, 16 draft tokens slower than no speculation",
+                    "slower than no speculation",
+                    f"speed-up {ci_text(sp, ci, unit='×')} ({origin(where(backend)[0], row)})",
+                    _verdict(direction, "lower"))
+
+
+def fix_symptom(measured, before: str, after: str, backend: str = "lab") -> dict:
+    """Notebook 03: after the embedding fix the incident's tokens/s stayed about the same."""
+    b, a = measured.loc[before], measured.loc[after]
+    direction = compare(a["tokens_per_s"], _get(a, "tokens_per_s_ci95"), b["tokens_per_s"],
+                        _get(b, "tokens_per_s_ci95"))
+    change = (a["tokens_per_s"] / b["tokens_per_s"] - 1) if _finite(b["tokens_per_s"]) and b["tokens_per_s"] else float("nan")
+    return _symptom("tokens/s after the embedding fix about the same as before",
+                    "roughly the same tokens/s as before the fix",
+                    f"{ci_text(b['tokens_per_s'], _get(b, 'tokens_per_s_ci95'), '.1f')} → "
+                    f"{ci_text(a['tokens_per_s'], _get(a, 'tokens_per_s_ci95'), '.1f')} tok/s "
+                    f"({change:+.0%}; {origin(where(backend)[0], a)})",
+                    _verdict(direction, "same"))
+
+
+def gap_symptom(per_pos, standalone, backend: str = "lab") -> dict:
+    """Notebook 04: the incident's served acceptance fell short of its training accuracy at the
+    first step; the lab compares its served position-1 rate (interval) with the draft's acc@1."""
+    row = per_pos.iloc[0]
+    n = _get(row, "n")
+    ci = (row["lo"], row["hi"]) if "lo" in per_pos and "hi" in per_pos else None
+    acc1 = float(standalone[0])
+    direction = compare(row["rate"], ci, acc1, None) if _ci(ci) else "unknown"
+    return _symptom("served acceptance below the draft's training accuracy at the first step",
+                    "accept length about 1.8 with 6 draft tokens, while training reported 75 % accuracy "
+                    "at the first step",
+                    f"position-1 served rate {ci_text(row['rate'], ci, '.3f')} against the draft's acc@1 "
+                    f"{acc1:.3f} ({origin(where(backend)[0], n=n, unit='steps')})",
+                    _verdict(direction, "lower"))
+
+
+def symptom(row: dict):
+    """Display one row of the incident-versus-lab table and mark it for the report's index."""
+    from IPython.display import Markdown, display
+
+    display(Markdown(reproduced_markdown([row])), metadata={SYMPTOM_KEY: row})
+
+
+def symptom_rows(nb) -> list[dict]:
+    """The symptom rows a notebook recorded (`symptom`), in order."""
+    return [out["metadata"][SYMPTOM_KEY] for cell in nb.cells if cell.cell_type == "code"
+            for out in cell.get("outputs", []) if SYMPTOM_KEY in out.get("metadata", {})]
+
+
+def reproduced_markdown(rows) -> str:
+    """The "does the lab reproduce the incident?" table, as Markdown (empty without rows)."""
+    rows = list(rows)
+    if not rows:
+        return ""
+    cell = lambda v: str(v).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(REPRODUCED_COLUMNS) + " |", "|" + "---|" * len(REPRODUCED_COLUMNS)]
+    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in REPRODUCED_COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def reproduced_section(notebooks) -> str:
+    """The index's table near the top: every symptom row the notebooks recorded, with how
+    "reproduced?" is decided."""
+    rows = [r for nb in notebooks for r in symptom_rows(nb)]
+    if not rows:
+        return ""
+    return ("## Does the lab reproduce the incident?\n\n"
+            "Each symptom the incident reported, next to the lab's measurement in this run. "
+            "\"reproduced\" only when the lab's interval goes the incident's way; \"not distinguishable\" "
+            "when the interval cannot tell; \"the opposite\" when it goes the other way beyond it. "
+            "Incident figures are quoted as reported, never measured here.\n\n" + reproduced_markdown(rows))
+
+
+# --------------------------------------------------------------------------- tables for reading
+
+def with_exact_intervals(per_pos):
+    """Per-position rates whose interval is the wider of the bootstrap over prompts and the exact
+    binomial over the n steps at risk; a position no step reached has no rate and no interval
+    (NaN, never 0), so a rate from one step cannot read as "0.000 [0.000, 0.000]"."""
+    import math
+
+    from eagle3lab import stats
+
+    out = per_pos.copy()
+    if "n" not in out:
+        return out
+    lo, hi = [], []
+    for _, row in out.iterrows():
+        n = int(row["n"]) if _finite(row["n"]) else 0
+        if n == 0 or not _finite(row["rate"]):
+            lo.append(math.nan), hi.append(math.nan)
+            continue
+        e_lo, e_hi = stats.exact_binomial_interval(int(round(float(row["rate"]) * n)), n)
+        b_lo = row["lo"] if "lo" in out and _finite(row["lo"]) else e_lo
+        b_hi = row["hi"] if "hi" in out and _finite(row["hi"]) else e_hi
+        lo.append(min(e_lo, float(b_lo))), hi.append(max(e_hi, float(b_hi)))
+    out["rate"] = [r if _finite(n) and n > 0 else math.nan for r, n in zip(out["rate"], out["n"])]
+    out["lo"], out["hi"] = lo, hi
+    return out
+
+
+def mask_unreached(gap, n):
+    """A gap table for reading: where no step reached a position (n = 0) the served rate, the gap
+    and the ratio are missing, not 0 (the accept-length columns keep their sums: such a position
+    adds nothing)."""
+    import numpy as np
+
+    out = gap.copy()
+    counts = (list(n) + [0] * len(out))[:len(out)]
+    unreached = np.array([not _finite(c) or int(c) == 0 for c in counts])
+    out.loc[unreached, [c for c in ("served", "gap", "ratio") if c in out]] = np.nan
+    return out
+
+
+def rate_text(rate, lo, hi, n) -> str:
+    """`0.818 [0.52, 0.95] (n = 11)`, or `no data (n = 0)` for a position no step reached."""
+    if not _finite(n) or int(n) == 0 or not _finite(rate):
+        return "no data (n = 0)"
+    return f"{ci_text(rate, (lo, hi), '.3f')} (n = {int(n)})"
+
+
+def per_position_display(per_pos):
+    """Per-position rates for reading: one text column, "no data (n = 0)" where nothing was
+    measured (the numeric columns stay in the frame the notebook holds)."""
+    import pandas as pd
+
+    return pd.DataFrame({
+        "position": per_pos["position"].astype(int),
+        "served rate [95 % interval] (n steps at risk)": [
+            rate_text(r["rate"], r.get("lo"), r.get("hi"), r.get("n")) for _, r in per_pos.iterrows()],
+    }).set_index("position")
+
+
+def wrapped_table(frame):
+    """Display a table whose long text cells wrap between words (never cut, never truncated)."""
+    import pandas as pd
+    from IPython.display import HTML, display
+
+    with pd.option_context("display.max_colwidth", None):
+        html = frame.to_html(escape=True)
+    display(HTML('<div class="eagle3lab-wrapped">'
+                 "<style>.eagle3lab-wrapped td,.eagle3lab-wrapped th{white-space:normal;"
+                 "word-break:normal;overflow-wrap:normal;text-align:left;vertical-align:top;"
+                 "min-width:8em;max-width:36em;}</style>" + html + "</div>"))
+
+
+def other_prompts_sentence(faults) -> str:
+    """Which of `faults` decode other prompts than the notebooks' shared ones (computed from the
+    fault table, so the sentence names only rows the sweep has)."""
+    from eagle3lab.engine.faults import FAULTS
+
+    own = [f for f in faults if f in FAULTS and FAULTS[f].prompts]
+    if not own:
+        return "Every row decodes the notebooks' shared prompts."
+    names = ", ".join(f"`{f}`" for f in own)
+    return (f"Every row decodes the notebooks' shared prompts except {names}, whose point is other "
+            "prompts: " + ("its" if len(own) == 1 else "their") + " speed-up is measured on those.")
+
+
+def repetition_sentence(tokens, window: int = 4) -> str:
+    """How repetitive the generated text is (every request of a lab run): the share of
+    `window`-token spans that already occurred earlier in the same generation. A tiny target's
+    greedy text loops; the sentence says so when it does, so the token view is read for its
+    colours, not as the target's prose."""
+    if tokens is None or not len(tokens) or "text" not in tokens:
+        return ""
+    generated = tokens[tokens["kind"] != "prefill"] if "kind" in tokens else tokens
+    repeats = spans = 0
+    for _, group in (generated.groupby("request") if "request" in generated else [(0, generated)]):
+        texts = list(group["text"])
+        seen = set()
+        for i in range(len(texts) - window + 1):
+            span = tuple(texts[i:i + window])
+            repeats += span in seen
+            spans += 1
+            seen.add(span)
+    if not spans:
+        return ""
+    share = repeats / spans
+    n_req = generated["request"].nunique() if "request" in generated else 1
+    figure = (f"{share:.0%} of the generated {window}-token spans repeat an earlier span of the same "
+              f"generation (measured in this run, n = {spans} spans over {n_req} requests)")
+    if share >= 0.3:
+        return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
+                "for how each token was produced, not as text.*")
+    return f"*{figure[0].upper()}{figure[1:]}.*"

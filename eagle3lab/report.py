@@ -25,8 +25,8 @@ from eagle3lab.paths import REPO_DIR
 NOTEBOOKS_DIR = REPO_DIR / "notebooks"
 PARAMETERS_TAG = "parameters"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-WIDGET_NOTE = ("<p><em>Interactive widget: open the notebook in JupyterLab to use it; "
-               "the static figures below show the same data.</em></p>")
+WIDGET_NOTE = ("<p><em>Live widget: it needs a kernel (open the notebook in JupyterLab). Where an "
+               "in-page explorer follows it, that one works on this page as is.</em></p>")
 _NOTEBOOK_NAME = re.compile(r"^\d\d_[A-Za-z0-9_]+\.ipynb$")
 # Scripts fetched from a CDN (require.js, MathJax, the widget manager): the rendered report is
 # self-contained and readable offline, so they are dropped.
@@ -497,12 +497,16 @@ def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem
     for run in runs:
         status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
         rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s |")
-    header = f"# {title}\n\n{intro}\n\n" + (f"{box}\n\n" if box else "") + "\n".join(rows)
+    from eagle3lab import prose
+
+    reproduced = prose.reproduced_section(run.notebook for run in runs)
+    header = (f"# {title}\n\n{intro}\n\n" + (f"{box}\n\n" if box else "")
+              + (f"{reproduced}\n\n" if reproduced else "") + "\n".join(rows))
     glance = [f"**[{run.name}](#{run.name})**\n\n" + "\n\n".join(texts)
               for run in runs if (texts := headlines(run.notebook))]
     if glance:
-        header += "\n\n## At a glance\n\n" + "\n\n".join(glance)
-        header += _glance_terms(header)
+        glance_text = "\n\n## At a glance\n\n" + "\n\n".join(glance)
+        header += _glance_terms(header + glance_text) + glance_text  # terms before their first use
     cells = [nbformat.v4.new_markdown_cell(header)]
     defined = glossary.defined_in(header)
     for n, run in enumerate(runs):

@@ -148,3 +148,127 @@ class AcceptanceExplorer:
 def acceptance_explorer(**kwargs) -> AcceptanceExplorer:
     """Build an AcceptanceExplorer (display it, or its ``.widget``, in a notebook)."""
     return AcceptanceExplorer(**kwargs)
+
+
+# --------------------------------------------------------------------------- in the page itself
+
+COST_GRID = np.round(np.arange(0.0, 0.5001, 0.005), 3)  # the cost ratios the page's slider offers
+
+
+def explorer_curves(rates: Sequence[float] | None, max_depth: int = 10,
+                    cost_grid: Sequence[float] = COST_GRID, a: float = 0.7) -> dict:
+    """What the in-page explorer draws, computed here: accept length at depths 0..max_depth
+    (from the per-position rates, or i.i.d. `a` without them; a position no step reached adds
+    nothing) and the speed-up at every cost ratio of the grid."""
+    given = [0.0 if r is None or not np.isfinite(r) else float(r) for r in (rates or [])]
+    chain = (given + [0.0] * max_depth)[:max_depth] if given else [a] * max_depth
+    lengths = np.concatenate([[1.0], predict.accept_length_curve(chain)])
+    depth = np.arange(max_depth + 1)
+    grid = [float(c) for c in cost_grid]
+    return {"depth": depth.tolist(), "accept_length": [round(float(v), 4) for v in lengths],
+            "cost": grid, "speedup": [[round(float(v), 4) for v in speedup(lengths, depth, c)] for c in grid],
+            "model": "per-position" if given else f"i.i.d. a = {a:.2f}", "measured_positions": len(given)}
+
+
+class ExplorerHTML:
+    """The acceptance-versus-depth explorer as one self-contained HTML block (inline SVG and
+    JavaScript, no network), so it works in the rendered report without a kernel: a slider for the
+    cost ratio and one for the depth; the best depth and the curves update in the page."""
+
+    def __init__(self, curves: dict, depth: int, cost_ratio: float, observed=None, note: str = ""):
+        self.curves, self.depth, self.note = curves, int(depth), note
+        grid = curves["cost"]
+        self.cost_index = int(np.argmin([abs(c - cost_ratio) for c in grid]))
+        self.cost_ratio = cost_ratio
+        self.observed = [] if observed is None or not len(observed) else [
+            {"depth": int(d), "accept_length": float(l)}
+            for d, l in zip(observed["depth"], observed["accept_length"])]
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def html(self) -> str:
+        import json
+        import uuid
+
+        uid = "e3x" + uuid.uuid4().hex[:8]
+        data = json.dumps({**self.curves, "observed": self.observed, "depth0": self.depth,
+                           "cost0": self.cost_index})
+        k_max = len(self.curves["depth"]) - 1
+        return _EXPLORER_TEMPLATE.replace("__UID__", uid).replace("__DATA__", data).replace(
+            "__KMAX__", str(k_max)).replace("__NCOST__", str(len(self.curves["cost"]) - 1)).replace(
+            "__NOTE__", self.note)
+
+
+def explorer_html(rates: Sequence[float] | None, depth: int = 5, cost_ratio: float = 0.05,
+                  observed=None, max_depth: int = 10) -> ExplorerHTML:
+    """The in-page explorer for a notebook's served rates (display it; nbconvert keeps it)."""
+    curves = explorer_curves(rates, max_depth=max(max_depth, depth))
+    cost = float(np.clip(cost_ratio, COST_GRID[0], COST_GRID[-1]))
+    note = (f"Curve from {curves['model']} rates ({curves['measured_positions']} measured positions; "
+            f"deeper positions count as never accepted). Cost ratio starts at {cost_ratio:.3f}, the "
+            "value this run measured or assumed (see above).")
+    return ExplorerHTML(curves, depth, cost, observed=observed, note=note)
+
+
+_EXPLORER_TEMPLATE = r"""<div class="eagle3lab-explorer" id="__UID__" style="font:14px sans-serif;max-width:760px">
+<div><label>cost ratio (draft step / target step)
+ <input type="range" data-role="cost" min="0" max="__NCOST__" step="1" style="width:300px"></label>
+ <span data-role="cost-value"></span></div>
+<div><label>depth k <input type="range" data-role="depth" min="0" max="__KMAX__" step="1"
+ style="width:300px"></label> <span data-role="depth-value"></span></div>
+<p data-role="summary"></p>
+<svg data-role="plot" width="720" height="300" viewBox="0 0 720 300" style="background:#fff"></svg>
+<p style="font-size:12px;color:#555">__NOTE__ Orange point: the observed accept length; dashed line: no speculation (1.0×). Runs in
+this page: no kernel, no network.</p>
+<script>
+(function () {
+  var D = __DATA__;
+  var root = document.getElementById("__UID__");
+  var q = function (r) { return root.querySelector('[data-role="' + r + '"]'); };
+  var cost = q("cost"), depth = q("depth"), svg = q("plot");
+  cost.value = D.cost0; depth.value = D.depth0;
+  function path(xs, ys, x0, y0, w, h, ymax) {
+    var kmax = xs[xs.length - 1] || 1;
+    return xs.map(function (x, i) {
+      return (i ? "L" : "M") + (x0 + w * x / kmax).toFixed(1) + "," + (y0 + h - h * ys[i] / ymax).toFixed(1);
+    }).join(" ");
+  }
+  function draw() {
+    var c = +cost.value, k = +depth.value, sp = D.speedup[c], L = D.accept_length;
+    var best = 0;
+    for (var i = 1; i < sp.length; i++) { if (sp[i] > sp[best]) best = i; }
+    q("cost-value").textContent = D.cost[c].toFixed(3);
+    q("depth-value").textContent = k;
+    q("summary").innerHTML = "<b>expected accept length</b> <span data-role=\"accept-length\">" + L[k].toFixed(2) +
+      "</span> at depth " + k + " · <b>speed-up</b> <span data-role=\"speedup\">" + sp[k].toFixed(2) +
+      "</span>× · <b>best depth</b> <span data-role=\"best-depth\">" + best + "</span> (" + sp[best].toFixed(2) + "×)";
+    var lmax = Math.max.apply(null, L.concat(D.observed.map(function (o) { return o.accept_length; }))) * 1.15;
+    var smax = Math.max(1.2, Math.max.apply(null, sp) * 1.15);
+    var w = 300, h = 220, s = "";
+    [[40, "accept length", L, lmax, "#1f77b4"], [400, "speed-up", sp, smax, "#d62728"]].forEach(function (p) {
+      var x0 = p[0];
+      s += '<rect x="' + x0 + '" y="20" width="' + w + '" height="' + h + '" fill="none" stroke="#999"/>';
+      s += '<text x="' + (x0 + 4) + '" y="14">' + p[1] + ' (0 to ' + p[3].toFixed(2) + ')</text>';
+      s += '<path data-role="' + (p[1] === "speed-up" ? "speedup-curve" : "length-curve") + '" d="' +
+        path(D.depth, p[2], x0, 20, w, h, p[3]) + '" fill="none" stroke="' + p[4] + '" stroke-width="2"/>';
+      var xk = x0 + w * k / (D.depth.length - 1);
+      s += '<line x1="' + xk + '" x2="' + xk + '" y1="20" y2="' + (20 + h) + '" stroke="#2ca02c"/>';
+      D.depth.forEach(function (d) {
+        var xd = x0 + w * d / (D.depth.length - 1);
+        s += '<text x="' + xd + '" y="' + (20 + h + 14) + '" font-size="10" text-anchor="middle">' + d + '</text>';
+      });
+      s += '<text x="' + (x0 + w / 2) + '" y="' + (20 + h + 30) + '" font-size="11" text-anchor="middle">draft depth k</text>';
+    });
+    var y1 = 20 + 220 - 220 * 1 / smax;
+    s += '<line x1="400" x2="700" y1="' + y1 + '" y2="' + y1 + '" stroke="#777" stroke-dasharray="4 3"/>';
+    D.observed.forEach(function (o) {
+      s += '<circle cx="' + (40 + 300 * o.depth / (D.depth.length - 1)) + '" cy="' +
+        (20 + 220 - 220 * o.accept_length / lmax) + '" r="5" fill="#ff7f0e"><title>observed</title></circle>';
+    });
+    svg.innerHTML = s;
+  }
+  cost.addEventListener("input", draw); depth.addEventListener("input", draw);
+  draw();
+})();
+</script></div>"""

@@ -221,3 +221,33 @@ def test_widget_slider_changes_the_plot_and_report_images_load(lab_server, brows
     assert all(done and width > 0 for done, width in sizes), sizes
     page.screenshot(path=str(ARTIFACTS / "browser_report.png"))
     page.close()
+
+
+def test_rendered_report_explorer_moves_without_a_kernel(browser, ci_report):
+    """The shared page, opened as a file (no kernel, no network): moving the explorer's cost slider
+    redraws the speed-up curve and the best depth follows the cost (cheaper drafts: deeper)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    page.route("http*://**", lambda route: route.abort())  # the page must need nothing from outside
+    for html in (ci_report.index_path, next(r for r in ci_report.runs if r.name.startswith("04")).html_path):
+        page.goto(Path(html).resolve().as_uri(), wait_until="load")
+        explorer = page.locator(".eagle3lab-explorer").first
+        explorer.scroll_into_view_if_needed()
+        role = lambda r: explorer.locator(f'[data-role="{r}"]')  # noqa: E731
+        cost = role("cost")
+        reading = lambda: (role("best-depth").inner_text(), role("speedup").inner_text(),  # noqa: E731
+                           role("speedup-curve").get_attribute("d"), role("cost-value").inner_text())
+        cost.focus()
+        cost.press("Home")
+        cheap = reading()
+        cost.press("End")
+        dear = reading()
+        assert cheap[3] == "0.000" and float(dear[3]) > 0.1, (cheap, dear)
+        assert cheap[2] != dear[2], "the speed-up curve did not change with the cost slider"
+        assert int(cheap[0]) >= int(dear[0]), (cheap, dear)
+        depth = role("depth")
+        depth.focus()
+        depth.press("End")
+        assert role("depth-value").inner_text() == depth.get_attribute("max")
+        page.screenshot(path=str(ARTIFACTS / "browser_report_explorer.png"))
+    page.close()

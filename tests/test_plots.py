@@ -145,6 +145,40 @@ def test_wiring_heatmap_labels_slots_and_boundaries():
     matrix = pd.DataFrame([[1.0, 0.2], [0.3, 0.9]], index=[0, 2], columns=[2, 12])
     fig = P.wiring_heatmap(matrix, [0, 2], [2, 12], "t")
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["slot 1: b=0", "slot 2: b=2"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["slot 1: b=2", "slot 2: b=12"]
+    # numbered from 0, like wiring.check's table (its "slot" column) and the draft config's ids
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["slot 0: b=0", "slot 1: b=2"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["slot 0: b=2", "slot 1: b=12"]
     assert len(ax.patches) == 2  # the intended pairing, outlined
+
+
+def test_speedup_vs_depth_ticks_every_depth_and_keeps_the_legend_below():
+    sweep = pd.DataFrame({"num_steps": [1, 2, 3, 5, 7], "topk": [1] * 5, "num_draft_tokens": [2, 3, 4, 6, 8],
+                          "speedup": [1.1, 1.3, 1.4, 1.2, 1.0]})
+    fig = P.speedup_vs_depth(sweep)
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == [1, 2, 3, 5, 7]
+    anchor = ax.get_legend().get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.y1 <= 0  # below the axes, not beside them
+
+
+def test_gap_plot_draws_a_position_without_steps_as_missing():
+    gap = pd.DataFrame({"position": [1, 2, 3], "standalone": [0.6, 0.3, 0.2], "served": [0.8, 0.0, 0.0],
+                        "lost": [-0.2, 0.1, 0.0]})
+    fig = P.gap_plot(gap, n=[10, 1, 0])
+    left = fig.axes[0]
+    served = next(line for line in left.get_lines() if line.get_label().startswith("served"))
+    y = served.get_ydata()
+    assert y[1] == 0.0 and y[2] != y[2]  # n = 1 is a rate (0); n = 0 is no data, not 0
+    assert any("no data" in t.get_text() for t in left.texts)
+    assert "conditional" not in left.get_ylabel() or "acc@i" in left.get_ylabel()
+
+
+def test_fault_plot_draws_intervals_sized_by_n():
+    table = pd.DataFrame({"accept_length": [2.0, 1.5], "speedup": [1.2, 0.9],
+                          "per_position": [[0.8, 0.5], [0.6, 0.0]], "per_position_n": [[500, 400], [1, 0]]},
+                         index=["healthy (no fault)", "embed-patch"])
+    fig = P.fault_plot(table)
+    right = fig.axes[1]
+    sizes = [c.get_sizes()[0] for c in right.collections if hasattr(c, "get_sizes") and len(c.get_sizes())]
+    assert max(sizes) > 3 * min(sizes)  # n = 500 drawn larger than n = 1
+    assert any(type(c).__name__ == "LineCollection" for c in right.collections)  # error bars

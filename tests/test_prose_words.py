@@ -125,3 +125,71 @@ def test_per_position_table_shows_n():
                           "per_position_n": [[100, 80], [100, 0]]}, index=["healthy", "no-ttt"])
     out = experiments.per_position_table(table)
     assert out.loc["healthy", "position 2"] == "0.50 (n=80)" and out.loc["no-ttt", "position 2"] == "– (n=0)"
+
+
+def test_resolution_sentence_counts_the_warnings_it_mentions():
+    import pandas as pd
+
+    resolved = pd.DataFrame({"changed": [True, False], "asked steps/topk/draft": [(1, 1, 16), (5, 1, 6)],
+                             "num_draft_tokens": [2, 6], "warnings": [["w one", "w two"], []]},
+                            index=["a", "b"])
+    text = prose.resolution_sentence(resolved)
+    assert "2 distinct warning lines" in text and "nothing else" not in text
+    resolved["warnings"] = [["w one"], []]
+    assert "1 distinct warning line," in prose.resolution_sentence(resolved)
+
+
+def test_reproduced_is_decided_from_intervals():
+    import pandas as pd
+
+    measured = pd.DataFrame({"speedup": [1.0, 1.04], "speedup_ci95": [None, [0.95, 1.12]], "prompts": [6, 6]},
+                            index=["no speculation", "steps 1"])
+    row = prose.steps1_symptom(measured, "steps 1")
+    assert row["reproduced?"].startswith("not reproduced") and "n = 6 prompts" in row["lab, measured in this run"]
+    measured.loc["steps 1", "speedup_ci95"] = [0.80, 0.95]
+    measured.loc["steps 1", "speedup"] = 0.88
+    assert prose.steps1_symptom(measured, "steps 1")["reproduced?"] == "reproduced"
+    fix = pd.DataFrame({"tokens_per_s": [100.0, 147.0], "tokens_per_s_ci95": [[90, 110], [135, 160]],
+                        "prompts": [6, 6]}, index=["before", "after"])
+    assert prose.fix_symptom(fix, "before", "after")["reproduced?"].startswith("not reproduced")
+    assert "+47%" in prose.fix_symptom(fix, "before", "after")["lab, measured in this run"]
+    per_pos = pd.DataFrame({"position": [1], "rate": [0.818], "lo": [0.78], "hi": [0.85], "n": [400]})
+    assert prose.gap_symptom(per_pos, [0.56])["reproduced?"] == "not reproduced: the opposite"
+    assert prose.gap_symptom(per_pos, [0.95])["reproduced?"] == "reproduced"
+    table = prose.reproduced_markdown([prose.gap_symptom(per_pos, [0.56])])
+    assert table.splitlines()[0].startswith("| symptom of the incident | incident (as reported) |")
+
+
+def test_a_position_without_steps_reads_no_data_and_small_n_gets_a_wide_interval():
+    import pandas as pd
+
+    per_pos = pd.DataFrame({"position": [1, 2, 3], "rate": [0.8, 0.0, 0.0], "lo": [0.7, 0.0, 0.0],
+                            "hi": [0.9, 0.0, 0.0], "n": [100, 1, 0]})
+    shown = prose.per_position_display(prose.with_exact_intervals(per_pos)).iloc[:, 0].tolist()
+    assert shown[2] == "no data (n = 0)"
+    assert shown[1] == "0.000 [0.000, 0.975] (n = 1)"   # not "0.000 [0.000, 0.000]"
+
+
+def test_diagnosis_names_its_basis():
+    from types import SimpleNamespace
+
+    found = [SimpleNamespace(cause="multi_step", evidence=[], next_check="x")]
+    assert "statistics alone" in prose.diagnosis_sentence(found, short=True)
+    with_acc = prose.diagnosis_sentence(found, short=True, standalone=True)
+    assert "statistics alone" not in with_acc and "acc@k" in with_acc
+
+
+def test_other_prompts_sentence_names_only_rows_the_sweep_has():
+    text = prose.other_prompts_sentence(["no-ttt", "domain-shift"])
+    assert "`domain-shift`" in text and "long-context" not in text
+    assert prose.other_prompts_sentence(["no-ttt"]) == "Every row decodes the notebooks' shared prompts."
+
+
+def test_repetition_sentence_says_when_the_text_loops():
+    import pandas as pd
+
+    loop = pd.DataFrame({"request": [0] * 12, "kind": ["draft"] * 12, "text": list("abcabcabcabc")})
+    assert "degenerate" in prose.repetition_sentence(loop) and "n = 9 spans over 1 requests" in prose.repetition_sentence(loop)
+    prose_text = pd.DataFrame({"request": [0] * 8, "kind": ["draft"] * 8, "text": list("abcdefgh")})
+    assert "degenerate" not in prose.repetition_sentence(prose_text)
+    assert prose.repetition_sentence(prose_text).startswith("*0% of the generated")

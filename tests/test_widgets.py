@@ -63,3 +63,15 @@ def test_nan_rates_become_zero_so_sliders_can_show_them():
     explorer = AcceptanceExplorer(rates=[0.8, float("nan"), 0.5], max_depth=3)
     values = [s.value for s in explorer.position_sliders]
     assert values == [0.8, 0.0, 0.5]
+
+
+def test_in_page_explorer_is_self_contained_and_its_curves_follow_the_cost():
+    from eagle3lab import widgets
+
+    x = widgets.explorer_html([0.8, 0.5, float("nan")], depth=3, cost_ratio=0.05)
+    html = x.html()
+    assert "<script>" in html and "src=" not in html and "http" not in html
+    curves = x.curves
+    assert curves["accept_length"][:4] == pytest.approx([1.0, 1.8, 2.2, 2.2])  # NaN position adds nothing
+    cheap, dear = curves["speedup"][0], curves["speedup"][-1]
+    assert max(range(len(cheap)), key=cheap.__getitem__) > max(range(len(dear)), key=dear.__getitem__)

@@ -9,12 +9,13 @@
 #
 # This notebook asks the config resolver what each flag set really runs (and SGLang's own resolver
 # when the `sglang` package is installed), then **measures** each on the lab server against the
-# no-speculation baseline, with the seed's draft served the way SGLang serves it.
+# no-speculation baseline, with the lab's seed-like draft (drafts/seed, a small stand-in, not the
+# incident's draft) served the way SGLang served the incident's.
 
 # %%
 from eagle3lab import glossary
 
-glossary.define("depth", "bonus token")
+glossary.define("depth", "bonus token", "topk")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
@@ -120,3 +121,15 @@ plots.speed_plot(measured, title=f"The seed's flag sets {prose.where(BACKEND)[1]
 
 # %%
 prose.headline(prose.flag_set_sentence(measured, backend=BACKEND))
+
+# %% [markdown]
+# ## The incident's symptom, on the lab
+#
+# Does the lab reproduce what the incident reported for the steps-1 configuration? Decided from
+# the interval, never from the point estimate alone.
+
+# %%
+if experiments.BASELINE in measured.index:
+    prose.symptom(prose.steps1_symptom(measured, next(iter(flag_sets)), backend=BACKEND))
+else:
+    prose.markdown("*No no-speculation baseline was measured: the symptom cannot be compared.*")

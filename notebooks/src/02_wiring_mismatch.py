@@ -18,7 +18,7 @@
 # %%
 from eagle3lab import glossary
 
-glossary.define("boundary", "slot", "lossless", "acc@k", "TTT")
+glossary.define("boundary", "slot", "fc", "lossless", "acc@k", "TTT")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own checkpoints.
@@ -94,8 +94,10 @@ else:
 # ## The numbers agree: cosine similarity between the two captures
 #
 # Capture the target's hidden states on the same held-out text at every boundary and compare the
-# tensors the draft was trained on with the tensors the server feeds. A bright cell off the
-# diagonal is an offset; a row with no bright cell is a tensor the server never feeds.
+# tensors the draft was trained on with the tensors the server feeds. Slots are numbered from 0,
+# as in the wiring table above. Each cell is a mean cosine: near 1 (deep red on this scale) the two
+# tensors are the same state, near 0 (white) unrelated. A cell near 1 off the outlined diagonal is
+# an offset; a row with no cell near 1 is a training tensor the server never feeds.
 
 # %%
 from eagle3lab import capture, plots

@@ -6,8 +6,8 @@
 # rewrote the draft's ids from `[2, 30, 58]` to `[-1, 2, 30]`, restarted with 5 steps and 6 draft
 # tokens — and measured roughly the same tokens per second as before. Two things decide what that
 # fix was worth: whether the new ids really feed the boundaries training used (that depends on the
-# SGLang version), and how good the draft is once they do (it was trained without TTT: notebooks 04
-# and 05).
+# SGLang version), and how good the draft is once they do (one open hypothesis: it was trained
+# without TTT; notebook 05 tests it with the others).
 #
 # Here: **the patch** (eagle3lab's reusable version of it, shown as a diff against a real SGLang
 # package), **what it changes** in the boundaries SGLang feeds, and **the lab served with embedding
@@ -79,7 +79,7 @@ by_version = experiments.seed_ids_by_version()
 by_version
 
 # %% [markdown]
-# The same offset on the lab: the seed's draft served at the seed's configuration with the
+# The same offset on the lab: the lab's seed-like draft (drafts/seed) served at the seed's configuration with the
 # boundaries it was trained on, and with two slots one layer low, as the seed's ids land on
 # SGLang 0.5.13 and later (the lab's target is a Llama, whose rule always adds 1, so the offset is
 # applied directly to the boundaries).
@@ -98,7 +98,7 @@ prose.headline(prose.seed_ids_sentence(by_version, wirings))
 # %% [markdown]
 # ## Served with embedding capture: measured
 #
-# The seed's draft served three ways at the seed's configuration: as SGLang fed it before the fix,
+# The lab's seed-like draft (drafts/seed) served three ways at the seed's configuration: as SGLang fed it before the fix,
 # with the fix (embedding capture, the ids it was trained on), and no speculation; all servers
 # run at once and take the prompts in turn, the same prompts as in notebook 01. On vLLM the
 # embedding needs no patch (id 0 is the embedding): the fix is the ids, so the two variants are
@@ -118,4 +118,7 @@ plots.speed_plot(fix, title=f"The fix {prose.where(BACKEND)[1]}")
 
 # %%
 prose.headline("**" + prose.fix_title(fix, before, after, backend=BACKEND) + "** "
-               + prose.fix_sentence(fix, before, after))
+               + prose.fix_sentence(fix, before, after, backend=BACKEND))
+
+# %%
+prose.symptom(prose.fix_symptom(fix, before, after, backend=BACKEND))

@@ -2,7 +2,8 @@
 # # 04 · Where acceptance is lost
 #
 # After the fix the seed's server logged accept lengths around 1.8 with 6 draft tokens, while its
-# training reported 75 % accuracy — at the first step only. The logs say *how much* is accepted; to
+# training reported 75 % accuracy — at the first step only (incident, as reported; the rest of this
+# notebook measures the lab's seed-like draft, drafts/seed, in this run). The logs say *how much* is accepted; to
 # see *where* the chain breaks we need acceptance per draft position, and to see what it costs, the
 # arithmetic that links per-token acceptance to accept length and tokens/s.
 #
@@ -60,7 +61,8 @@ plots.log_timeline(log, title="Accept length and throughput, as logged") if len(
                    "logging interval.*")
 
 # %%
-prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
+prose.headline(prose.log_sentence(log, run.effective_draft_tokens,
+                                  **({"source": "the log file given"} if LOG_FILE else {})))
 
 # %% [markdown]
 # ## Per-position acceptance
@@ -72,8 +74,11 @@ prose.headline(prose.log_sentence(log, run.effective_draft_tokens))
 # vLLM's or llama.cpp's per-position metrics, or the lab. On vLLM they come from its `/metrics`
 # counters, read just before and after the benchmark; vLLM counts *unconditionally* (steps that
 # accepted at least i drafts), so its table is shown as it counts and converted to conditional
-# rates (from the per-request histograms vLLM returns, so the intervals hold). Next to them, the
-# draft's standalone acc@i.
+# rates (from the per-request histograms vLLM returns, so the intervals hold). Each rate's 95 %
+# interval is the wider of the bootstrap over prompts and the exact binomial (Clopper-Pearson) over
+# the n steps at risk, so a rate from few steps gets a wide interval; a position no step reached
+# has no rate ("no data"). Next to them, the draft's standalone acc@i: a teacher-forced accuracy,
+# not a conditional rate, drawn on the same 0–1 scale for comparison.
 
 # %%
 per_pos, standalone = run.per_position, run.standalone_acc
@@ -84,35 +89,47 @@ if per_pos is None:
     prose.markdown("*This log carries no per-position acceptance (SGLang logs only the mean accept "
                    "length); vLLM and llama.cpp logs, and the lab engine, do.*")
 else:
-    # a position no step reached has no rate: count it as never accepted
+    per_pos = prose.with_exact_intervals(per_pos)
+    # the explorer's chain: a position no step reached adds nothing to accept length
     served_rates = per_pos["rate"].fillna(0.0).tolist()
-    display(per_pos)
+    display(prose.per_position_display(per_pos))
     display(plots.per_position_bars(per_pos, standalone=standalone,
                                     title="Served acceptance by draft position vs standalone accuracy"))
 
 # %%
+glossary.define("steps at risk", "gap columns")
+
+# %%
 if per_pos is not None and standalone is not None:
     gap = predict.gap_table(standalone, per_pos)
-    display(gap)
-    display(plots.gap_plot(gap))
+    display(prose.mask_unreached(gap, per_pos["n"]) if "n" in per_pos else gap)
+    display(plots.gap_plot(gap, n=per_pos["n"].tolist() if "n" in per_pos else None))
     prose.markdown(prose.gap_sentence(gap))
+    prose.symptom(prose.gap_symptom(per_pos, standalone, backend=BACKEND))
 
 # %% [markdown]
 # ## Accept length versus depth — interactive
 #
 # Move the sliders: per-token acceptance `a` (i.i.d. model) or each position's rate, the depth,
-# and the cost of a draft step relative to a target step. The observed accept length is overlaid.
+# and the cost of a draft step relative to a target step (draft_over_target). The observed accept
+# length is overlaid. The first explorer needs a live kernel (JupyterLab); the second runs in the
+# page itself, also in the rendered report: its curves are precomputed from the same rates over a
+# grid of cost ratios.
 
 # %%
 from eagle3lab import widgets
 
 observed = run.observed
-explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed,
-                                      cost_ratio=experiments.cost_ratio(run))
+glossary.define("draft_over_target")
+cost = experiments.cost_ratio(run)
+explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed, cost_ratio=cost)
 explorer
 
+# %%
+widgets.explorer_html(served_rates, depth=STEPS, cost_ratio=cost, observed=observed)
+
 # %% [markdown]
-# The same curves, static (for the rendered report):
+# The same curves, static:
 
 # %%
 plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
@@ -121,17 +138,18 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # %% [markdown]
 # ## Diagnosis
 #
-# `eagle3lab.diagnosis.diagnose` ranks causes from the statistics alone, with the evidence behind
-# each and the next check to run.
+# `eagle3lab.diagnosis.diagnose` ranks causes from the served statistics and, when it has them, the
+# draft's standalone acc@k, with the evidence behind each and the next check to run.
 
 # %%
 glossary.define("multi_step")
 findings = diagnosis.diagnose(run.observation, standalone_acc=standalone)
-diagnosis.findings_frame(findings)
+prose.wrapped_table(diagnosis.findings_frame(findings))
 
 # %%
-prose.headline(prose.diagnosis_sentence(findings, short=True))
-prose.markdown(prose.diagnosis_sentence(findings))
+prose.headline(prose.diagnosis_sentence(findings, short=True, standalone=standalone is not None,
+                                        n_steps=run.observation.n_steps))
+prose.markdown(prose.diagnosis_sentence(findings, standalone=standalone is not None))
 
 # %% [markdown]
 # ## One generation, token by token
@@ -143,5 +161,9 @@ prose.markdown(prose.diagnosis_sentence(findings))
 
 # %%
 view = run.token_view_of(experiments.prompt_sources(LAB, budget["num_prompts"])) if run.tokens is not None else None
-view if view is not None else prose.markdown("*Token provenance needs the lab engine (BACKEND=\"lab\"): "
-                                               "a server returns tokens, not how each was produced.*")
+if view is None:
+    prose.markdown("*Token provenance needs the lab engine (BACKEND=\"lab\"): "
+                   "a server returns tokens, not how each was produced.*")
+else:
+    display(view)
+    prose.markdown(prose.repetition_sentence(run.tokens))

@@ -5,13 +5,14 @@
 # accuracy and served acceptance: a quantized target, a draft trained without training-time test,
 # prompts unlike the training data, longer contexts... On the lab each can be switched on alone,
 # so we measure which one reproduces the seed's signature, what fixes it, and which configuration
-# wins once it is fixed. The seed's draft was trained without TTT, so one hypothesis (`no-ttt`) is
-# true of it by construction: the sweep shows how much of the gap it accounts for alone.
+# wins once it is fixed. Whether the incident's draft lacked TTT is one of those open hypotheses;
+# the lab's seed-like draft (drafts/seed) was trained without TTT by construction, so for it `no-ttt`
+# holds: the sweep shows how much of the lab's gap it accounts for alone.
 
 # %%
 from eagle3lab import glossary
 
-glossary.define("d2t", "normed-last")
+glossary.define("d2t", "normed-last", "quant-int4", "domain-shift")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
@@ -40,18 +41,19 @@ budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW
 # ## Which hypothesis explains the gap?
 #
 # Every lab fault alone at the seed's configuration, next to the seed after its fix
-# (`embed-patch`: the seed's draft, trained without training-time test, now fed the boundaries it
-# was trained on) and the healthy draft: accept length, per-position acceptance, and the speed-up
-# over no speculation measured on the same prompts (faults are lab switches, so this part always
-# runs on the lab). Each row decodes the notebooks' shared prompts with and without speculation,
-# interleaved, except `domain-shift` and `long-context`, whose point is other prompts. Accept length
+# (`embed-patch`: the lab's seed-like draft, trained without training-time test, now fed the
+# boundaries it was trained on) and the lab's healthy draft: accept length, per-position acceptance,
+# and the speed-up over no speculation measured on the same prompts (faults are lab switches, so this
+# part always runs on the lab). Each row decodes its prompts with and without speculation,
+# interleaved; the line under the table says which rows decode other prompts. Accept length
 # here is the engine's mean per verify step; notebooks 01 and 03 read SGLang's `meta_info`
 # (completion tokens / verify steps), which also counts the first token, produced by prefill, so
 # the same configuration reads slightly higher there.
 
 # %%
 hypotheses = experiments.fault_sweep(FAULTS, lab=LAB, spec=SEED_SPEC, **budget)
-hypotheses.drop(columns=["per_position", "per_position_n", "draft_over_target"])
+display(hypotheses.drop(columns=["per_position", "per_position_n", "draft_over_target"]))
+prose.markdown(prose.other_prompts_sentence(FAULTS))
 
 # %%
 experiments.per_position_table(hypotheses)
@@ -90,4 +92,4 @@ plots.speedup_vs_depth(sweep, title=f"Speed-up over no speculation {prose.where(
 experiments.speedup_table(sweep)
 
 # %%
-prose.headline(prose.winner_sentence(sweep))
+prose.headline(prose.winner_sentence(sweep, backend=BACKEND))
