@@ -406,3 +406,146 @@ def crossovers(frame) -> list[tuple[dict, dict]]:
             rows = rows[~rows["failed"].fillna(False).astype(bool)]
         out.append((config, crossover(rows.to_dict("records"))))
     return out
+
+
+# --------------------------------------------------------------------------- the cost model under load
+
+GPU_NOTE = (
+    "On a GPU a decode forward is bound by reading the weights, not by the tokens in the batch, so "
+    "a forward over c x (k+1) tokens costs about what one over c tokens costs until the batch "
+    "reaches the compute-bound regime (hundreds of tokens): the fixed share of the step is large "
+    "and the crossover moves to a much higher concurrency than on a CPU, where the fit below shows "
+    "how much of a step grows with its tokens. What the field reports on GPUs: SafeAILab/EAGLE#269 "
+    "(tree drafts not advised for batch size > 1), EAGLE#298 and sglang#5274 (EAGLE-3 slower than "
+    "the baseline at concurrency > 1 with --cuda-graph-max-bs 2), sglang#33483 (batches above "
+    "cuda_graph_max_bs run eagerly), TensorRT-LLM#9208 (acceptance falls with batch size). This is "
+    "the model's reading of those reports, not a GPU measurement.")
+
+
+def _finite(*values) -> bool:
+    return all(v is not None and isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def _draft_tokens(row) -> int | None:
+    """Draft tokens per verify step (k) the server reported, else the one asked for."""
+    for key in ("server_num_steps", "asked_num_steps"):
+        if _finite(row.get(key)) and row[key] >= 1:
+            return int(row[key])
+    if _finite(row.get("server_num_draft_tokens")) and row["server_num_draft_tokens"] >= 2:
+        return int(row["server_num_draft_tokens"]) - 1
+    return None
+
+
+def fit_step_time(points) -> dict | None:
+    """Least-squares line ``f(n) = fixed_s + per_token_s * n`` through (tokens in one forward, its
+    seconds): the baseline decodes one token per request, so at concurrency c a forward holds c
+    tokens and takes the baseline's inter-token latency. None with fewer than two concurrencies."""
+    pts = sorted((float(n), float(t)) for n, t in points if _finite(n, t))
+    if len({n for n, _ in pts}) < 2:
+        return None
+    ns, ts = [n for n, _ in pts], [t for _, t in pts]
+    mean_n, mean_t = sum(ns) / len(ns), sum(ts) / len(ts)
+    slope = sum((n - mean_n) * (t - mean_t) for n, t in pts) / sum((n - mean_n) ** 2 for n in ns)
+    return {"fixed_s": mean_t - slope * mean_n, "per_token_s": slope, "max_tokens": max(ns), "points": len(pts)}
+
+
+def _step(fit: dict, tokens: float) -> float:
+    return fit["fixed_s"] + fit["per_token_s"] * tokens
+
+
+def load_cost_model(rows) -> dict:
+    """Predict the decode speed-up at every concurrency from costs, and say where it disagrees.
+
+    Why: the crossover under load is a cost question. A speculative step at concurrency c verifies
+    c x (k+1) tokens in one target forward and runs k draft forwards over c tokens. The baseline's
+    inter-token latencies give the target forward's time as a function of its tokens (a line, fitted
+    over the measured concurrencies); the lowest concurrency's speculative step (inter-token latency
+    x accept length) gives the draft's cost as a share r of a target forward. Then
+
+        predicted decode speed-up(c) = AL(c) * f(c) / (f(c (k+1)) + k r f(c))
+
+    with AL(c) the accept length the server's counters measured at c (its interval gives the
+    prediction's range). The anchor concurrency matches by construction; every other point is a
+    prediction, compared with the measured decode speed-up's interval. A forward over more tokens
+    than the baseline ever ran is extrapolated and flagged."""
+    rows = sorted((dict(r) for r in rows if not r.get("failed") and not r.get("skipped")),
+                  key=lambda r: r["concurrency"])
+    fit = fit_step_time((r["concurrency"], r.get("baseline_itl_s")) for r in rows)
+    if fit is None:
+        return {"status": "no fit", "rows": [], "fit": None,
+                "text": "no cost model: it needs the baseline's inter-token latency at two or more concurrencies"}
+    usable = [r for r in rows if _finite(r.get("itl_s"), r.get("accept_length")) and _draft_tokens(r)]
+    if not usable:
+        return {"status": "no anchor", "rows": [], "fit": fit,
+                "text": "no cost model: no concurrency has both the speculative inter-token latency and an accept length"}
+    anchor = usable[0]
+    k = _draft_tokens(anchor)
+    c0 = anchor["concurrency"]
+    spec_step = anchor["itl_s"] * anchor["accept_length"]
+    draft_share = (spec_step - _step(fit, c0 * (k + 1))) / (k * _step(fit, c0))
+    notes = []
+    if draft_share < 0:
+        notes.append(f"the anchor's step ({spec_step * 1e3:.1f} ms) is shorter than the fitted verify forward: "
+                     "draft cost set to 0")
+        draft_share = 0.0
+    out = []
+    for row in usable:
+        c = row["concurrency"]
+        tokens = c * (k + 1)
+        denominator = _step(fit, tokens) + k * draft_share * _step(fit, c)
+        base = row["baseline_itl_s"] if _finite(row.get("baseline_itl_s")) else _step(fit, c)
+
+        def predict(al, base=base, denominator=denominator):
+            return al * base / denominator if denominator > 0 else math.nan
+
+        ci = row.get("accept_length_ci95")
+        measured_ci = row.get("decode_speedup_ci95")
+        predicted = predict(row["accept_length"])
+        pred_range = [predict(ci[0]), predict(ci[1])] if ci and _finite(*ci) else None
+        agrees = None
+        if measured_ci and _finite(*measured_ci):
+            lo, hi = pred_range or (predicted, predicted)
+            agrees = not (hi < measured_ci[0] or lo > measured_ci[1])
+        out.append({"concurrency": c, "draft_tokens": k, "accept_length": row["accept_length"],
+                    "predicted": predicted, "predicted_range": pred_range,
+                    "measured": row.get("decode_speedup"), "measured_ci95": measured_ci,
+                    "anchor": c == c0, "extrapolated": tokens > fit["max_tokens"], "agrees": agrees,
+                    "verify_tokens": tokens})
+    share = fit["per_token_s"] * c0 / _step(fit, c0) if _step(fit, c0) > 0 else math.nan
+    return {"status": "ok", "rows": out, "fit": fit, "draft_share": draft_share, "anchor": c0,
+            "token_share_at_anchor": share, "notes": notes, "text": _model_text(out, fit, draft_share, c0, share)}
+
+
+def _model_text(rows, fit, draft_share, c0, share) -> str:
+    """What the fit says, and where prediction and measurement disagree."""
+    head = (f"cost model (baseline step = {fit['fixed_s'] * 1e3:.2f} ms + {fit['per_token_s'] * 1e3:.3f} ms per "
+            f"token, fitted over {fit['points']} concurrencies; {share:.0%} of a step at concurrency {c0} grows "
+            f"with its tokens; a draft forward costs {draft_share:.2f} of a target forward, from concurrency {c0})")
+    judged = [r for r in rows if not r["anchor"] and r["agrees"] is not None]
+    off = [r for r in judged if not r["agrees"]]
+    if not judged:
+        tail = "no concurrency besides the anchor to test it on"
+    elif not off:
+        tail = f"prediction within the measured interval at all {len(judged)} predicted concurrencies"
+    else:
+        tail = "prediction outside the measured interval at concurrency " + ", ".join(
+            f"{r['concurrency']} (predicted {r['predicted']:.2f}, measured {r['measured']:.2f} "
+            f"[{r['measured_ci95'][0]:.2f}, {r['measured_ci95'][1]:.2f}])" for r in off)
+    extra = [r["concurrency"] for r in rows if r["extrapolated"]]
+    if extra:
+        tail += (f"; at concurrency {', '.join(map(str, extra))} the verify forward holds more tokens than any "
+                 "baseline forward measured (extrapolated)")
+    return f"{head}: {tail}"
+
+
+def cost_models(frame) -> list[tuple[dict, dict]]:
+    """(config, load_cost_model) for each speculative config of a load-sweep frame with a baseline."""
+    if frame is None or not len(frame) or "baseline_itl_s" not in frame:
+        return []
+    asked = [c for c in frame.columns if c.startswith("asked_")]
+    groups = frame.groupby(asked, dropna=False, sort=False) if asked else [((), frame)]
+    out = []
+    for values, rows in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        out.append(({c[len("asked_"):]: v for c, v in zip(asked, values)}, load_cost_model(rows.to_dict("records"))))
+    return out

@@ -274,7 +274,7 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     with start_fake(fake_script, tmp_path, "--delay", "0.02", "--load", "1") as spec, \
             start_fake(fake_script, tmp_path, "--no-spec", "--delay", "0.02") as base:
         code = cli.main(["sweep", "--url", spec.url, "--url", base.url, "--grid", "concurrency=1,4", "--baseline",
-                         "--prompts", str(prompts), "--max-new-tokens", "13"])
+                         "--prompts", str(prompts), "--max-new-tokens", "13", "--plot", str(tmp_path / "load.png")])
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
@@ -286,6 +286,59 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     assert "at concurrency 4 a window holds fewer than 2 rounds of 4 prompts" in out
     assert "crossover (speculation): speculation stops paying between concurrency 1 (speed-up" in out
     assert "and 4 (speed-up 0." in out
+    # the stand-in slows with requests in flight, not with tokens per forward: the cost model,
+    # anchored at 1, cannot explain concurrency 4 and says so
+    assert "decode speed-up, predicted from costs vs measured (speculation; k = 3):" in out
+    assert "(anchor)" in out and "DISAGREES" in out
+    assert (tmp_path / "load.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_load_plot_draws_measured_predicted_and_total():
+    from eagle3lab import plots
+
+    rows = _load_rows(**{"2": [0.7, 0.9]})
+    rows = [{**r, "speedup": 1.0, "speedup_ci95": [0.9, 1.1]} for r in rows]
+    fig = plots.load_speedup(loadsweep.load_cost_model(rows), rows)
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert set(labels) == {"decode speed-up, measured", "decode speed-up, predicted from costs",
+                           "total tokens/s speed-up, measured", "no speculation"}
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
+
+
+def _load_rows(**measured_ci):
+    """Baseline forward f(n) = 1 + 0.5 n (seconds); k = 3; the draft costs r = 0.2 of a target
+    forward; anchor at concurrency 1 with accept length 3 (step 3.9 s, 1.3 s per token)."""
+    base = {1: 1.5, 2: 2.0, 4: 3.0, 8: 5.0}
+    als = {1: 3.0, 2: 2.5, 4: 2.0, 8: 2.0}
+    itl = {1: 1.3, 2: 2.0, 4: 1.0, 8: 4.0}
+    return [{"concurrency": c, "asked_num_steps": 3, "baseline_itl_s": base[c], "itl_s": itl[c],
+             "accept_length": als[c], "accept_length_ci95": [als[c] - 0.1, als[c] + 0.1],
+             "decode_speedup": base[c] / itl[c], "decode_speedup_ci95": measured_ci.get(str(c))}
+            for c in (1, 2, 4, 8)]
+
+
+def test_the_load_cost_model_fits_the_baseline_and_predicts_from_the_anchor():
+    model = loadsweep.load_cost_model(_load_rows(**{"2": [0.7, 0.9], "4": [2.5, 3.5]}))
+    assert model["status"] == "ok" and model["anchor"] == 1
+    assert model["fit"]["fixed_s"] == pytest.approx(1.0) and model["fit"]["per_token_s"] == pytest.approx(0.5)
+    assert model["draft_share"] == pytest.approx(0.2)
+    by = {r["concurrency"]: r for r in model["rows"]}
+    assert by[1]["anchor"] and by[1]["predicted"] == pytest.approx(by[1]["measured"])  # matched by construction
+    assert by[2]["predicted"] == pytest.approx(2.5 * 2.0 / (5.0 + 3 * 0.2 * 2.0))  # f(8) + k r f(2)
+    assert by[2]["predicted_range"] == pytest.approx([2.4 * 2.0 / 6.2, 2.6 * 2.0 / 6.2])
+    assert by[2]["agrees"] is True and by[4]["agrees"] is False and by[8]["agrees"] is None
+    assert not by[2]["extrapolated"] and by[4]["extrapolated"]  # 16 tokens in one forward; the fit saw 8
+    assert "prediction outside the measured interval at concurrency 4 (predicted" in model["text"]
+    assert "extrapolated" in model["text"]
+
+
+def test_the_load_cost_model_needs_two_baseline_concurrencies_and_an_anchor():
+    rows = _load_rows()
+    assert loadsweep.load_cost_model(rows[:1])["status"] == "no fit"
+    no_al = [{**r, "accept_length": None} for r in rows]
+    assert loadsweep.load_cost_model(no_al)["status"] == "no anchor"
+    assert loadsweep.load_cost_model([{**r, "failed": True} for r in rows])["status"] == "no fit"
 
 
 def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the_counters():
