@@ -436,105 +436,113 @@ def _draft_tokens(row) -> int | None:
     return None
 
 
-def fit_step_time(points) -> dict | None:
-    """Least-squares line ``f(n) = fixed_s + per_token_s * n`` through (tokens in one forward, its
-    seconds): the baseline decodes one token per request, so at concurrency c a forward holds c
-    tokens and takes the baseline's inter-token latency. None with fewer than two concurrencies."""
-    pts = sorted((float(n), float(t)) for n, t in points if _finite(n, t))
-    if len({n for n, _ in pts}) < 2:
+def step_time_curve(points) -> dict | None:
+    """The baseline's forward time as a function of its tokens, from (concurrency, inter-token
+    latency) pairs: without speculation a forward at concurrency c holds c tokens and takes the
+    inter-token latency. Piecewise linear through the measured points, extended beyond the last one
+    along the last segment (``extrapolated`` past ``max_tokens``). None with fewer than two."""
+    pts = sorted({float(n): float(t) for n, t in points if _finite(n, t)}.items())
+    if len(pts) < 2:
         return None
-    ns, ts = [n for n, _ in pts], [t for _, t in pts]
-    mean_n, mean_t = sum(ns) / len(ns), sum(ts) / len(ts)
-    slope = sum((n - mean_n) * (t - mean_t) for n, t in pts) / sum((n - mean_n) ** 2 for n in ns)
-    return {"fixed_s": mean_t - slope * mean_n, "per_token_s": slope, "max_tokens": max(ns), "points": len(pts)}
+    return {"points": pts, "max_tokens": pts[-1][0]}
 
 
-def _step(fit: dict, tokens: float) -> float:
-    return fit["fixed_s"] + fit["per_token_s"] * tokens
+def _step(curve: dict, tokens: float) -> float:
+    pts = curve["points"]
+    for (n0, t0), (n1, t1) in zip(pts, pts[1:]):
+        if tokens <= n1 or (n1, t1) == pts[-1]:
+            return t0 + (t1 - t0) * (tokens - n0) / (n1 - n0)
+    return pts[-1][1]
+
+
+MODELS = {
+    "tokens": "verify costs its tokens: a forward over c x (k+1) tokens costs what the baseline's forward "
+              "over that many tokens costs (compute-bound hardware)",
+    "requests": "verify costs its requests: a verify forward costs a fixed multiple of the baseline's "
+                "forward at the same concurrency (weight-reading-bound hardware: a GPU below saturation)",
+}
 
 
 def load_cost_model(rows) -> dict:
     """Predict the decode speed-up at every concurrency from costs, and say where it disagrees.
 
     Why: the crossover under load is a cost question. A speculative step at concurrency c verifies
-    c x (k+1) tokens in one target forward and runs k draft forwards over c tokens. The baseline's
-    inter-token latencies give the target forward's time as a function of its tokens (a line, fitted
-    over the measured concurrencies); the lowest concurrency's speculative step (inter-token latency
-    x accept length) gives the draft's cost as a share r of a target forward. Then
+    k+1 tokens per request in one target forward and runs k draft forwards. The baseline's
+    inter-token latencies give the target forward's time f(n) as a function of its tokens; the
+    lowest concurrency's speculative step (inter-token latency x accept length) calibrates each of
+    two bounding models (``MODELS``):
 
-        predicted decode speed-up(c) = AL(c) * f(c) / (f(c (k+1)) + k r f(c))
+        tokens:   step(c) = f(c (k+1)) + k r f(c)     requests: step(c) = f(c) (1 + k s)
 
-    with AL(c) the accept length the server's counters measured at c (its interval gives the
-    prediction's range). The anchor concurrency matches by construction; every other point is a
-    prediction, compared with the measured decode speed-up's interval. A forward over more tokens
-    than the baseline ever ran is extrapolated and flagged."""
+    and predicted decode speed-up(c) = AL(c) f(c) / step(c), with AL(c) the accept length the
+    server's counters measured at c (its interval gives the prediction's range). The anchor
+    matches by construction; every other point is a prediction, compared with the measured decode
+    speed-up's interval. A forward over more tokens than the baseline ever ran is extrapolated."""
     rows = sorted((dict(r) for r in rows if not r.get("failed") and not r.get("skipped")),
                   key=lambda r: r["concurrency"])
-    fit = fit_step_time((r["concurrency"], r.get("baseline_itl_s")) for r in rows)
-    if fit is None:
-        return {"status": "no fit", "rows": [], "fit": None,
+    curve = step_time_curve((r["concurrency"], r.get("baseline_itl_s")) for r in rows)
+    if curve is None:
+        return {"status": "no fit", "rows": [], "curve": None,
                 "text": "no cost model: it needs the baseline's inter-token latency at two or more concurrencies"}
     usable = [r for r in rows if _finite(r.get("itl_s"), r.get("accept_length")) and _draft_tokens(r)]
     if not usable:
-        return {"status": "no anchor", "rows": [], "fit": fit,
+        return {"status": "no anchor", "rows": [], "curve": curve,
                 "text": "no cost model: no concurrency has both the speculative inter-token latency and an accept length"}
     anchor = usable[0]
-    k = _draft_tokens(anchor)
-    c0 = anchor["concurrency"]
+    k, c0 = _draft_tokens(anchor), anchor["concurrency"]
     spec_step = anchor["itl_s"] * anchor["accept_length"]
-    draft_share = (spec_step - _step(fit, c0 * (k + 1))) / (k * _step(fit, c0))
-    notes = []
-    if draft_share < 0:
-        notes.append(f"the anchor's step ({spec_step * 1e3:.1f} ms) is shorter than the fitted verify forward: "
-                     "draft cost set to 0")
-        draft_share = 0.0
-    out = []
-    for row in usable:
-        c = row["concurrency"]
-        tokens = c * (k + 1)
-        denominator = _step(fit, tokens) + k * draft_share * _step(fit, c)
-        base = row["baseline_itl_s"] if _finite(row.get("baseline_itl_s")) else _step(fit, c)
-
-        def predict(al, base=base, denominator=denominator):
-            return al * base / denominator if denominator > 0 else math.nan
-
-        ci = row.get("accept_length_ci95")
-        measured_ci = row.get("decode_speedup_ci95")
-        predicted = predict(row["accept_length"])
-        pred_range = [predict(ci[0]), predict(ci[1])] if ci and _finite(*ci) else None
-        agrees = None
-        if measured_ci and _finite(*measured_ci):
-            lo, hi = pred_range or (predicted, predicted)
-            agrees = not (hi < measured_ci[0] or lo > measured_ci[1])
-        out.append({"concurrency": c, "draft_tokens": k, "accept_length": row["accept_length"],
-                    "predicted": predicted, "predicted_range": pred_range,
-                    "measured": row.get("decode_speedup"), "measured_ci95": measured_ci,
-                    "anchor": c == c0, "extrapolated": tokens > fit["max_tokens"], "agrees": agrees,
-                    "verify_tokens": tokens})
-    share = fit["per_token_s"] * c0 / _step(fit, c0) if _step(fit, c0) > 0 else math.nan
-    return {"status": "ok", "rows": out, "fit": fit, "draft_share": draft_share, "anchor": c0,
-            "token_share_at_anchor": share, "notes": notes, "text": _model_text(out, fit, draft_share, c0, share)}
+    shares = {"tokens": (spec_step - _step(curve, c0 * (k + 1))) / (k * _step(curve, c0)),
+              "requests": (spec_step / _step(curve, c0) - 1) / k}
+    notes = [f"{name}: the anchor's step ({spec_step * 1e3:.1f} ms) is shorter than its verify forward alone; "
+             "draft cost set to 0" for name, share in shares.items() if share < 0]
+    shares = {name: max(0.0, share) for name, share in shares.items()}
+    out = [_predicted_row(row, k, c0, curve, shares) for row in usable]
+    return {"status": "ok", "rows": out, "curve": curve, "draft_share": shares, "anchor": c0, "notes": notes,
+            "text": _model_text(out, shares, c0)}
 
 
-def _model_text(rows, fit, draft_share, c0, share) -> str:
-    """What the fit says, and where prediction and measurement disagree."""
-    head = (f"cost model (baseline step = {fit['fixed_s'] * 1e3:.2f} ms + {fit['per_token_s'] * 1e3:.3f} ms per "
-            f"token, fitted over {fit['points']} concurrencies; {share:.0%} of a step at concurrency {c0} grows "
-            f"with its tokens; a draft forward costs {draft_share:.2f} of a target forward, from concurrency {c0})")
-    judged = [r for r in rows if not r["anchor"] and r["agrees"] is not None]
-    off = [r for r in judged if not r["agrees"]]
-    if not judged:
-        tail = "no concurrency besides the anchor to test it on"
-    elif not off:
-        tail = f"prediction within the measured interval at all {len(judged)} predicted concurrencies"
-    else:
-        tail = "prediction outside the measured interval at concurrency " + ", ".join(
-            f"{r['concurrency']} (predicted {r['predicted']:.2f}, measured {r['measured']:.2f} "
-            f"[{r['measured_ci95'][0]:.2f}, {r['measured_ci95'][1]:.2f}])" for r in off)
-    extra = [r["concurrency"] for r in rows if r["extrapolated"]]
+def _predicted_row(row, k, c0, curve, shares) -> dict:
+    """Both models' predictions at one concurrency beside the measured decode speed-up."""
+    c = row["concurrency"]
+    f_c = _step(curve, c)
+    steps = {"tokens": _step(curve, c * (k + 1)) + k * shares["tokens"] * f_c,
+             "requests": f_c * (1 + k * shares["requests"])}
+    ci, measured_ci = row.get("accept_length_ci95"), row.get("decode_speedup_ci95")
+    out = {"concurrency": c, "draft_tokens": k, "accept_length": row["accept_length"],
+           "measured": row.get("decode_speedup"), "measured_ci95": measured_ci, "anchor": c == c0,
+           "verify_tokens": c * (k + 1), "extrapolated": c * (k + 1) > curve["max_tokens"]}
+    for name, step in steps.items():
+        def predict(al, step=step):
+            return al * f_c / step if step > 0 else math.nan
+        rng = [predict(ci[0]), predict(ci[1])] if ci and _finite(*ci) else None
+        lo, hi = rng or (predict(row["accept_length"]),) * 2
+        out[f"predicted_{name}"] = predict(row["accept_length"])
+        out[f"predicted_{name}_range"] = rng
+        out[f"agrees_{name}"] = (not (hi < measured_ci[0] or lo > measured_ci[1])
+                                 if measured_ci and _finite(*measured_ci) else None)
+    return out
+
+
+def _model_text(rows, shares, c0) -> str:
+    """Which model the measurement follows, concurrency by concurrency."""
+    head = (f"cost models calibrated at concurrency {c0} (a draft forward costs {shares['tokens']:.2f} of a "
+            f"target forward if verify costs its tokens; a speculative step costs {1:.0f} + k x "
+            f"{shares['requests']:.2f} forwards if verify costs its requests)")
+    parts = []
+    for row in rows:
+        if row["anchor"] or row["measured_ci95"] is None:
+            continue
+        fits = [name for name in MODELS if row[f"agrees_{name}"]]
+        verdict = (" and ".join(fits) + " model" + ("s" if len(fits) > 1 else "") + " within the interval"
+                   if fits else "neither model within the measured interval")
+        parts.append(f"at {row['concurrency']} measured {row['measured']:.2f} [{row['measured_ci95'][0]:.2f}, "
+                     f"{row['measured_ci95'][1]:.2f}], tokens {row['predicted_tokens']:.2f}, requests "
+                     f"{row['predicted_requests']:.2f}: {verdict}")
+    extra = [str(r["concurrency"]) for r in rows if r["extrapolated"]]
+    tail = "; ".join(parts) or "no concurrency besides the anchor to test them on"
     if extra:
-        tail += (f"; at concurrency {', '.join(map(str, extra))} the verify forward holds more tokens than any "
-                 "baseline forward measured (extrapolated)")
+        tail += (f"; at concurrency {', '.join(extra)} the verify forward holds more tokens than any baseline "
+                 "forward measured (the tokens model extrapolates)")
     return f"{head}: {tail}"
 
 

@@ -528,20 +528,21 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
 
 def load_speedup(model: dict, rows=None, title: str | None = None):
     """Speed-up against concurrency under load: the measured decode speed-up (inter-token latency,
-    95 % interval over prompts), the cost model's prediction with the range its accept-length
-    interval gives (``loadsweep.load_cost_model``), and the total tokens/s speed-up when ``rows``
+    95 % interval over prompts), the two cost models' predictions with the range the accept
+    length's interval gives (``loadsweep.load_cost_model``), and the total tokens/s speed-up when ``rows``
     (the sweep's rows) are given; 1.0 (no speculation) marked. Log-2 concurrency axis."""
     points = pd.DataFrame(model.get("rows") or [])
-    _need(points, ["concurrency", "measured", "predicted"], "load speed-up")
+    _need(points, ["concurrency", "measured", "predicted_tokens", "predicted_requests"], "load speed-up")
     fig, ax = _figure(figsize=(7, 4.2))
     ax.errorbar(points["concurrency"], points["measured"], yerr=_ci_errors(points, "measured"), marker="o", capsize=3,
                 color=COLORS["observed"], label="decode speed-up, measured")
-    ax.plot(points["concurrency"], points["predicted"], marker="s", ls="--", color=COLORS["model"],
-            label="decode speed-up, predicted from costs")
-    ranged = points[points["predicted_range"].notna()]
-    if len(ranged):
-        ax.fill_between(ranged["concurrency"], [r[0] for r in ranged["predicted_range"]],
-                        [r[1] for r in ranged["predicted_range"]], color=COLORS["model"], alpha=0.15, lw=0)
+    for name, color, marker in (("tokens", COLORS["model"], "s"), ("requests", COLORS["bonus"], "D")):
+        ax.plot(points["concurrency"], points[f"predicted_{name}"], marker=marker, ls="--", color=color,
+                label=f"predicted: verify costs its {name}")
+        ranged = points[points[f"predicted_{name}_range"].notna()]
+        if len(ranged):
+            ax.fill_between(ranged["concurrency"], [r[0] for r in ranged[f"predicted_{name}_range"]],
+                            [r[1] for r in ranged[f"predicted_{name}_range"]], color=color, alpha=0.12, lw=0)
     if rows is not None and len(rows) and "speedup" in pd.DataFrame(rows):
         total = pd.DataFrame(rows).dropna(subset=["speedup"]).sort_values("concurrency")
         ax.errorbar(total["concurrency"], total["speedup"], yerr=_ci_errors(total, "speedup"), marker="^",

@@ -288,8 +288,8 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     assert "and 4 (speed-up 0." in out
     # the stand-in slows with requests in flight, not with tokens per forward: the cost model,
     # anchored at 1, cannot explain concurrency 4 and says so
-    assert "decode speed-up, predicted from costs vs measured (speculation; k = 3):" in out
-    assert "(anchor)" in out and "DISAGREES" in out
+    assert "decode speed-up, measured vs predicted by two cost models (speculation; k = 3):" in out
+    assert "(anchor)" in out and "OFF" in out
     assert (tmp_path / "load.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -301,7 +301,8 @@ def test_the_load_plot_draws_measured_predicted_and_total():
     fig = plots.load_speedup(loadsweep.load_cost_model(rows), rows)
     ax = fig.axes[0]
     labels = ax.get_legend_handles_labels()[1]
-    assert set(labels) == {"decode speed-up, measured", "decode speed-up, predicted from costs",
+    assert set(labels) == {"decode speed-up, measured", "predicted: verify costs its tokens",
+                           "predicted: verify costs its requests",
                            "total tokens/s speed-up, measured", "no speculation"}
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
 
@@ -318,19 +319,26 @@ def _load_rows(**measured_ci):
             for c in (1, 2, 4, 8)]
 
 
-def test_the_load_cost_model_fits_the_baseline_and_predicts_from_the_anchor():
+def test_the_load_cost_models_calibrate_at_the_anchor_and_predict_the_rest():
     model = loadsweep.load_cost_model(_load_rows(**{"2": [0.7, 0.9], "4": [2.5, 3.5]}))
     assert model["status"] == "ok" and model["anchor"] == 1
-    assert model["fit"]["fixed_s"] == pytest.approx(1.0) and model["fit"]["per_token_s"] == pytest.approx(0.5)
-    assert model["draft_share"] == pytest.approx(0.2)
+    assert model["curve"]["points"] == [(1.0, 1.5), (2.0, 2.0), (4.0, 3.0), (8.0, 5.0)]
+    # tokens: 3.9 = f(4) + 3 r f(1) = 3 + 4.5 r; requests: 3.9 = f(1) (1 + 3 s) = 1.5 (1 + 3 s)
+    assert model["draft_share"] == pytest.approx({"tokens": 0.2, "requests": (3.9 / 1.5 - 1) / 3})
     by = {r["concurrency"]: r for r in model["rows"]}
-    assert by[1]["anchor"] and by[1]["predicted"] == pytest.approx(by[1]["measured"])  # matched by construction
-    assert by[2]["predicted"] == pytest.approx(2.5 * 2.0 / (5.0 + 3 * 0.2 * 2.0))  # f(8) + k r f(2)
-    assert by[2]["predicted_range"] == pytest.approx([2.4 * 2.0 / 6.2, 2.6 * 2.0 / 6.2])
-    assert by[2]["agrees"] is True and by[4]["agrees"] is False and by[8]["agrees"] is None
-    assert not by[2]["extrapolated"] and by[4]["extrapolated"]  # 16 tokens in one forward; the fit saw 8
-    assert "prediction outside the measured interval at concurrency 4 (predicted" in model["text"]
-    assert "extrapolated" in model["text"]
+    assert by[1]["anchor"]
+    assert by[1]["predicted_tokens"] == pytest.approx(by[1]["measured"])  # matched by construction
+    assert by[1]["predicted_requests"] == pytest.approx(by[1]["measured"])
+    assert by[2]["predicted_tokens"] == pytest.approx(2.5 * 2.0 / (5.0 + 3 * 0.2 * 2.0))  # f(8) + k r f(2)
+    assert by[2]["predicted_tokens_range"] == pytest.approx([2.4 * 2.0 / 6.2, 2.6 * 2.0 / 6.2])
+    assert by[2]["predicted_requests"] == pytest.approx(2.5 * 1.5 / 3.9)  # AL(c) x the anchor's speed-up / AL
+    assert by[4]["predicted_tokens"] == pytest.approx(2.0 * 3.0 / (9.0 + 3 * 0.2 * 3.0))  # f(16) extends 4..8
+    assert by[2]["agrees_tokens"] is True and by[2]["agrees_requests"] is False  # 0.92-1.00 vs 0.7-0.9
+    assert by[4]["agrees_tokens"] is False and by[8]["agrees_tokens"] is None
+    assert not by[2]["extrapolated"] and by[4]["extrapolated"]  # 16 tokens in one forward; the baseline ran 8
+    assert "at 2 measured 1.00 [0.70, 0.90], tokens 0.81, requests 0.96: tokens model within the interval" in model["text"]
+    assert "at 4 measured 3.00 [2.50, 3.50]" in model["text"] and "neither model" in model["text"]
+    assert "the tokens model extrapolates" in model["text"]
 
 
 def test_the_load_cost_model_needs_two_baseline_concurrencies_and_an_anchor():

@@ -175,14 +175,18 @@ def print_cost_models(df, plot=None) -> None:
         if model["status"] != "ok":
             print(f"cost model ({label}): {model['text']}")
             continue
-        print(f"decode speed-up, predicted from costs vs measured ({label}; k = {model['rows'][0]['draft_tokens']}):")
+        print(f"decode speed-up, measured vs predicted by two cost models ({label}; "
+              f"k = {model['rows'][0]['draft_tokens']}):")
+        for name, text in loadsweep.MODELS.items():
+            print(f"  {name}: {text}")
         for row in model["rows"]:
-            rng = row["predicted_range"]
             ci = row["measured_ci95"]
-            print(f"  concurrency {row['concurrency']:>3}: predicted {row['predicted']:.2f}"
-                  + (f" [{rng[0]:.2f}, {rng[1]:.2f}]" if rng else "")
-                  + f"  measured {row['measured']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-                  + ("  (anchor)" if row["anchor"] else "  agrees" if row["agrees"] else
-                     "  DISAGREES" if row["agrees"] is False else "")
-                  + ("  (extrapolated)" if row["extrapolated"] else ""))
+            cells = [f"  concurrency {row['concurrency']:>3}: measured {row['measured']:.2f}"
+                     + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")]
+            for name in loadsweep.MODELS:
+                rng = row[f"predicted_{name}_range"]
+                flag = "" if row["anchor"] else " ok" if row[f"agrees_{name}"] else " OFF" if row[f"agrees_{name}"] is False else ""
+                cells.append(f"{name} {row[f'predicted_{name}']:.2f}" + (f" [{rng[0]:.2f}, {rng[1]:.2f}]" if rng else "") + flag)
+            print("  ".join(cells) + ("  (anchor)" if row["anchor"] else "")
+                  + ("  (tokens extrapolated)" if row["extrapolated"] else ""))
         print(f"  {model['text']}")
