@@ -366,3 +366,25 @@ def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the
     lo, hi = wilson_interval(0, 40)
     assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.0876, abs=1e-4)
     assert wilson_interval(40, 40)[1] == pytest.approx(1.0)
+
+
+def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tmp_path, monkeypatch):
+    from eagle3lab import experiments, prose
+
+    rows = [{**r, "point_key": f"k{r['concurrency']}", "speedup": 1.2, "speedup_ci95": [1.1, 1.3]}
+            for r in _load_rows(**{"2": [0.7, 0.9]})]
+    (tmp_path / "good.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "good.json").write_text(json.dumps({"draft": "healthy", "date": "2026-12-02", "machine": "2-core CPU",
+                                                    "command": "eagle3lab sweep ...", "engine": "vLLM 0.32.0"}))
+    (tmp_path / "orphan.jsonl").write_text(rows and json.dumps(rows[0]) + "\n")  # no manifest: skipped
+    monkeypatch.setattr(experiments, "stored_load_sweeps",
+                        lambda directory=None, _orig=experiments.stored_load_sweeps: _orig(tmp_path))
+    result = experiments.under_load(backend="lab")
+    assert result["measured"] is False and "one request at a time" in result["why"]
+    assert [s["name"] for s in result["stored"]] == ["good", "orphan"] and result["stored"][1]["skipped"]
+    text = prose.under_load_markdown(result)
+    assert "Nothing is measured under load on the lab backend" in text
+    assert ("The lab's healthy draft** (vLLM 0.32.0, measured on 2026-12-02 on 2-core CPU by `eagle3lab sweep ...` "
+            "(stored in data/load/good.jsonl; not re-measured in this run)") in text
+    assert "- k = 3: not reached up to concurrency 8" in text and "cost models calibrated at concurrency 1" in text
+    assert "orphan" not in text and "not a GPU measurement" in text
