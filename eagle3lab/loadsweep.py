@@ -439,18 +439,24 @@ def _draft_tokens(row) -> int | None:
 def step_time_curve(points) -> dict | None:
     """The baseline's forward time as a function of its tokens, from (concurrency, inter-token
     latency) pairs: without speculation a forward at concurrency c holds c tokens and takes the
-    inter-token latency. Piecewise linear through the measured points, extended beyond the last one
-    along the last segment (``extrapolated`` past ``max_tokens``). None with fewer than two."""
+    inter-token latency. Piecewise linear through the measured points; past the last one it grows
+    along the least-squares slope of all of them, floored at 0 (a forward over more tokens is not
+    faster; ``extrapolated`` past ``max_tokens``). None with fewer than two concurrencies."""
     pts = sorted({float(n): float(t) for n, t in points if _finite(n, t)}.items())
     if len(pts) < 2:
         return None
-    return {"points": pts, "max_tokens": pts[-1][0]}
+    mean_n = sum(n for n, _ in pts) / len(pts)
+    mean_t = sum(t for _, t in pts) / len(pts)
+    slope = (sum((n - mean_n) * (t - mean_t) for n, t in pts) / sum((n - mean_n) ** 2 for n, _ in pts))
+    return {"points": pts, "max_tokens": pts[-1][0], "slope_beyond": max(0.0, slope)}
 
 
 def _step(curve: dict, tokens: float) -> float:
     pts = curve["points"]
+    if tokens >= pts[-1][0]:
+        return pts[-1][1] + curve["slope_beyond"] * (tokens - pts[-1][0])
     for (n0, t0), (n1, t1) in zip(pts, pts[1:]):
-        if tokens <= n1 or (n1, t1) == pts[-1]:
+        if tokens <= n1:
             return t0 + (t1 - t0) * (tokens - n0) / (n1 - n0)
     return pts[-1][1]
 
@@ -519,7 +525,7 @@ def _predicted_row(row, k, c0, curve, shares) -> dict:
         out[f"predicted_{name}"] = predict(row["accept_length"])
         out[f"predicted_{name}_range"] = rng
         out[f"agrees_{name}"] = (not (hi < measured_ci[0] or lo > measured_ci[1])
-                                 if measured_ci and _finite(*measured_ci) else None)
+                                 if measured_ci and _finite(*measured_ci, lo, hi) else None)
     return out
 
 

@@ -323,6 +323,7 @@ def test_the_load_cost_models_calibrate_at_the_anchor_and_predict_the_rest():
     model = loadsweep.load_cost_model(_load_rows(**{"2": [0.7, 0.9], "4": [2.5, 3.5]}))
     assert model["status"] == "ok" and model["anchor"] == 1
     assert model["curve"]["points"] == [(1.0, 1.5), (2.0, 2.0), (4.0, 3.0), (8.0, 5.0)]
+    assert model["curve"]["slope_beyond"] == pytest.approx(0.5)  # least squares of the four (a line here)
     # tokens: 3.9 = f(4) + 3 r f(1) = 3 + 4.5 r; requests: 3.9 = f(1) (1 + 3 s) = 1.5 (1 + 3 s)
     assert model["draft_share"] == pytest.approx({"tokens": 0.2, "requests": (3.9 / 1.5 - 1) / 3})
     by = {r["concurrency"]: r for r in model["rows"]}
@@ -332,7 +333,7 @@ def test_the_load_cost_models_calibrate_at_the_anchor_and_predict_the_rest():
     assert by[2]["predicted_tokens"] == pytest.approx(2.5 * 2.0 / (5.0 + 3 * 0.2 * 2.0))  # f(8) + k r f(2)
     assert by[2]["predicted_tokens_range"] == pytest.approx([2.4 * 2.0 / 6.2, 2.6 * 2.0 / 6.2])
     assert by[2]["predicted_requests"] == pytest.approx(2.5 * 1.5 / 3.9)  # AL(c) x the anchor's speed-up / AL
-    assert by[4]["predicted_tokens"] == pytest.approx(2.0 * 3.0 / (9.0 + 3 * 0.2 * 3.0))  # f(16) extends 4..8
+    assert by[4]["predicted_tokens"] == pytest.approx(2.0 * 3.0 / (9.0 + 3 * 0.2 * 3.0))  # f(16) = 5 + 0.5 x 8
     assert by[2]["agrees_tokens"] is True and by[2]["agrees_requests"] is False  # 0.92-1.00 vs 0.7-0.9
     assert by[4]["agrees_tokens"] is False and by[8]["agrees_tokens"] is None
     assert not by[2]["extrapolated"] and by[4]["extrapolated"]  # 16 tokens in one forward; the baseline ran 8
@@ -388,3 +389,11 @@ def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tm
             "(stored in data/load/good.jsonl; not re-measured in this run)") in text
     assert "- k = 3: not reached up to concurrency 8" in text and "cost models calibrated at concurrency 1" in text
     assert "orphan" not in text and "not a GPU measurement" in text
+
+
+def test_a_flat_or_falling_baseline_is_not_extrapolated_downwards():
+    """A CPU whose batched decode costs what one request's does (a falling last segment from
+    noise) must not predict a verify forward cheaper than the last one measured."""
+    curve = loadsweep.step_time_curve([(1, 0.050), (2, 0.048), (4, 0.052), (8, 0.047)])
+    assert curve["slope_beyond"] == 0.0
+    assert loadsweep._step(curve, 32) == pytest.approx(0.047) and loadsweep._step(curve, 3) == pytest.approx(0.050)
