@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+import threading
 
 from eagle3lab.commands import (bench, config, doctor, lab, logs, patch, report, serve, sweep,
                                 wiring)
@@ -36,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        with _terminate_as_exit():
+            return int(args._run(args) or 0)
     except EagleLabError as exc:
         print(f"eagle3lab: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -45,6 +49,33 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Terminated:
+        print("eagle3lab: terminated (servers it launched were stopped)", file=sys.stderr)
+        return 143
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the command is, so every `with` it is in stops what it started (a
+    BaseException, like KeyboardInterrupt: no `except Exception` in a measuring loop swallows it)."""
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """Why: Python's default SIGTERM ends the process without unwinding, and servers a sweep or a
+    bench launched (their own process groups) would outlive it; raised as an exception, the
+    servers' context managers stop them. Main thread only; the previous handler comes back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -901,3 +901,76 @@ def warnings_table(resolved):
         for warning in row["warnings"]:
             seen.setdefault(warning, []).append(label)
     return pd.DataFrame({"SGLang warns": list(seen), "for": ["; ".join(v) for v in seen.values()]})
+
+
+# --------------------------------------------------------------------------- under load (notebook 05)
+
+LOAD_DIR = "load"  # under data/: stored load sweeps, each with a provenance manifest beside it
+
+
+def stored_load_sweeps(directory=None) -> list[dict]:
+    """The load sweeps stored in data/load/: per file its rows and the provenance manifest
+    (`<name>.json`: command, date, machine, engine) that says where its figures come from.
+    A file without a manifest, or an unreadable line, is a counted skip, never a traceback."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from eagle3lab import loadtest
+    from eagle3lab.paths import DATA_DIR
+
+    folder = Path(directory) if directory else DATA_DIR / LOAD_DIR
+    out = []
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        manifest = path.with_suffix(".json")
+        try:
+            meta = json.loads(manifest.read_text())
+        except (OSError, json.JSONDecodeError):
+            meta = None
+        rows = loadtest.load_points(path)
+        out.append({"name": path.stem, "path": path, "frame": pd.DataFrame(rows), "provenance": meta,
+                    "skipped": meta is None})
+    return out
+
+
+def under_load(lab: str = "default", backend: str = "lab", drafts=("healthy", "seed"), ks=(3, 6),
+               levels=(1, 2, 4, 8), num_prompts: int = 16, max_new_tokens: int = 64, live: bool = False) -> dict:
+    """Notebook 05's "under load": speed-up against concurrency, the crossover and the cost models.
+
+    On vLLM (``backend="vllm"`` or ``live``) each draft is measured in this run: one server per
+    (draft, k) and one without speculation serve every concurrency, interleaved (``loadsweep``);
+    the lab's seed-like draft is served with the ids that feed its trained boundaries (its fix on
+    vLLM). The lab server serves one request at a time, so on the lab backend nothing is measured:
+    the stored vLLM sweeps of data/load/ are shown with their provenance instead."""
+    from eagle3lab import engines, loadsweep
+    from eagle3lab.errors import EagleLabError
+
+    if engines.get(backend).serves_one_request_at_a_time and not live:
+        try:
+            engines.get("vllm").python()
+            vllm = True
+        except EagleLabError:
+            vllm = False
+        return {"measured": False, "stored": stored_load_sweeps(), "vllm_available": vllm,
+                "why": "the lab server serves one request at a time: it has no batch to load"}
+    from eagle3lab.engines.vllm import experiments as experiments_vllm
+    from eagle3lab.lab import load_lab
+    from eagle3lab.paths import lab_dir
+
+    root = lab_dir(lab)
+    layers = load_lab(lab, progress=False).num_layers
+    prompts = bench_prompts(lab, num_prompts, backend="vllm")
+    frames = []
+    for draft in drafts:
+        grid = {"num_steps": list(ks), "concurrency": list(levels)}
+        draft_dir = root / "drafts" / draft
+        if draft != "healthy":  # the seed-like draft after its fix: ids that feed its trained boundaries
+            grid["draft_layer_ids"] = [",".join(map(str, experiments_vllm.fix_ids(draft_dir, layers)))]
+        frame = loadsweep.sweep(grid, prompts, backend="vllm", model_path=root / "target", draft_path=draft_dir,
+                                baseline=True, max_new_tokens=max_new_tokens, progress=True)
+        frames.append(frame.assign(draft=draft))
+    import pandas as pd
+
+    return {"measured": True, "frame": pd.concat(frames, ignore_index=True), "prompts": len(prompts),
+            "max_new_tokens": max_new_tokens}

@@ -413,3 +413,160 @@ def crossovers(frame) -> list[tuple[dict, dict]]:
             rows = rows[~rows["failed"].fillna(False).astype(bool)]
         out.append((config, crossover(rows.to_dict("records"))))
     return out
+
+
+# --------------------------------------------------------------------------- the cost model under load
+
+GPU_NOTE = (
+    "What changes on a GPU: a decode forward there is bound by reading the weights, not by the "
+    "tokens in its batch, so verifying k+1 tokens per request costs about what decoding one does "
+    "until the batch reaches the compute-bound regime (hundreds of tokens): the 'requests' model "
+    "above describes it, and the crossover moves to a much higher concurrency than on a CPU, whose "
+    "forward time grows with its tokens from the start. What the field reports on GPUs: "
+    "SafeAILab/EAGLE#269 (tree drafts not advised for batch size > 1), EAGLE#298 and sglang#5274 "
+    "(EAGLE-3 slower than the baseline at concurrency > 1 with --cuda-graph-max-bs 2), sglang#33483 "
+    "(batches above cuda_graph_max_bs run eagerly), TensorRT-LLM#9208 (acceptance falls with batch "
+    "size). This is the cost models' reading of those reports, not a GPU measurement.")
+
+
+def _finite(*values) -> bool:
+    return all(v is not None and isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def _draft_tokens(row) -> int | None:
+    """Draft tokens per verify step (k) the server reported, else the one asked for."""
+    for key in ("server_num_steps", "asked_num_steps"):
+        if _finite(row.get(key)) and row[key] >= 1:
+            return int(row[key])
+    if _finite(row.get("server_num_draft_tokens")) and row["server_num_draft_tokens"] >= 2:
+        return int(row["server_num_draft_tokens"]) - 1
+    return None
+
+
+def step_time_curve(points) -> dict | None:
+    """The baseline's forward time as a function of its tokens, from (concurrency, inter-token
+    latency) pairs: without speculation a forward at concurrency c holds c tokens and takes the
+    inter-token latency. Piecewise linear through the measured points; past the last one it grows
+    along the least-squares slope of all of them, floored at 0 (a forward over more tokens is not
+    faster; ``extrapolated`` past ``max_tokens``). None with fewer than two concurrencies."""
+    pts = sorted({float(n): float(t) for n, t in points if _finite(n, t)}.items())
+    if len(pts) < 2:
+        return None
+    mean_n = sum(n for n, _ in pts) / len(pts)
+    mean_t = sum(t for _, t in pts) / len(pts)
+    slope = (sum((n - mean_n) * (t - mean_t) for n, t in pts) / sum((n - mean_n) ** 2 for n, _ in pts))
+    return {"points": pts, "max_tokens": pts[-1][0], "slope_beyond": max(0.0, slope)}
+
+
+def _step(curve: dict, tokens: float) -> float:
+    pts = curve["points"]
+    if tokens >= pts[-1][0]:
+        return pts[-1][1] + curve["slope_beyond"] * (tokens - pts[-1][0])
+    for (n0, t0), (n1, t1) in zip(pts, pts[1:]):
+        if tokens <= n1:
+            return t0 + (t1 - t0) * (tokens - n0) / (n1 - n0)
+    return pts[-1][1]
+
+
+MODELS = {
+    "tokens": "verify costs its tokens: a forward over c x (k+1) tokens costs what the baseline's forward "
+              "over that many tokens costs (compute-bound hardware)",
+    "requests": "verify costs its requests: a verify forward costs a fixed multiple of the baseline's "
+                "forward at the same concurrency (weight-reading-bound hardware: a GPU below saturation)",
+}
+
+
+def load_cost_model(rows) -> dict:
+    """Predict the decode speed-up at every concurrency from costs, and say where it disagrees.
+
+    Why: the crossover under load is a cost question. A speculative step at concurrency c verifies
+    k+1 tokens per request in one target forward and runs k draft forwards. The baseline's
+    inter-token latencies give the target forward's time f(n) as a function of its tokens; the
+    lowest concurrency's speculative step (inter-token latency x accept length) calibrates each of
+    two bounding models (``MODELS``):
+
+        tokens:   step(c) = f(c (k+1)) + k r f(c)     requests: step(c) = f(c) (1 + k s)
+
+    and predicted decode speed-up(c) = AL(c) f(c) / step(c), with AL(c) the accept length the
+    server's counters measured at c (its interval gives the prediction's range). The anchor
+    matches by construction; every other point is a prediction, compared with the measured decode
+    speed-up's interval. A forward over more tokens than the baseline ever ran is extrapolated."""
+    rows = sorted((dict(r) for r in rows if not r.get("failed") and not r.get("skipped")),
+                  key=lambda r: r["concurrency"])
+    curve = step_time_curve((r["concurrency"], r.get("baseline_itl_s")) for r in rows)
+    if curve is None:
+        return {"status": "no fit", "rows": [], "curve": None,
+                "text": "no cost model: it needs the baseline's inter-token latency at two or more concurrencies"}
+    usable = [r for r in rows if _finite(r.get("itl_s"), r.get("accept_length")) and _draft_tokens(r)]
+    if not usable:
+        return {"status": "no anchor", "rows": [], "curve": curve,
+                "text": "no cost model: no concurrency has both the speculative inter-token latency and an accept length"}
+    anchor = usable[0]
+    k, c0 = _draft_tokens(anchor), anchor["concurrency"]
+    spec_step = anchor["itl_s"] * anchor["accept_length"]
+    shares = {"tokens": (spec_step - _step(curve, c0 * (k + 1))) / (k * _step(curve, c0)),
+              "requests": (spec_step / _step(curve, c0) - 1) / k}
+    notes = [f"{name}: the anchor's step ({spec_step * 1e3:.1f} ms) is shorter than its verify forward alone; "
+             "draft cost set to 0" for name, share in shares.items() if share < 0]
+    shares = {name: max(0.0, share) for name, share in shares.items()}
+    out = [_predicted_row(row, k, c0, curve, shares) for row in usable]
+    return {"status": "ok", "rows": out, "curve": curve, "draft_share": shares, "anchor": c0, "notes": notes,
+            "text": _model_text(out, shares, c0)}
+
+
+def _predicted_row(row, k, c0, curve, shares) -> dict:
+    """Both models' predictions at one concurrency beside the measured decode speed-up."""
+    c = row["concurrency"]
+    f_c = _step(curve, c)
+    steps = {"tokens": _step(curve, c * (k + 1)) + k * shares["tokens"] * f_c,
+             "requests": f_c * (1 + k * shares["requests"])}
+    ci, measured_ci = row.get("accept_length_ci95"), row.get("decode_speedup_ci95")
+    out = {"concurrency": c, "draft_tokens": k, "accept_length": row["accept_length"],
+           "measured": row.get("decode_speedup"), "measured_ci95": measured_ci, "anchor": c == c0,
+           "verify_tokens": c * (k + 1), "extrapolated": c * (k + 1) > curve["max_tokens"]}
+    for name, step in steps.items():
+        def predict(al, step=step):
+            return al * f_c / step if step > 0 else math.nan
+        rng = [predict(ci[0]), predict(ci[1])] if ci and _finite(*ci) else None
+        lo, hi = rng or (predict(row["accept_length"]),) * 2
+        out[f"predicted_{name}"] = predict(row["accept_length"])
+        out[f"predicted_{name}_range"] = rng
+        out[f"agrees_{name}"] = (not (hi < measured_ci[0] or lo > measured_ci[1])
+                                 if measured_ci and _finite(*measured_ci, lo, hi) else None)
+    return out
+
+
+def _model_text(rows, shares, c0) -> str:
+    """Which model the measurement follows, concurrency by concurrency."""
+    head = (f"cost models calibrated at concurrency {c0} (a draft forward costs {shares['tokens']:.2f} of a "
+            f"target forward if verify costs its tokens; a speculative step costs {1:.0f} + k x "
+            f"{shares['requests']:.2f} forwards if verify costs its requests)")
+    parts = []
+    for row in rows:
+        if row["anchor"] or row["measured_ci95"] is None:
+            continue
+        fits = [name for name in MODELS if row[f"agrees_{name}"]]
+        verdict = (" and ".join(fits) + " model" + ("s" if len(fits) > 1 else "") + " within the interval"
+                   if fits else "neither model within the measured interval")
+        parts.append(f"at {row['concurrency']} measured {row['measured']:.2f} [{row['measured_ci95'][0]:.2f}, "
+                     f"{row['measured_ci95'][1]:.2f}], tokens {row['predicted_tokens']:.2f}, requests "
+                     f"{row['predicted_requests']:.2f}: {verdict}")
+    extra = [str(r["concurrency"]) for r in rows if r["extrapolated"]]
+    tail = "; ".join(parts) or "no concurrency besides the anchor to test them on"
+    if extra:
+        tail += (f"; at concurrency {', '.join(extra)} the verify forward holds more tokens than any baseline "
+                 "forward measured (the tokens model extrapolates)")
+    return f"{head}: {tail}"
+
+
+def cost_models(frame) -> list[tuple[dict, dict]]:
+    """(config, load_cost_model) for each speculative config of a load-sweep frame with a baseline."""
+    if frame is None or not len(frame) or "baseline_itl_s" not in frame:
+        return []
+    asked = [c for c in frame.columns if c.startswith("asked_")]
+    groups = frame.groupby(asked, dropna=False, sort=False) if asked else [((), frame)]
+    out = []
+    for values, rows in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        out.append(({c[len("asked_"):]: v for c, v in zip(asked, values)}, load_cost_model(rows.to_dict("records"))))
+    return out

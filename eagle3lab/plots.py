@@ -571,3 +571,32 @@ def _position_points(ax, row, name: str, color, offset: float = 0.0) -> None:
                     ecolor=color, alpha=alpha, capsize=2, lw=1)
         ax.scatter([x], [rate], s=10 + 60 * min(1.0, np.sqrt(n) / np.sqrt(500)), color=color, alpha=alpha,
                    zorder=3)
+def load_speedup(model: dict, rows=None, title: str | None = None):
+    """Speed-up against concurrency under load: the measured decode speed-up (inter-token latency,
+    95 % interval over prompts), the two cost models' predictions with the range the accept
+    length's interval gives (``loadsweep.load_cost_model``), and the total tokens/s speed-up when ``rows``
+    (the sweep's rows) are given; 1.0 (no speculation) marked. Log-2 concurrency axis."""
+    points = pd.DataFrame(model.get("rows") or [])
+    _need(points, ["concurrency", "measured", "predicted_tokens", "predicted_requests"], "load speed-up")
+    fig, ax = _figure(figsize=(7, 4.2))
+    ax.errorbar(points["concurrency"], points["measured"], yerr=_ci_errors(points, "measured"), marker="o", capsize=3,
+                color=COLORS["observed"], label="decode speed-up, measured")
+    for name, color, marker in (("tokens", COLORS["model"], "s"), ("requests", COLORS["bonus"], "D")):
+        ax.plot(points["concurrency"], points[f"predicted_{name}"], marker=marker, ls="--", color=color,
+                label=f"predicted: verify costs its {name}")
+        ranged = points[points[f"predicted_{name}_range"].notna()]
+        if len(ranged):
+            ax.fill_between(ranged["concurrency"], [r[0] for r in ranged[f"predicted_{name}_range"]],
+                            [r[1] for r in ranged[f"predicted_{name}_range"]], color=color, alpha=0.12, lw=0)
+    if rows is not None and len(rows) and "speedup" in pd.DataFrame(rows):
+        total = pd.DataFrame(rows).dropna(subset=["speedup"]).sort_values("concurrency")
+        ax.errorbar(total["concurrency"], total["speedup"], yerr=_ci_errors(total, "speedup"), marker="^",
+                    capsize=3, ls=":", color=COLORS["accepted"], label="total tokens/s speed-up, measured")
+    ax.axhline(1.0, color=COLORS["baseline"], ls="--", lw=1, label="no speculation")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted(points["concurrency"]), [str(int(c)) for c in sorted(points["concurrency"])])
+    ax.set(xlabel="concurrency (requests in flight)", ylabel="speed-up over no speculation",
+           title=title or "Speculation under load (bars: 95% CI over prompts)")
+    ax.legend(fontsize="small", loc="best", frameon=False)
+    fig.tight_layout()
+    return _close(fig)

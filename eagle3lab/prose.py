@@ -716,3 +716,51 @@ def repetition_sentence(tokens, window: int = 4) -> str:
         return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
                 "for how each token was produced, not as text.*")
     return f"*{figure[0].upper()}{figure[1:]}.*"
+def _load_groups(result) -> list[tuple[str, str, object]]:
+    """(draft, origin, rows) per load sweep of ``experiments.under_load``'s result."""
+    from eagle3lab.spec import VLLM_VERSION
+
+    if result.get("measured"):
+        frame = result["frame"]
+        origin = (f"vLLM {VLLM_VERSION} (CPU build), measured in this run: {result['prompts']} prompts per window, "
+                  f"{result['max_new_tokens']} new tokens")
+        return [(draft, origin, rows) for draft, rows in frame.groupby("draft", sort=False)]
+    groups = []
+    for stored in result.get("stored", []):
+        meta = stored["provenance"]
+        if meta is None or not len(stored["frame"]):
+            continue
+        origin = (f"{meta.get('engine', 'vLLM')}, measured on {meta.get('date', '?')} on {meta.get('machine', '?')} "
+                  f"by `{meta.get('command', '?')}` (stored in data/load/{stored['name']}.jsonl; not re-measured "
+                  "in this run)")
+        groups.append((meta.get("draft", stored["name"]), origin, stored["frame"]))
+    return groups
+
+
+def under_load_markdown(result) -> str:
+    """Notebook 05's load section in words: per draft and depth the crossover (from intervals) and
+    which cost model the measurement follows, each with its origin; then what changes on a GPU."""
+    from eagle3lab import loadsweep
+
+    lines = []
+    if not result.get("measured"):
+        lines.append(f"**Nothing is measured under load on the lab backend**: {result['why']}.")
+        if result.get("vllm_available"):
+            lines.append("vLLM's CPU build is installed here: `BACKEND = \"vllm\"` (or `LOAD_LIVE = True`) measures "
+                         "this section in this run (about 15 min on 2 cores).")
+        else:
+            lines.append("`bash scripts/setup_vllm.sh` installs vLLM's CPU build (.venv-vllm); with it, "
+                         "`BACKEND = \"vllm\"` measures this section in this run.")
+    groups = _load_groups(result)
+    if not groups:
+        lines.append("No load sweep is stored in data/load/, so there is no figure to show.")
+    for draft, origin, rows in groups:
+        lines.append(f"\n**The lab's {draft} draft** ({origin}):")
+        for config, cross in loadsweep.crossovers(rows):
+            k = config.get("num_steps", "?")
+            lines.append(f"- k = {k}: {cross['text']}.")
+        for config, model in loadsweep.cost_models(rows):
+            if model["status"] == "ok":
+                lines.append(f"- k = {config.get('num_steps', '?')}, {model['text']}.")
+    lines.append("\n" + loadsweep.GPU_NOTE)
+    return "\n".join(lines)

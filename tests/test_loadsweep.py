@@ -274,7 +274,7 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     with start_fake(fake_script, tmp_path, "--delay", "0.02", "--load", "1") as spec, \
             start_fake(fake_script, tmp_path, "--no-spec", "--delay", "0.02") as base:
         code = cli.main(["sweep", "--url", spec.url, "--url", base.url, "--grid", "concurrency=1,4", "--baseline",
-                         "--prompts", str(prompts), "--max-new-tokens", "13"])
+                         "--prompts", str(prompts), "--max-new-tokens", "13", "--plot", str(tmp_path / "load.png")])
     out = capsys.readouterr().out
     assert code == 0, out
     lines = out.splitlines()
@@ -286,6 +286,68 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     assert "at concurrency 4 a window holds fewer than 2 rounds of 4 prompts" in out
     assert "crossover (speculation): speculation stops paying between concurrency 1 (speed-up" in out
     assert "and 4 (speed-up 0." in out
+    # the stand-in slows with requests in flight, not with tokens per forward: the cost model,
+    # anchored at 1, cannot explain concurrency 4 and says so
+    assert "decode speed-up, measured vs predicted by two cost models (speculation; k = 3):" in out
+    assert "(anchor)" in out and "OFF" in out
+    assert (tmp_path / "load.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_load_plot_draws_measured_predicted_and_total():
+    from eagle3lab import plots
+
+    rows = _load_rows(**{"2": [0.7, 0.9]})
+    rows = [{**r, "speedup": 1.0, "speedup_ci95": [0.9, 1.1]} for r in rows]
+    fig = plots.load_speedup(loadsweep.load_cost_model(rows), rows)
+    ax = fig.axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert set(labels) == {"decode speed-up, measured", "predicted: verify costs its tokens",
+                           "predicted: verify costs its requests",
+                           "total tokens/s speed-up, measured", "no speculation"}
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
+
+
+def _load_rows(**measured_ci):
+    """Baseline forward f(n) = 1 + 0.5 n (seconds); k = 3; the draft costs r = 0.2 of a target
+    forward; anchor at concurrency 1 with accept length 3 (step 3.9 s, 1.3 s per token)."""
+    base = {1: 1.5, 2: 2.0, 4: 3.0, 8: 5.0}
+    als = {1: 3.0, 2: 2.5, 4: 2.0, 8: 2.0}
+    itl = {1: 1.3, 2: 2.0, 4: 1.0, 8: 4.0}
+    return [{"concurrency": c, "asked_num_steps": 3, "baseline_itl_s": base[c], "itl_s": itl[c],
+             "accept_length": als[c], "accept_length_ci95": [als[c] - 0.1, als[c] + 0.1],
+             "decode_speedup": base[c] / itl[c], "decode_speedup_ci95": measured_ci.get(str(c))}
+            for c in (1, 2, 4, 8)]
+
+
+def test_the_load_cost_models_calibrate_at_the_anchor_and_predict_the_rest():
+    model = loadsweep.load_cost_model(_load_rows(**{"2": [0.7, 0.9], "4": [2.5, 3.5]}))
+    assert model["status"] == "ok" and model["anchor"] == 1
+    assert model["curve"]["points"] == [(1.0, 1.5), (2.0, 2.0), (4.0, 3.0), (8.0, 5.0)]
+    assert model["curve"]["slope_beyond"] == pytest.approx(0.5)  # least squares of the four (a line here)
+    # tokens: 3.9 = f(4) + 3 r f(1) = 3 + 4.5 r; requests: 3.9 = f(1) (1 + 3 s) = 1.5 (1 + 3 s)
+    assert model["draft_share"] == pytest.approx({"tokens": 0.2, "requests": (3.9 / 1.5 - 1) / 3})
+    by = {r["concurrency"]: r for r in model["rows"]}
+    assert by[1]["anchor"]
+    assert by[1]["predicted_tokens"] == pytest.approx(by[1]["measured"])  # matched by construction
+    assert by[1]["predicted_requests"] == pytest.approx(by[1]["measured"])
+    assert by[2]["predicted_tokens"] == pytest.approx(2.5 * 2.0 / (5.0 + 3 * 0.2 * 2.0))  # f(8) + k r f(2)
+    assert by[2]["predicted_tokens_range"] == pytest.approx([2.4 * 2.0 / 6.2, 2.6 * 2.0 / 6.2])
+    assert by[2]["predicted_requests"] == pytest.approx(2.5 * 1.5 / 3.9)  # AL(c) x the anchor's speed-up / AL
+    assert by[4]["predicted_tokens"] == pytest.approx(2.0 * 3.0 / (9.0 + 3 * 0.2 * 3.0))  # f(16) = 5 + 0.5 x 8
+    assert by[2]["agrees_tokens"] is True and by[2]["agrees_requests"] is False  # 0.92-1.00 vs 0.7-0.9
+    assert by[4]["agrees_tokens"] is False and by[8]["agrees_tokens"] is None
+    assert not by[2]["extrapolated"] and by[4]["extrapolated"]  # 16 tokens in one forward; the baseline ran 8
+    assert "at 2 measured 1.00 [0.70, 0.90], tokens 0.81, requests 0.96: tokens model within the interval" in model["text"]
+    assert "at 4 measured 3.00 [2.50, 3.50]" in model["text"] and "neither model" in model["text"]
+    assert "the tokens model extrapolates" in model["text"]
+
+
+def test_the_load_cost_model_needs_two_baseline_concurrencies_and_an_anchor():
+    rows = _load_rows()
+    assert loadsweep.load_cost_model(rows[:1])["status"] == "no fit"
+    no_al = [{**r, "accept_length": None} for r in rows]
+    assert loadsweep.load_cost_model(no_al)["status"] == "no anchor"
+    assert loadsweep.load_cost_model([{**r, "failed": True} for r in rows])["status"] == "no fit"
 
 
 def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the_counters():
@@ -305,3 +367,33 @@ def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the
     lo, hi = wilson_interval(0, 40)
     assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.0876, abs=1e-4)
     assert wilson_interval(40, 40)[1] == pytest.approx(1.0)
+
+
+def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tmp_path, monkeypatch):
+    from eagle3lab import experiments, prose
+
+    rows = [{**r, "point_key": f"k{r['concurrency']}", "speedup": 1.2, "speedup_ci95": [1.1, 1.3]}
+            for r in _load_rows(**{"2": [0.7, 0.9]})]
+    (tmp_path / "good.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "good.json").write_text(json.dumps({"draft": "healthy", "date": "2026-12-02", "machine": "2-core CPU",
+                                                    "command": "eagle3lab sweep ...", "engine": "vLLM 0.32.0"}))
+    (tmp_path / "orphan.jsonl").write_text(rows and json.dumps(rows[0]) + "\n")  # no manifest: skipped
+    monkeypatch.setattr(experiments, "stored_load_sweeps",
+                        lambda directory=None, _orig=experiments.stored_load_sweeps: _orig(tmp_path))
+    result = experiments.under_load(backend="lab")
+    assert result["measured"] is False and "one request at a time" in result["why"]
+    assert [s["name"] for s in result["stored"]] == ["good", "orphan"] and result["stored"][1]["skipped"]
+    text = prose.under_load_markdown(result)
+    assert "Nothing is measured under load on the lab backend" in text
+    assert ("The lab's healthy draft** (vLLM 0.32.0, measured on 2026-12-02 on 2-core CPU by `eagle3lab sweep ...` "
+            "(stored in data/load/good.jsonl; not re-measured in this run)") in text
+    assert "- k = 3: not reached up to concurrency 8" in text and "cost models calibrated at concurrency 1" in text
+    assert "orphan" not in text and "not a GPU measurement" in text
+
+
+def test_a_flat_or_falling_baseline_is_not_extrapolated_downwards():
+    """A CPU whose batched decode costs what one request's does (a falling last segment from
+    noise) must not predict a verify forward cheaper than the last one measured."""
+    curve = loadsweep.step_time_curve([(1, 0.050), (2, 0.048), (4, 0.052), (8, 0.047)])
+    assert curve["slope_beyond"] == 0.0
+    assert loadsweep._step(curve, 32) == pytest.approx(0.047) and loadsweep._step(curve, 3) == pytest.approx(0.050)

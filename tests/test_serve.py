@@ -234,3 +234,52 @@ def test_serve_rejects_bad_flags(capsys):
     assert main(["serve", "--model-path", "x", "--speculative-num-steps", "0"]) == 2
 
 
+
+
+def test_sigterm_to_a_bench_stops_the_server_it_launched(tmp_path):
+    """`kill PID` of a command that launched a server leaves no server behind (exit 143)."""
+    from eagle3lab.server import port_in_use
+
+    root = ci_lab_root()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eagle3lab", "bench", "--backend", "lab", "--lab", "ci",
+         "--model-path", str(root / "target"), "--draft", str(root / "drafts" / "healthy"),
+         "--num-steps", "3", "--topk", "1", "--num-draft-tokens", "4", "--num-prompts", "20",
+         "--max-new-tokens", "300"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        url = None
+        deadline = time.time() + 180
+        while time.time() < deadline and url is None:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("launched "):
+                url = line.split("url=")[1].split()[0].strip("',)>") if "url=" in line else None
+                url = url or next(w for w in line.split() if w.startswith("http"))
+        assert url, proc.stderr.read()
+        port = int(url.rstrip("/").rsplit(":", 1)[1].split("/")[0].strip("',)>"))
+        assert port_in_use(port)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+        assert "terminated (servers it launched were stopped)" in proc.stderr.read()
+        assert not port_in_use(port)
+        assert _processes_with(f"--port\0{port}\0".encode()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _processes_with(argv_bytes: bytes) -> list[str]:
+    """Pids whose command line contains these bytes (NUL-separated argv)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if argv_bytes in fh.read():
+                    found.append(pid)
+        except OSError:  # gone meanwhile
+            pass
+    return found

@@ -26,6 +26,9 @@ def add_arguments(parser) -> None:
                         "(vLLM's rules for --backend vllm)")
     parser.add_argument("--baseline", action="store_true",
                         help="add no-speculation point(s) and a speedup column")
+    parser.add_argument("--plot", metavar="PNG",
+                        help="a load sweep with --baseline: save speed-up vs concurrency, measured and "
+                             "predicted from costs, to this file")
 
 
 def parse_grid(items: list[str]) -> dict:
@@ -147,6 +150,43 @@ def run_load(args, grid) -> int:
         if args.baseline:
             label = ", ".join(f"{k}={v}" for k, v in config.items()) or "speculation"
             print(f"crossover ({label}): {cross['text']}")
+    if args.baseline:
+        print_cost_models(df if skipped is None else df[~skipped], getattr(args, "plot", None))
     if skipped is not None and skipped.any():
         print(f"{int(skipped.sum())} rows skipped: no running server runs their settings (not recorded)")
     return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
+
+
+def print_cost_models(df, plot=None) -> None:
+    """Prediction beside measurement per concurrency (decode speed-up), then what the fit says;
+    the first config's plot saved to ``plot``."""
+    from eagle3lab import loadsweep
+
+    for i, (config, model) in enumerate(loadsweep.cost_models(df)):
+        if plot and i == 0 and model["status"] == "ok":
+            from eagle3lab import plots
+
+            rows = df
+            for key, value in config.items():
+                rows = rows[rows[f"asked_{key}"] == value]
+            plots.load_speedup(model, rows.to_dict("records")).savefig(plot, dpi=120)
+            print(f"plot: {plot}")
+        label = ", ".join(f"{k}={v}" for k, v in config.items()) or "speculation"
+        if model["status"] != "ok":
+            print(f"cost model ({label}): {model['text']}")
+            continue
+        print(f"decode speed-up, measured vs predicted by two cost models ({label}; "
+              f"k = {model['rows'][0]['draft_tokens']}):")
+        for name, text in loadsweep.MODELS.items():
+            print(f"  {name}: {text}")
+        for row in model["rows"]:
+            ci = row["measured_ci95"]
+            cells = [f"  concurrency {row['concurrency']:>3}: measured {row['measured']:.2f}"
+                     + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")]
+            for name in loadsweep.MODELS:
+                rng = row[f"predicted_{name}_range"]
+                flag = "" if row["anchor"] else " ok" if row[f"agrees_{name}"] else " OFF" if row[f"agrees_{name}"] is False else ""
+                cells.append(f"{name} {row[f'predicted_{name}']:.2f}" + (f" [{rng[0]:.2f}, {rng[1]:.2f}]" if rng else "") + flag)
+            print("  ".join(cells) + ("  (anchor)" if row["anchor"] else "")
+                  + ("  (tokens extrapolated)" if row["extrapolated"] else ""))
+        print(f"  {model['text']}")
