@@ -362,7 +362,6 @@ def headline(text: str):
     repeats every headline at the top of the page, under the notebook it came from."""
     from IPython.display import Markdown, display
 
-    from eagle3lab.report import HEADLINE_KEY
 
     display(Markdown(text), metadata={HEADLINE_KEY: True})
 
@@ -501,6 +500,7 @@ def source_sentence(obs) -> str:
 
 # --------------------------------------------------------------------------- incident vs lab
 
+HEADLINE_KEY = "eagle3lab_headline"  # output metadata: a headline the report's index collects
 SYMPTOM_KEY = "eagle3lab_symptom"  # output metadata: one row of the "reproduced?" table
 REPRODUCED_COLUMNS = ("symptom of the incident", "incident (as reported)", "lab, measured in this run",
                       "reproduced?")

@@ -382,7 +382,6 @@ def broken_links(html: str) -> list[str]:
     return bad
 
 
-HEADLINE_KEY = "eagle3lab_headline"  # output metadata set by eagle3lab.prose.headline
 
 
 def headlines(nb) -> list[str]:
@@ -390,7 +389,7 @@ def headlines(nb) -> list[str]:
     found = []
     for cell in nb.cells:
         for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            if out.get("metadata", {}).get(HEADLINE_KEY) and "text/markdown" in out.get("data", {}):
+            if out.get("metadata", {}).get(_headline_key()) and "text/markdown" in out.get("data", {}):
                 text = out["data"]["text/markdown"]
                 found.append("".join(text) if isinstance(text, list) else text)
     return found
@@ -639,3 +638,10 @@ def screenshot(html_path: Path | str, png_path: Path | str, *, width: int = 1100
         finally:
             browser.close()
     return png_path
+
+
+def _headline_key() -> str:
+    """The metadata key prose.headline sets (prose owns it; report reads it)."""
+    from eagle3lab.prose import HEADLINE_KEY
+
+    return HEADLINE_KEY

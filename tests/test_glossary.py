@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import glossary, report
+from eagle3lab import glossary, prose, report
 
 SRC = Path(__file__).resolve().parents[1] / "notebooks" / "src"
 
@@ -58,7 +58,7 @@ def test_the_index_defines_summary_terms_once_and_drops_repeated_definitions(tmp
         nb = nbformat.v4.new_notebook()
         cell = nbformat.v4.new_code_cell("x")
         cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": headline},
-                                               metadata={report.HEADLINE_KEY: True}),
+                                               metadata={prose.HEADLINE_KEY: True}),
                         nbformat.v4.new_output("display_data",
                                                data={"text/markdown": glossary.define_markdown(*terms)})]
         nb.cells = [cell]
