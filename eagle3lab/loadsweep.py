@@ -418,15 +418,17 @@ def crossovers(frame) -> list[tuple[dict, dict]]:
 # --------------------------------------------------------------------------- the cost model under load
 
 GPU_NOTE = (
-    "What changes on a GPU: a decode forward there is bound by reading the weights, not by the "
-    "tokens in its batch, so verifying k+1 tokens per request costs about what decoding one does "
-    "until the batch reaches the compute-bound regime (hundreds of tokens): the 'requests' model "
-    "above describes it, and the crossover moves to a much higher concurrency than on a CPU, whose "
-    "forward time grows with its tokens from the start. What the field reports on GPUs: "
-    "SafeAILab/EAGLE#269 (tree drafts not advised for batch size > 1), EAGLE#298 and sglang#5274 "
-    "(EAGLE-3 slower than the baseline at concurrency > 1 with --cuda-graph-max-bs 2), sglang#33483 "
-    "(batches above cuda_graph_max_bs run eagerly), TensorRT-LLM#9208 (acceptance falls with batch "
-    "size). This is the cost models' reading of those reports, not a GPU measurement.")
+    "What changes on a GPU: there a decode forward is bound by reading the weights until its batch "
+    "holds hundreds of tokens, so verifying k+1 tokens per request costs about what decoding one "
+    "does (the 'requests' model) until c x (k+1) reaches that regime; past it the 'tokens' model "
+    "takes over, each extra verify token costs time, and the crossover sits near that concurrency. "
+    "These figures come from a CPU, whose forward time depends on its tokens in its own way (the "
+    "baseline's measured step times above); they do not tell where a GPU's crossover is. What the "
+    "field reports on GPUs: SafeAILab/EAGLE#269 (tree drafts not advised for batch size > 1), "
+    "EAGLE#298 and sglang#5274 (EAGLE-3 slower than the baseline at concurrency > 1 with "
+    "--cuda-graph-max-bs 2), sglang#33483 (batches above cuda_graph_max_bs run eagerly), "
+    "TensorRT-LLM#9208 (acceptance falls with batch size). This is the cost models' reading of "
+    "those reports, not a GPU measurement.")
 
 
 def _finite(*values) -> bool:
