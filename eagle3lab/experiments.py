@@ -952,7 +952,8 @@ def under_load(lab: str = "default", backend: str = "lab", drafts=("healthy", "s
             vllm = True
         except EagleLabError:
             vllm = False
-        return {"measured": False, "stored": stored_load_sweeps(), "vllm_available": vllm,
+        stored = [s for s in stored_load_sweeps() if (s["provenance"] or {}).get("lab") == lab]
+        return {"measured": False, "stored": stored, "lab": lab, "vllm_available": vllm,
                 "why": "the lab server serves one request at a time: it has no batch to load"}
     from eagle3lab.engines.vllm import experiments as experiments_vllm
     from eagle3lab.lab import load_lab
@@ -974,3 +975,44 @@ def under_load(lab: str = "default", backend: str = "lab", drafts=("healthy", "s
 
     return {"measured": True, "frame": pd.concat(frames, ignore_index=True), "prompts": len(prompts),
             "max_new_tokens": max_new_tokens}
+
+
+def load_groups(result) -> list[tuple[str, str, object]]:
+    """(draft, origin, rows) per load sweep of an ``under_load`` result: measured in this run, or
+    stored with its provenance (a stored sweep without a manifest is left out)."""
+    from eagle3lab.spec import VLLM_VERSION
+
+    if result.get("measured"):
+        origin = (f"vLLM {VLLM_VERSION} (CPU build), measured in this run: {result['prompts']} prompts per window, "
+                  f"{result['max_new_tokens']} new tokens")
+        return [(draft, origin, rows) for draft, rows in result["frame"].groupby("draft", sort=False)]
+    groups = []
+    for stored in result.get("stored", []):
+        meta = stored["provenance"]
+        if meta is None or not len(stored["frame"]):
+            continue
+        origin = (f"{meta.get('engine', 'vLLM')}, measured on {meta.get('date', '?')} on {meta.get('machine', '?')} "
+                  f"by `{meta.get('command', '?')}` (stored in data/load/{stored['name']}.jsonl; not re-measured "
+                  "in this run)")
+        groups.append((meta.get("draft", stored["name"]), origin, stored["frame"]))
+    return groups
+
+
+def load_figures(result) -> list:
+    """One speed-up-vs-concurrency figure per (draft, k) of an ``under_load`` result: measured
+    decode and total speed-ups with the two cost models' predictions."""
+    from eagle3lab import loadsweep, plots
+
+    figures = []
+    for draft, origin, rows in load_groups(result):
+        for config, model in loadsweep.cost_models(rows):
+            if model["status"] != "ok":
+                continue
+            mine = rows
+            for key, value in config.items():
+                mine = mine[mine[f"asked_{key}"] == value]
+            k = config.get("num_steps", model["rows"][0]["draft_tokens"])
+            stored = "" if result.get("measured") else " (stored)"
+            figures.append(plots.load_speedup(model, mine.to_dict("records"),
+                                              title=f"The lab's {draft.split(' (')[0]} draft, k = {k}, on vLLM{stored}"))
+    return figures

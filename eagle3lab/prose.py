@@ -716,27 +716,6 @@ def repetition_sentence(tokens, window: int = 4) -> str:
         return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
                 "for how each token was produced, not as text.*")
     return f"*{figure[0].upper()}{figure[1:]}.*"
-def _load_groups(result) -> list[tuple[str, str, object]]:
-    """(draft, origin, rows) per load sweep of ``experiments.under_load``'s result."""
-    from eagle3lab.spec import VLLM_VERSION
-
-    if result.get("measured"):
-        frame = result["frame"]
-        origin = (f"vLLM {VLLM_VERSION} (CPU build), measured in this run: {result['prompts']} prompts per window, "
-                  f"{result['max_new_tokens']} new tokens")
-        return [(draft, origin, rows) for draft, rows in frame.groupby("draft", sort=False)]
-    groups = []
-    for stored in result.get("stored", []):
-        meta = stored["provenance"]
-        if meta is None or not len(stored["frame"]):
-            continue
-        origin = (f"{meta.get('engine', 'vLLM')}, measured on {meta.get('date', '?')} on {meta.get('machine', '?')} "
-                  f"by `{meta.get('command', '?')}` (stored in data/load/{stored['name']}.jsonl; not re-measured "
-                  "in this run)")
-        groups.append((meta.get("draft", stored["name"]), origin, stored["frame"]))
-    return groups
-
-
 def under_load_markdown(result) -> str:
     """Notebook 05's load section in words: per draft and depth the crossover (from intervals) and
     which cost model the measurement follows, each with its origin; then what changes on a GPU."""
@@ -751,9 +730,12 @@ def under_load_markdown(result) -> str:
         else:
             lines.append("`bash scripts/setup_vllm.sh` installs vLLM's CPU build (.venv-vllm); with it, "
                          "`BACKEND = \"vllm\"` measures this section in this run.")
-    groups = _load_groups(result)
+    from eagle3lab.experiments import load_groups
+
+    groups = load_groups(result)
     if not groups:
-        lines.append("No load sweep is stored in data/load/, so there is no figure to show.")
+        lines.append(f"No load sweep of the {result.get('lab', 'this')} lab is stored in data/load/, so there is "
+                     "no figure to show.")
     for draft, origin, rows in groups:
         lines.append(f"\n**The lab's {draft} draft** ({origin}):")
         for config, cross in loadsweep.crossovers(rows):

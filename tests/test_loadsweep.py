@@ -375,20 +375,24 @@ def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tm
     rows = [{**r, "point_key": f"k{r['concurrency']}", "speedup": 1.2, "speedup_ci95": [1.1, 1.3]}
             for r in _load_rows(**{"2": [0.7, 0.9]})]
     (tmp_path / "good.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    (tmp_path / "good.json").write_text(json.dumps({"draft": "healthy", "date": "2026-12-02", "machine": "2-core CPU",
+    (tmp_path / "good.json").write_text(json.dumps({"draft": "healthy", "lab": "default", "date": "2026-12-02",
+                                                    "machine": "2-core CPU",
                                                     "command": "eagle3lab sweep ...", "engine": "vLLM 0.32.0"}))
     (tmp_path / "orphan.jsonl").write_text(rows and json.dumps(rows[0]) + "\n")  # no manifest: skipped
     monkeypatch.setattr(experiments, "stored_load_sweeps",
                         lambda directory=None, _orig=experiments.stored_load_sweeps: _orig(tmp_path))
     result = experiments.under_load(backend="lab")
     assert result["measured"] is False and "one request at a time" in result["why"]
-    assert [s["name"] for s in result["stored"]] == ["good", "orphan"] and result["stored"][1]["skipped"]
+    assert [s["name"] for s in result["stored"]] == ["good"]  # the orphan has no manifest, so no lab
+    assert experiments.stored_load_sweeps(tmp_path)[1]["skipped"]
     text = prose.under_load_markdown(result)
     assert "Nothing is measured under load on the lab backend" in text
     assert ("The lab's healthy draft** (vLLM 0.32.0, measured on 2026-12-02 on 2-core CPU by `eagle3lab sweep ...` "
             "(stored in data/load/good.jsonl; not re-measured in this run)") in text
     assert "- k = 3: not reached up to concurrency 8" in text and "cost models calibrated at concurrency 1" in text
     assert "orphan" not in text and "not a GPU measurement" in text
+    other = prose.under_load_markdown(experiments.under_load(lab="ci", backend="lab"))
+    assert "No load sweep of the ci lab is stored in data/load/" in other
 
 
 def test_a_flat_or_falling_baseline_is_not_extrapolated_downwards():

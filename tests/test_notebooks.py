@@ -72,3 +72,12 @@ def test_the_rendered_index_defines_terms_before_use_and_intervals_hold(ci_repor
     plain = re.sub(r"<[^>]+>", "", index).replace("**", "")
     for point, lo, hi in re.findall(r"(\d+\.\d+)×? \[(\d+\.\d+), (\d+\.\d+)\]", plain):
         assert prose.interval_holds(float(point), [float(lo), float(hi)]), (point, lo, hi)
+
+
+def test_05_says_the_lab_server_has_no_load_and_where_to_measure_it(ci_report):
+    run = next(r for r in ci_report.runs if r.name.startswith("05"))
+    text = "\n".join(str(out.get("data", {}).get("text/markdown", "")) for cell in run.notebook.cells
+                     for out in cell.get("outputs", []))
+    assert "Nothing is measured under load on the lab backend" in text
+    assert "the lab server serves one request at a time" in text
+    assert "No load sweep of the ci lab is stored in data/load/" in text  # the default lab's are not shown

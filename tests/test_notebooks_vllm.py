@@ -24,7 +24,8 @@ def vllm_report(tmp_path_factory):
     find_vllm_python()  # fails loudly (no skip) when scripts/setup_vllm.sh has not run
     out = tmp_path_factory.mktemp("report-vllm")
     return report.build_report(out=out, lab="ci", timeout=900, progress=False, log=lambda m: None,
-                               parameters={"BACKEND": "vllm", "CHAIN_STEPS": [1, 3]})
+                               parameters={"BACKEND": "vllm", "CHAIN_STEPS": [1, 3], "LOAD_DRAFTS": ["healthy"],
+                                           "LOAD_KS": [2], "LOAD_LEVELS": [1, 2], "LOAD_PROMPTS": 4})
 
 
 def _text(run) -> str:
@@ -85,3 +86,8 @@ def test_04_reads_per_position_acceptance_from_vllm_metrics(vllm_report):
 def test_05_sweeps_chains_on_vllm_and_leaves_trees_out(vllm_report):
     text = _text(_run(vllm_report, "05"))
     assert "On vLLM 0.32.0: 2 chains measured, 3 trees left out" in text
+    # under load: measured in this run on vLLM, with the crossover decided from intervals
+    assert ("**The lab's healthy draft** (vLLM 0.32.0 (CPU build), measured in this run: 4 prompts per window, "
+            in text)
+    assert "- k = 2: " in text and "cost models calibrated at concurrency 1" in text
+    assert "not a GPU measurement" in text

@@ -27,6 +27,11 @@ SEED_SPEC = (5, 1, 6)    # the seed's configuration after its fix
 NUM_PROMPTS = None       # prompts per point; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 SWEEP_FILE = None        # with SERVER_URLS: append points to this file and resume from it
+LOAD_DRAFTS = ["healthy", "seed"]  # under load (vLLM): the lab drafts (seed: served with its fix)
+LOAD_KS = [3, 6]                   # under load: draft tokens per step
+LOAD_LEVELS = [1, 2, 4, 8]         # under load: requests in flight
+LOAD_PROMPTS = 16                  # under load: prompts per window
+LOAD_LIVE = False                  # on the lab backend: measure under load on vLLM in this run anyway
 
 # %%
 %matplotlib inline
@@ -93,3 +98,21 @@ experiments.speedup_table(sweep)
 
 # %%
 prose.headline(prose.winner_sentence(sweep, backend=BACKEND))
+
+# %% [markdown]
+# ## Under load: does it still pay with many requests in flight?
+#
+# Everything above is one request at a time. Deployers serve batches, and the field reports that
+# this is where speculation stops paying. On vLLM one server per (draft, k) and one without
+# speculation serve the same prompts at each concurrency, taking turns; the speed-up's interval
+# decides the crossover, and two cost models calibrated at the lowest concurrency say which cost
+# the measurement follows.
+
+# %%
+load = experiments.under_load(LAB, backend=BACKEND, drafts=LOAD_DRAFTS, ks=LOAD_KS, levels=LOAD_LEVELS,
+                              num_prompts=LOAD_PROMPTS, live=LOAD_LIVE)
+prose.markdown(prose.under_load_markdown(load))
+
+# %%
+for figure in experiments.load_figures(load):
+    display(figure)
