@@ -1,7 +1,9 @@
 """Experiments the notebooks and the CLI share: the seed's flag sets, measuring a set of
 configurations on fresh servers, serving and reading a log back, fault and configuration sweeps.
 Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.prose`, figures in
-`eagle3lab.plots`.
+`eagle3lab.plots`. Every lab measurement goes through `eagle3lab.measurements.lab_bench`: inside
+a report it is read from (or measured into) the report's store, so one configuration gives one
+set of figures in every notebook; elsewhere it is `engine.run_bench` as before.
 """
 
 from __future__ import annotations
