@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 
 ENV = "EAGLE3LAB_STORE"
+REUSE_BASELINE = False  # one baseline per (target, prompts, budget) for every configuration: see lab_bench
 BACKEND = "lab"  # what measures here: the lab engine in process (the engine the lab server runs)
 
 
@@ -150,14 +151,16 @@ def lab_bench(lab, spec, faults=(), *, engine=None, plan=None, prompts=None, n_p
     """`engine.run_bench` through the store: a `LabBenchResult` whose rows come from the store when
     this configuration (or its baseline) was measured before in this report, else measured now.
 
-    The baseline is measured once per (target, prompts, budget), interleaved prompt by prompt
-    with the first configuration that needs it (the order alternates, as in run_bench), and reused
-    by every later one. Fair because plain decoding does not depend on the draft or the
-    configuration: its tokens are the same, only the machine's load moves its seconds, and one
-    denominator makes every row's speed-up comparable (they differ only in their own run). The
-    cost: a configuration measured later is paired with the baseline by prompt, not in time, so
-    load that drifts between the two runs enters its speed-up unseen by the interval. Without a
-    store (`active` is None) this is run_bench itself.
+    Each configuration's baseline is measured with it, interleaved prompt by prompt (the order
+    alternates, as in run_bench), and stored with it, so its speed-up is paired in time. With
+    `REUSE_BASELINE` the baseline is measured once per (target, prompts, budget), with the first
+    configuration that needs it, and reused: plain decoding does not depend on the draft, so one
+    denominator would make rows comparable and save a plain decode per configuration, but a later
+    configuration is then paired with it by prompt and not in time, and load that drifts between
+    the runs enters its speed-up unseen by its interval. Measured on a shared 2-core machine (default
+    lab, load 2-8): the reused baseline, decoded under heavy load, read 29.8 tok/s against about 73
+    unloaded, and inflated later speed-ups about 2x (the seed after its fix: 2.50x), so it is off.
+    Without a store (`active` is None) this is run_bench itself.
     """
     from eagle3lab.engine import make_lab_engine, run_bench
     from eagle3lab.engine.faults import plan_faults
@@ -176,8 +179,10 @@ def lab_bench(lab, spec, faults=(), *, engine=None, plan=None, prompts=None, n_p
     if prompts is None:
         prompts = plan_prompts(lab, engine, plan, spec, n_prompts, prompt_tokens, max_new_tokens)
     prompts = [list(p) for p in prompts]
-    bkey = baseline_key(lab, plan, prompts, max_new_tokens, temperature, seed)
     skey = spec_key(lab, plan, engine.boundaries, spec, prompts, max_new_tokens, temperature, seed)
+    bkey = baseline_key(lab, plan, prompts, max_new_tokens, temperature, seed)
+    if not REUSE_BASELINE:
+        bkey["paired_with"] = key_id(skey)
     base, run = store.get(bkey), store.get(skey)
     if base is None or run is None:
         fresh = _measure(lab, engine, spec, prompts, max_new_tokens, temperature, seed,

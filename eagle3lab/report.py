@@ -648,10 +648,8 @@ def store_sentence(records: list[dict]) -> str:
         return ""
     sizes = sorted({int(r["key"].get("num_prompts", 0)) for r in spec})
     return (f" Each lab configuration was measured once ({len(spec)} configurations, "
-            f"{' or '.join(map(str, sizes))} prompts each, against "
-            f"{sum(r.get('key', {}).get('kind') == 'baseline' for r in records)} no-speculation "
-            "baseline(s) measured alongside the first configuration that needed each) and every "
-            "notebook reads the same measurement.")
+            f"{' or '.join(map(str, sizes))} prompts each, each with its own no-speculation baseline "
+            "decoded interleaved with it) and every notebook reads the same measurement.")
 
 
 def _accepted_parameters(path: Path, declared: dict, params: dict[str, Any]) -> dict[str, Any]:

@@ -127,12 +127,19 @@ def test_a_configuration_is_measured_once_and_the_baseline_reused(ci_lab, tmp_pa
     again = measurements.lab_bench(ci_lab, (3, 1, 4), ["embed-patch"], prompts=prompts, max_new_tokens=16,
                                    store=store)
     other = measurements.lab_bench(ci_lab, (2, 1, 3), [], prompts=prompts, max_new_tokens=16, store=store)
-    assert calls == [(True, True), (False, True)]  # the second config measured alone
+    assert calls == [(True, True), (True, True)]  # each config with its own paired baseline, once
     assert first.summary() == again.summary()
     assert first.requests.equals(again.requests) and first.steps.equals(again.steps)
-    assert list(other.requests["base_s"]) == list(first.requests["base_s"])  # the same baseline rows
     assert first.lossless is True and other.lossless is True
-    assert len(store.records()) == 3
+    assert len(store.records()) == 4
+    monkeypatch.setattr(measurements, "REUSE_BASELINE", True)
+    calls.clear()
+    shared = Store(tmp_path / "shared.jsonl")
+    one = measurements.lab_bench(ci_lab, (3, 1, 4), ["embed-patch"], prompts=prompts, max_new_tokens=16,
+                                 store=shared)
+    two = measurements.lab_bench(ci_lab, (2, 1, 3), [], prompts=prompts, max_new_tokens=16, store=shared)
+    assert calls == [(True, True), (False, True)]  # the second config measured alone
+    assert list(two.requests["base_s"]) == list(one.requests["base_s"])  # the same baseline rows
     assert len(first.requests) == 2 and first.summary()["prompts"] == 2
 
 
