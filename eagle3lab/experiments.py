@@ -1,7 +1,9 @@
 """Experiments the notebooks and the CLI share: the seed's flag sets, measuring a set of
 configurations on fresh servers, serving and reading a log back, fault and configuration sweeps.
 Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.prose`, figures in
-`eagle3lab.plots`.
+`eagle3lab.plots`. Every lab measurement goes through `eagle3lab.measurements.lab_bench`: inside
+a report it is read from (or measured into) the report's store, so one configuration gives one
+set of figures in every notebook; elsewhere it is `engine.run_bench` as before.
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ def measure_wirings(wirings: dict, lab: str, spec=(5, 1, 6), draft: str = "seed"
     same prompts, speculation interleaved with plain decoding: one row per wiring."""
     import pandas as pd
 
-    from eagle3lab.engine import run_bench
+    from eagle3lab import measurements
     from eagle3lab.engine.faults import FaultPlan, build_engine
     from eagle3lab.lab import load_lab
 
@@ -185,8 +187,9 @@ def measure_wirings(wirings: dict, lab: str, spec=(5, 1, 6), draft: str = "seed"
     for label, boundaries in wirings.items():
         plan = FaultPlan(draft_name=draft, layer_ids=[b - 1 for b in boundaries])
         engine = build_engine(lab_obj.target, draft_model, plan)
-        result = run_bench(lab_obj, spec=spec, engine=engine, prompts=bench_prompts(lab_obj, num_prompts),
-                           max_new_tokens=max_new_tokens, progress=False)
+        result = measurements.lab_bench(lab_obj, spec, engine=engine, plan=plan,
+                                        prompts=bench_prompts(lab_obj, num_prompts),
+                                        max_new_tokens=max_new_tokens)
         rows.append({**_bench_row(result, wiring=label), "boundaries": list(engine.boundaries),
                      "draft": draft})
     return pd.DataFrame(rows).set_index("wiring")
@@ -359,11 +362,15 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     `measure_interleaved`), so each speed-up is a paired ratio with an interval. With
     backend="sglang" (one GPU) the servers run one after the other, as loadtest.sweep does.
 
+    Inside a report (a measurement store is active, `eagle3lab.measurements`) the lab's points
+    are read from, or measured into, the report's store (`stored_points`), so a configuration
+    another notebook measured gives the same row here.
+
     Returns one row per run: tokens/s, accept length, speed-up over the baseline.
     """
     import pandas as pd
 
-    from eagle3lab import loadtest, server
+    from eagle3lab import loadtest, measurements, server
     from eagle3lab.paths import lab_dir
 
     if server_url:
@@ -376,6 +383,8 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
                               "tokens_per_s": s["tokens_per_s"], "accept_length": s["accept_length"],
                               "speedup": float("nan"), "completion_tokens": s["completion_tokens"],
                               "failed": s["failed"], "error": s["error"]}]).set_index("run")
+    if backend == "lab" and target_dir is None and draft_dir is None and measurements.active() is not None:
+        return stored_points(points, lab, num_prompts=num_prompts, max_new_tokens=max_new_tokens)
     model_path = target_dir or lab_dir(lab) / "target"
     if backend == "lab" or (backend == "vllm" and not server.has_gpu()):
         # vLLM's CPU build: a few servers fit in memory at once, so measure them interleaved too
@@ -404,6 +413,44 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     labels = [BASELINE if row.get("asked_baseline") is True else row.get("asked_label")
               for _, row in frame.iterrows()]
     return _tidy(frame, labels)
+
+
+def stored_points(points: dict, lab: str, num_prompts: int = 4, max_new_tokens: int = 64):
+    """`measure_points`' table for lab points, from the report's measurement store: each point is
+    the lab engine (the one the lab server runs) at the configuration SGLang's rules make
+    effective, with the point's draft and faults, on the notebooks' shared prompts; the baseline
+    row is the stored no-speculation run those speed-ups divide by."""
+    import dataclasses
+
+    import pandas as pd
+
+    from eagle3lab import measurements
+    from eagle3lab.engine import make_lab_engine
+    from eagle3lab.lab import load_lab
+
+    lab_obj = load_lab(lab, progress=False)
+    prompts = bench_prompts(lab_obj, num_prompts)
+    rows, base = [], None
+    for label, point in points.items():
+        faults = point.get("fault") or []
+        faults = faults.split(",") if isinstance(faults, str) else list(faults)
+        name = point.get("draft")
+        engine, plan = make_lab_engine(lab_obj, faults, draft=lab_obj.load_draft(name) if name else None)
+        plan = dataclasses.replace(plan, draft_name=name) if name else plan
+        asked = SpecConfig(**{k: point.get(k) for k in ("num_steps", "topk", "num_draft_tokens")})
+        res = asked.resolve(engine="sglang", version=LATEST_SGLANG)
+        row = _bench_row(measurements.lab_bench(lab_obj, res.to_engine_params(), faults, engine=engine,
+                                                plan=plan, prompts=prompts, max_new_tokens=max_new_tokens))
+        base = base or {"run": BASELINE, "draft tokens run": None,
+                        "tokens_per_s": row["baseline_tokens_per_s"],
+                        "tokens_per_s_ci95": row["baseline_tokens_per_s_ci95"], "accept_length": float("nan"),
+                        "accept_length_ci95": None, "speedup": 1.0, "speedup_ci95": None,
+                        "prompts": row["prompts"], "requests": row["prompts"], "failed": False}
+        rows.append({"run": label, "draft tokens run": res.num_draft_tokens,
+                     **{k: row[k] for k in ("tokens_per_s", "tokens_per_s_ci95", "accept_length",
+                                            "accept_length_ci95", "speedup", "speedup_ci95", "prompts")},
+                     "requests": row["prompts"], "failed": False})
+    return pd.DataFrame([base, *rows]).set_index("run")
 
 
 def _point(cfg: SpecConfig, faults, draft) -> dict:
@@ -690,7 +737,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
         observation = observe_log(log_file, requested=spec)
         return ServedRun(observation, observation.frame)
 
-    from eagle3lab.engine import run_bench
+    from eagle3lab import measurements
     from eagle3lab.lab import evaluate_draft, load_lab
 
     lab_obj = load_lab(lab)
@@ -711,8 +758,8 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
         loadtest.run(srv.url, prompts, max_new_tokens=max_new_tokens, progress=False)
         logged = srv.observation(requested=spec)
     running = SpecConfig.from_server_info(info)  # resolved once, by the server
-    result = run_bench(lab_obj, spec=running.to_engine_params(), faults=list(faults), prompts=prompts,
-                       max_new_tokens=max_new_tokens, progress=False)
+    result = measurements.lab_bench(lab_obj, running.to_engine_params(), list(faults), prompts=prompts,
+                                    max_new_tokens=max_new_tokens)
     served_draft = lab_obj.load_draft(result.plan.draft_name)
     acc = evaluate_draft(lab_obj, served_draft, lab_obj.heldout_texts(eval_texts),
                          wiring=served_draft.train_boundaries, depth=running.num_steps)
@@ -756,7 +803,8 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from eagle3lab.engine import make_lab_engine, run_bench
+    from eagle3lab import measurements
+    from eagle3lab.engine import make_lab_engine
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False)
@@ -766,8 +814,8 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
         engine, plan = make_lab_engine(lab_obj, fault_list)
         # the notebooks' shared prompts, except where the fault is about the prompts themselves
         prompts = None if plan.prompt_kinds else bench_prompts(lab_obj, num_prompts)
-        result = run_bench(lab_obj, spec=spec, faults=fault_list, engine=engine, n_prompts=num_prompts,
-                           prompts=prompts, max_new_tokens=max_new_tokens, progress=False)
+        result = measurements.lab_bench(lab_obj, spec, fault_list, engine=engine, plan=plan,
+                                        n_prompts=num_prompts, prompts=prompts, max_new_tokens=max_new_tokens)
         rows.append(_bench_row(result, hypothesis=name))
     return pd.DataFrame(rows).set_index("hypothesis")
 
@@ -823,18 +871,19 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
             "effective_num_steps": "num_steps", "effective_topk": "topk",
             "effective_num_draft_tokens": "num_draft_tokens"})
         return frame.assign(baseline_tokens_per_s=base)
-    from eagle3lab.engine import make_lab_engine, run_bench
+    from eagle3lab import measurements
+    from eagle3lab.engine import make_lab_engine
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False)
     faults = [] if draft == "healthy" else ["no-ttt"] if draft == "no-ttt" else [SEED_AFTER_FIX]
-    engine, _ = make_lab_engine(lab_obj, faults)
+    engine, plan = make_lab_engine(lab_obj, faults)
     rows = []
     for s, t, d in grid:
         res = SpecConfig(num_steps=s, topk=t, num_draft_tokens=d).resolve(engine="sglang", version=version)
-        result = run_bench(lab_obj, spec=res.to_engine_params(), faults=faults, engine=engine,
-                           prompts=bench_prompts(lab_obj, num_prompts),
-                           max_new_tokens=max_new_tokens, progress=False)
+        result = measurements.lab_bench(lab_obj, res.to_engine_params(), faults, engine=engine, plan=plan,
+                                        prompts=bench_prompts(lab_obj, num_prompts),
+                                        max_new_tokens=max_new_tokens)
         rows.append(_bench_row(result, asked=(s, t, d), changed=res.differs))
     return pd.DataFrame(rows)
 

@@ -21,7 +21,7 @@ LAYERS = (
                  "eagle3lab.wiring", "eagle3lab.patching")),
     ("lab engine", ("eagle3lab.engine",)),
     ("lab", ("eagle3lab.lab",)),
-    ("serving", ("eagle3lab.server", "eagle3lab.loadtest", "eagle3lab.engines.lab.frontend",
+    ("serving", ("eagle3lab.server", "eagle3lab.loadtest", "eagle3lab.measurements", "eagle3lab.engines.lab.frontend",
                  "eagle3lab.engines.vllm.reference")),
     ("experiments", ("eagle3lab.experiments", "eagle3lab.engines.vllm.experiments", "eagle3lab.plots",
                      "eagle3lab.widgets", "eagle3lab.loadsweep", "eagle3lab.report", "eagle3lab.prose")),

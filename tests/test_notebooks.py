@@ -81,3 +81,95 @@ def test_05_says_the_lab_server_has_no_load_and_where_to_measure_it(ci_report):
     assert "Nothing is measured under load on the lab backend" in text
     assert "the lab server serves one request at a time" in text
     assert "No load sweep of the ci lab is stored in data/load/" in text  # the default lab's are not shown
+# --------------------------------------------------------------------------- one number per configuration
+
+def _tables(nb) -> list[dict]:
+    """Every DataFrame a notebook displayed, from its text/html output, as {row label: {column: cell}}."""
+    from html.parser import HTMLParser
+
+    class Tables(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.tables, self.rows, self.cell, self.text = [], [], None, None
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "table":
+                self.rows = []
+            elif tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.text = ""
+
+        def handle_data(self, data):
+            if self.text is not None:
+                self.text += data
+
+        def handle_endtag(self, tag):
+            if tag in ("td", "th") and self.rows:
+                self.rows[-1].append(self.text.strip())
+                self.text = None
+            elif tag == "table":
+                self.tables.append(self.rows)
+
+    found = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            html = out.get("data", {}).get("text/html")
+            if not html or "dataframe" not in "".join(html):
+                continue
+            parser = Tables()
+            parser.feed("".join(html))
+            for rows in parser.tables:
+                header = rows[0]
+                found.append({r[0]: dict(zip(header[1:], r[1:])) for r in rows[1:] if r and r[0]})
+    return found
+
+
+def _value(text: str):
+    """A displayed cell as a value (pandas pads a column's floats to one width: 0.816 == 0.8160)."""
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _row(run, label: str, column: str = "speedup") -> list[dict]:
+    return [t[label] for t in _tables(run.notebook) if label in t and column in t[label]]
+
+
+def test_one_configuration_has_one_number_in_every_notebook(ci_report):
+    """The seed after its fix at 5/1/6 appears in 03 (served with the fix, and with its trained
+    wiring) and in 05 (the embed-patch hypothesis); the seed before it in 01, 03 and 05: each is
+    one measurement of the report's store, so each notebook prints the same figures for it."""
+    runs = {run.name[:2]: run for run in ci_report.runs}
+    after = (_row(runs["03"], "with the embedding patch (embed-patch)")
+             + _row(runs["03"], "ids that feed the trained boundaries") + _row(runs["05"], "embed-patch"))
+    before = (_row(runs["01"], "steps 5, topk 1, 6 draft tokens") + _row(runs["03"], "before the fix (wiring-seed)")
+              + _row(runs["05"], "wiring-seed"))
+    for rows in (after, before):
+        assert len(rows) == 3, rows
+        for column in ("speedup", "speedup_ci95", "accept_length", "prompts"):
+            values = {json.dumps(_value(r[column])) for r in rows}
+            assert len(values) == 1, (column, rows)
+
+
+def test_the_report_measures_no_configuration_twice(ci_report):
+    records = measurements_records(ci_report.out_dir)
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(set(ids)) and len(ids) >= 10
+    kinds = [r["key"]["kind"] for r in records]
+    assert kinds.count("baseline") == kinds.count("spec")  # each configuration with its own paired baseline
+    summary = json.loads((ci_report.out_dir / "summary.json").read_text())
+    assert summary["measurements"] == {"file": "measurements.jsonl", "records": len(records),
+                                       "unreadable_lines": 0}
+
+
+def measurements_records(out_dir) -> list[dict]:
+    from eagle3lab.measurements import Store
+
+    store = Store(out_dir / "measurements.jsonl")
+    records = store.records()
+    assert store.skipped == 0
+    return records

@@ -190,6 +190,18 @@ def make_lab_engine(lab, faults=(), *, max_seq_len: int | None = None, serve: st
     return engine, plan
 
 
+def plan_prompts(lab, engine: SpecEngine, plan: FaultPlan, spec, n_prompts: int, prompt_tokens: int,
+                 max_new_tokens: int) -> list[list[int]]:
+    """The prompts `run_bench` decodes when none are given: held-out ones, or those the plan's
+    prompt faults (domain-shift, long-context) ask for, cut to fit the engine's room."""
+    spec = SpecParams.of(spec)
+    room = (engine.max_seq_len - max_new_tokens - spec.num_steps * spec.topk - 8
+            - len(engine.served_prompt([])))  # a served chat template's ids come on top
+    long_tokens = min(4 * lab_train_seq_len(lab), room)
+    return bench_prompts(lab, n_prompts, prompt_tokens, plan.prompt_kinds, long_tokens=long_tokens,
+                         max_len=room)
+
+
 def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None = None,
               n_prompts: int = 8, prompt_tokens: int = 64, max_new_tokens: int = 128,
               temperature: float = 0.0, seed: int = 0, engine: SpecEngine | None = None,
@@ -203,11 +215,7 @@ def run_bench(lab, spec=(3, 1, 4), faults=(), *, prompts: list[list[int]] | None
     else:
         plan = plan_faults(faults, engine.target.num_layers, serve=serve)
     if prompts is None:
-        room = (engine.max_seq_len - max_new_tokens - spec.num_steps * spec.topk - 8
-                - len(engine.served_prompt([])))  # a served chat template's ids come on top
-        long_tokens = min(4 * lab_train_seq_len(lab), room)
-        prompts = bench_prompts(lab, n_prompts, prompt_tokens, plan.prompt_kinds,
-                                long_tokens=long_tokens, max_len=room)
+        prompts = plan_prompts(lab, engine, plan, spec, n_prompts, prompt_tokens, max_new_tokens)
     sampling = SamplingParams(temperature=temperature)
     _warm_up(engine, prompts[0], spec, sampling)
     step_rows, token_rows, req_rows = [], [], []
