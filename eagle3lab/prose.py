@@ -150,7 +150,40 @@ def where(backend: str = "lab") -> tuple[str, str]:
         return f"vLLM {VLLM_VERSION}", "on vLLM"
     if backend == "sglang":
         return "SGLang", "on SGLang"
+    if _in_report_store():
+        return "the lab engine (in process, once per configuration)", "on the lab"
     return "the lab server", "on the lab"
+
+
+def _in_report_store() -> bool:
+    """Whether this kernel measures through a report's store (``eagle3lab.measurements``)."""
+    from eagle3lab import measurements
+
+    return measurements.active() is not None
+
+
+def measured_how(backend: str = "lab", server_url=None) -> str:
+    """How the numbers below were measured, true for this run: through the lab server, on the
+    lab engine in process (a rendered report's store), on vLLM, or on the user's servers."""
+    from eagle3lab import engines
+
+    if server_url:
+        return ("Measured on the server(s) at the URL given, with the same held-out prompts decoded greedily; "
+                "each speed-up is a ratio of interleaved runs with a 95 % bootstrap interval over prompts.")
+    if not engines.get(backend).serves_one_request_at_a_time:
+        return (f"Measured on {where(backend)[0]}: one server per configuration, three at a time, each prompt "
+                "going to every one of them in turn (the order rotates), so every speed-up is a ratio of "
+                "interleaved runs with a 95 % bootstrap interval over prompts.")
+    if _in_report_store():
+        return ("In this rendered report each configuration is measured once, on the lab engine in process (the "
+                "engine behind the lab server), with its own no-speculation baseline decoded prompt by prompt "
+                "beside it; every notebook reads that one measurement, so a configuration has one number "
+                "throughout. Accept length is the engine's mean per verify step.")
+    return ("Each configuration is served by the lab server (SGLang's HTTP API and log format); all servers run "
+            "at once and each prompt goes to every one of them in turn (the order rotates), so every speed-up is "
+            "a ratio of interleaved runs with a 95 % bootstrap interval over prompts. Accept length here is "
+            "SGLang's `meta_info` (completion tokens / verify steps), which also counts the first token, produced "
+            "by prefill, so it reads slightly higher than the engine's mean per verify step (notebook 05).")
 
 
 def flag_set_sentence(measured, backend: str = "lab") -> str:
@@ -276,7 +309,7 @@ def log_sentence(log, requested_draft_tokens: int | None = None, source: str = "
         text += f", out of at most {requested_draft_tokens} tokens per verify step"
     tput = decode["gen_throughput"].dropna() if "gen_throughput" in decode else []
     if len(tput):
-        text += f"; generation throughput averages **{tput.mean():.1f} tok/s**"
+        text += f"; the log's own generation throughput averages **{tput.mean():.1f} tok/s**"
     return text + f". *({source}.)*"
 
 

@@ -103,12 +103,12 @@ else:
 # %% [markdown]
 # ## Measured: tokens/s and accept length against no speculation
 #
-# Each flag set is served by the lab server (SGLang's HTTP API and log format) — or by your own
-# servers, see the parameters — and the same held-out prompts are decoded greedily. On the lab (and
-# on vLLM's CPU build, three flag sets at a time) all servers run at once and each prompt goes to
-# every one of them in turn (the order rotates), so every speed-up is a ratio of interleaved runs,
-# with a 95 % bootstrap interval over prompts in `speedup_ci95`. These prompts are the same in
-# every notebook.
+# The same held-out prompts are decoded greedily for each flag set (these prompts are the same in
+# every notebook); the interval of each speed-up is in `speedup_ci95`. How they were measured in this
+# run:
+
+# %%
+prose.markdown(prose.measured_how(BACKEND, SERVER_URL))
 
 # %%
 measured = experiments.measure_flag_sets(

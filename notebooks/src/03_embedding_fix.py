@@ -99,8 +99,8 @@ prose.headline(prose.seed_ids_sentence(by_version, wirings))
 # ## Served with embedding capture: measured
 #
 # The lab's seed-like draft (drafts/seed) served three ways at the seed's configuration: as SGLang fed it before the fix,
-# with the fix (embedding capture, the ids it was trained on), and no speculation; all servers
-# run at once and take the prompts in turn, the same prompts as in notebook 01. On vLLM the
+# with the fix (embedding capture, the ids it was trained on), and no speculation, on the same
+# prompts as in notebook 01 (how they were measured in this run: below). On vLLM the
 # embedding needs no patch (id 0 is the embedding): the fix is the ids, so the two variants are
 # the draft's own ids and the ids that feed its training boundaries (a temporary copy of its
 # config; the checkpoint is not touched).
@@ -111,6 +111,7 @@ before, after = experiments.fix_labels(BACKEND)
 fix = experiments.measure_variants({before: ["wiring-seed"], after: ["embed-patch"]},
                                    spec, lab=LAB, server_url=SERVER_URL, draft="seed", backend=BACKEND,
                                    **budget)
+prose.markdown(prose.measured_how(BACKEND, SERVER_URL))
 fix
 
 # %%

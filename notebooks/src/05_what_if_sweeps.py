@@ -51,9 +51,9 @@ budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW
 # and the speed-up over no speculation measured on the same prompts (faults are lab switches, so this
 # part always runs on the lab). Each row decodes its prompts with and without speculation,
 # interleaved; the line under the table says which rows decode other prompts. Accept length
-# here is the engine's mean per verify step; notebooks 01 and 03 read SGLang's `meta_info`
-# (completion tokens / verify steps), which also counts the first token, produced by prefill, so
-# the same configuration reads slightly higher there.
+# here is the engine's mean per verify step (outside a rendered report, notebooks 01 and 03 read
+# SGLang's `meta_info` from the lab server instead, which also counts the first token, produced by
+# prefill, so the same configuration reads slightly higher there).
 
 # %%
 hypotheses = experiments.fault_sweep(FAULTS, lab=LAB, spec=SEED_SPEC, **budget)
