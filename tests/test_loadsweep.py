@@ -401,3 +401,22 @@ def test_a_flat_or_falling_baseline_is_not_extrapolated_downwards():
     curve = loadsweep.step_time_curve([(1, 0.050), (2, 0.048), (4, 0.052), (8, 0.047)])
     assert curve["slope_beyond"] == 0.0
     assert loadsweep._step(curve, 32) == pytest.approx(0.047) and loadsweep._step(curve, 3) == pytest.approx(0.050)
+
+
+def test_the_stored_default_lab_sweeps_draw_one_figure_per_draft_and_depth():
+    """What notebook 05 shows on the default lab's report: the committed vLLM sweeps in data/load/,
+    each with a manifest, drawn per (draft, k), the crossover decided from their intervals."""
+    from eagle3lab import experiments, prose
+
+    result = experiments.under_load("default", backend="lab")
+    names = sorted(s["name"] for s in result["stored"])
+    assert names == ["default-vllm-healthy", "default-vllm-seed-fixed"]
+    for stored in result["stored"]:
+        meta = stored["provenance"]
+        assert meta["lab"] == "default" and meta["command"].startswith("eagle3lab sweep --backend vllm --lab default")
+        assert sorted(stored["frame"]["concurrency"].unique()) == [1, 2, 4, 8]
+    figures = experiments.load_figures(result)
+    assert len(figures) == 4  # two drafts x k = 3, 6
+    assert [f.axes[0].get_title() for f in figures][0] == "The lab's healthy draft, k = 3, on vLLM (stored)"
+    text = prose.under_load_markdown(result)
+    assert text.count("(stored in data/load/") == 2 and "not re-measured in this run" in text
