@@ -758,8 +758,11 @@ def under_load_markdown(result) -> str:
     if not result.get("measured"):
         lines.append(f"**Nothing is measured under load on the lab backend**: {result['why']}.")
         if result.get("vllm_available"):
+            walls = [(s["provenance"] or {}).get("wall_s") for s in result.get("stored", [])]
+            took = (f" (the stored sweeps below took {sum(walls) / 60:.0f} min where they were measured)"
+                    if walls and all(isinstance(w, (int, float)) for w in walls) else "")
             lines.append("vLLM's CPU build is installed here: `BACKEND = \"vllm\"` (or `LOAD_LIVE = True`) measures "
-                         "this section in this run (about 15 min on 2 cores).")
+                         f"this section in this run{took}.")
         else:
             lines.append("`bash scripts/setup_vllm.sh` installs vLLM's CPU build (.venv-vllm); with it, "
                          "`BACKEND = \"vllm\"` measures this section in this run.")

@@ -420,3 +420,7 @@ def test_the_stored_default_lab_sweeps_draw_one_figure_per_draft_and_depth():
     assert [f.axes[0].get_title() for f in figures][0] == "The lab's healthy draft, k = 3, on vLLM (stored)"
     text = prose.under_load_markdown(result)
     assert text.count("(stored in data/load/") == 2 and "not re-measured in this run" in text
+    if result["vllm_available"]:  # the time it takes, from the manifests (728 s + 721 s), not a guess
+        assert "measures this section in this run (the stored sweeps below took 24 min where they were measured)" in text
+    else:
+        assert "`bash scripts/setup_vllm.sh` installs vLLM's CPU build" in text
