@@ -8,8 +8,8 @@
 # still) and later 5 steps with 6 draft tokens.
 #
 # This notebook asks the config resolver what each flag set really runs (and SGLang's own resolver
-# when the `sglang` package is installed), then **measures** each on the lab server against the
-# no-speculation baseline, with the lab's seed-like draft (drafts/seed, a small stand-in, not the
+# when the `sglang` package is installed), then **measures** each on the lab (its server, or in a
+# rendered report its engine in process: said below) against the no-speculation baseline, with the lab's seed-like draft (drafts/seed, a small stand-in, not the
 # incident's draft) served the way SGLang served the incident's.
 
 # %%
