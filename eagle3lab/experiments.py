@@ -995,15 +995,20 @@ def under_load(lab: str = "default", backend: str = "lab", drafts=("healthy", "s
     from eagle3lab import engines, loadsweep
     from eagle3lab.errors import EagleLabError
 
-    if engines.get(backend).serves_one_request_at_a_time and not live:
+    engine = engines.get(backend)
+    if engine.observes_acceptance_via != "/metrics" and not live:
         try:
             engines.get("vllm").python()
             vllm = True
         except EagleLabError:
             vllm = False
         stored = [s for s in stored_load_sweeps() if (s["provenance"] or {}).get("lab") == lab]
-        return {"measured": False, "stored": stored, "lab": lab, "vllm_available": vllm,
-                "why": "the lab server serves one request at a time: it has no batch to load"}
+        why = ("the lab server serves one request at a time: it has no batch to load"
+               if engine.serves_one_request_at_a_time else
+               f"this notebook launches vLLM for it; for {backend} servers already running, `eagle3lab sweep "
+               "--url URL --url BASELINE_URL --grid concurrency=1,2,4,8 --baseline` measures it")
+        return {"measured": False, "stored": stored, "lab": lab, "backend": backend, "vllm_available": vllm,
+                "why": why}
     from eagle3lab.engines.vllm import experiments as experiments_vllm
     from eagle3lab.lab import load_lab
     from eagle3lab.paths import lab_dir

@@ -756,7 +756,8 @@ def under_load_markdown(result) -> str:
 
     lines = []
     if not result.get("measured"):
-        lines.append(f"**Nothing is measured under load on the lab backend**: {result['why']}.")
+        lines.append(f"**Nothing is measured under load on the {result.get('backend', 'lab')} backend**: "
+                     f"{result['why']}.")
         if result.get("vllm_available"):
             walls = [(s["provenance"] or {}).get("wall_s") for s in result.get("stored", [])]
             took = (f" (the stored sweeps below took {sum(walls) / 60:.0f} min where they were measured)"

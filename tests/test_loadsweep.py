@@ -393,6 +393,9 @@ def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tm
     assert "orphan" not in text and "not a GPU measurement" in text
     other = prose.under_load_markdown(experiments.under_load(lab="ci", backend="lab"))
     assert "No load sweep of the ci lab is stored in data/load/" in other
+    sglang = experiments.under_load(backend="sglang")  # nothing launched: vLLM is what this measures with
+    assert sglang["measured"] is False and "eagle3lab sweep --url URL --url BASELINE_URL" in sglang["why"]
+    assert "Nothing is measured under load on the sglang backend" in prose.under_load_markdown(sglang)
 
 
 def test_a_flat_or_falling_baseline_is_not_extrapolated_downwards():
