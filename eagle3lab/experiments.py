@@ -1059,12 +1059,12 @@ def load_figures(result) -> list:
 
     figures = []
     for draft, origin, rows in load_groups(result):
-        for config, model in loadsweep.cost_models(rows):
+        if "baseline_itl_s" not in rows:
+            continue
+        for config, mine in loadsweep.by_config(rows):
+            model = loadsweep.load_cost_model(mine.to_dict("records"))
             if model["status"] != "ok":
                 continue
-            mine = rows
-            for key, value in config.items():
-                mine = mine[mine[f"asked_{key}"] == value]
             k = config.get("num_steps", model["rows"][0]["draft_tokens"])
             stored = "" if result.get("measured") else " (stored)"
             figures.append(plots.load_speedup(model, mine.to_dict("records"),

@@ -399,16 +399,20 @@ def _run_launched(configs, todo, prompts, levels, backend, model_path, draft_pat
     return rows
 
 
-def crossovers(frame) -> list[tuple[dict, dict]]:
-    """(config, crossover) for each speculative config of a load-sweep frame."""
+def by_config(frame) -> list[tuple[dict, object]]:
+    """(config, its rows) for each speculative config of a load-sweep frame, from its ``asked_`` columns."""
     if frame is None or not len(frame):
         return []
     asked = [c for c in frame.columns if c.startswith("asked_")]
-    out = []
     groups = frame.groupby(asked, dropna=False, sort=False) if asked else [((), frame)]
-    for values, rows in groups:
-        values = values if isinstance(values, tuple) else (values,)
-        config = {c[len("asked_"):]: v for c, v in zip(asked, values)}
+    return [({c[len("asked_"):]: v for c, v in zip(asked, values if isinstance(values, tuple) else (values,))}, rows)
+            for values, rows in groups]
+
+
+def crossovers(frame) -> list[tuple[dict, dict]]:
+    """(config, crossover) for each speculative config of a load-sweep frame."""
+    out = []
+    for config, rows in by_config(frame):
         if "failed" in rows:
             rows = rows[~rows["failed"].fillna(False).astype(bool)]
         out.append((config, crossover(rows.to_dict("records"))))
@@ -563,12 +567,6 @@ def _model_text(rows, shares, c0) -> str:
 
 def cost_models(frame) -> list[tuple[dict, dict]]:
     """(config, load_cost_model) for each speculative config of a load-sweep frame with a baseline."""
-    if frame is None or not len(frame) or "baseline_itl_s" not in frame:
+    if frame is None or "baseline_itl_s" not in frame:
         return []
-    asked = [c for c in frame.columns if c.startswith("asked_")]
-    groups = frame.groupby(asked, dropna=False, sort=False) if asked else [((), frame)]
-    out = []
-    for values, rows in groups:
-        values = values if isinstance(values, tuple) else (values,)
-        out.append(({c[len("asked_"):]: v for c, v in zip(asked, values)}, load_cost_model(rows.to_dict("records"))))
-    return out
+    return [(config, load_cost_model(rows.to_dict("records"))) for config, rows in by_config(frame)]

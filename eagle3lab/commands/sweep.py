@@ -162,13 +162,11 @@ def print_cost_models(df, plot=None) -> None:
     the first config's plot saved to ``plot``."""
     from eagle3lab import loadsweep
 
-    for i, (config, model) in enumerate(loadsweep.cost_models(df)):
+    for i, (config, rows) in enumerate(loadsweep.by_config(df) if "baseline_itl_s" in df else []):
+        model = loadsweep.load_cost_model(rows.to_dict("records"))
         if plot and i == 0 and model["status"] == "ok":
             from eagle3lab import plots
 
-            rows = df
-            for key, value in config.items():
-                rows = rows[rows[f"asked_{key}"] == value]
             plots.load_speedup(model, rows.to_dict("records")).savefig(plot, dpi=120)
             print(f"plot: {plot}")
         label = ", ".join(f"{k}={v}" for k, v in config.items()) or "speculation"
