@@ -231,11 +231,16 @@ def serve_engine(serve=None, backend: str = "lab") -> tuple[str, str]:
     read for BACKEND="vllm", else SGLang's newest read (what the lab server emulates)."""
     if serve is not None:
         return tuple(serve)
-    if backend == "vllm":
-        from eagle3lab.engines.vllm.env import VLLM_VERSION
+    rules = _rules_engine(backend)
+    return (rules.name, rules.latest)
 
-        return ("vllm", VLLM_VERSION)
-    return ("sglang", LATEST_SGLANG)
+
+def _rules_engine(backend: str):
+    """The engine whose rules `backend` follows: itself, or the one it emulates (lab: SGLang)."""
+    from eagle3lab import engines
+
+    engine = engines.get(backend)
+    return engines.get(engine.emulates) if engine.emulates else engine
 
 
 def sglang_installed() -> bool:
@@ -292,11 +297,13 @@ LAB_SERVER_ARGS = ("--max-prompt-tokens", "512", "--max-new-tokens", "384")
 
 
 def bench_prompts(lab: str, n: int, backend: str = "lab", prompt_tokens: int = PROMPT_TOKENS):
-    """Held-out prompts: token ids for the lab server, text for any other server."""
+    """Held-out prompts: token ids for the lab server (it shares the lab's tokenizer), text for
+    any other server."""
+    from eagle3lab import engines
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False) if isinstance(lab, str) else lab
-    if backend == "lab":
+    if engines.get(backend).in_process:
         return lab_obj.heldout_prompts(n, prompt_tokens)
     return [text[:600] for text in lab_obj.heldout_texts(n)]
 
@@ -370,9 +377,10 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     """
     import pandas as pd
 
-    from eagle3lab import loadtest, measurements, server
+    from eagle3lab import engines, loadtest, measurements, server
     from eagle3lab.paths import lab_dir
 
+    engine = engines.get(backend)
     if server_url:
         prompts = bench_prompts(lab, num_prompts, backend="sglang")
         info = server.connect(server_url).server_info()
@@ -383,10 +391,10 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
                               "tokens_per_s": s["tokens_per_s"], "accept_length": s["accept_length"],
                               "speedup": float("nan"), "completion_tokens": s["completion_tokens"],
                               "failed": s["failed"], "error": s["error"]}]).set_index("run")
-    if backend == "lab" and target_dir is None and draft_dir is None and measurements.active() is not None:
+    if engine.in_process and target_dir is None and draft_dir is None and measurements.active() is not None:
         return stored_points(points, lab, num_prompts=num_prompts, max_new_tokens=max_new_tokens)
     model_path = target_dir or lab_dir(lab) / "target"
-    if backend == "lab" or (backend == "vllm" and not server.has_gpu()):
+    if engine.in_process or (engine.servers_at_once and not server.has_gpu()):
         # vLLM's CPU build: a few servers fit in memory at once, so measure them interleaved too
         return measure_interleaved(points, lab, model_path=model_path, draft_dir=draft_dir,
                                    num_prompts=num_prompts, max_new_tokens=max_new_tokens,
@@ -394,13 +402,13 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     grid = []
     for label, point in points.items():
         point = dict(point)
-        if backend == "vllm":  # wiring faults become ids (experiments_vllm.layer_ids_for)
+        if not engine.patchable:  # no embedding patch: wiring faults become ids (experiments_vllm.layer_ids_for)
             from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 
             draft, spec = experiments_vllm.launch_spec(point, load_lab(lab, progress=False), draft_dir)
             point = {**spec, "draft": str(draft)}
-        elif backend != "lab":
+        else:
             point.pop("fault", None)  # lab switches: a real engine serves the checkpoints as they are
             name = point.pop("draft", None)
             if draft_dir is None and name is not None:  # DRAFT_DIR=None: the lab's draft of that name
@@ -408,8 +416,7 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
         grid.append({"label": label, **point})
     prompts = bench_prompts(lab, num_prompts, backend=backend)
     frame = loadtest.sweep(grid, prompts, max_new_tokens=max_new_tokens, backend=backend,
-                        model_path=model_path, draft_path=draft_dir, baseline=True, progress=False,
-                        extra_args=LAB_SERVER_ARGS if backend == "lab" else ())
+                        model_path=model_path, draft_path=draft_dir, baseline=True, progress=False)
     labels = [BASELINE if row.get("asked_baseline") is True else row.get("asked_label")
               for _, row in frame.iterrows()]
     return _tidy(frame, labels)
@@ -498,7 +505,9 @@ def measure_interleaved(points: dict, lab: str, model_path=None, draft_dir=None,
     """
     import pandas as pd
 
-    if backend == "vllm" and len(points) > batch:
+    from eagle3lab import engines
+
+    if engines.get(backend).servers_at_once and len(points) > batch:
         items = list(points.items())
         parts = [measure_interleaved(dict(items[i:i + batch]), lab, model_path, draft_dir, num_prompts,
                                      max_new_tokens, repeats, backend, batch)
@@ -516,20 +525,21 @@ def _interleaved_requests(points, lab, model_path, draft_dir, num_prompts, max_n
 
     import pandas as pd
 
-    from eagle3lab import loadtest
+    from eagle3lab import engines, loadtest
 
+    engine = engines.get(backend)
     prompts = bench_prompts(lab, num_prompts)
-    api = "openai" if backend == "vllm" else None
+    api = engine.api
     rows = []
     with contextlib.ExitStack() as stack:
-        if backend == "vllm":
+        if engine.takes_faults:
+            servers = _lab_servers(points, model_path, draft_dir, stack)
+        else:  # vLLM: the lab's faults become draft ids (experiments_vllm.launch_spec)
             from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 
             servers = experiments_vllm.launch_all(points, load_lab(lab, progress=False), stack,
                                                   model_path=model_path, draft_dir=draft_dir)
-        else:
-            servers = _lab_servers(points, model_path, draft_dir, stack)
         labels = list(servers)
         turn = 0
         for r in range(max(1, int(repeats))):
@@ -599,7 +609,7 @@ def measure_variants(variants: dict, spec: SpecConfig, lab: str, draft: str = "s
 def fix_labels(backend: str = "lab") -> tuple[str, str]:
     """Notebook 03's two variants, named for the engine: on SGLang (and the lab, which emulates
     it) the fix is the embedding patch; on vLLM it is other ids (`experiments_vllm.WIRING_ON_VLLM`)."""
-    if backend == "vllm":
+    if not _rules_engine(backend).patchable:
         return ("the draft's own ids (wiring-seed on vLLM)",
                 "ids that feed the trained boundaries (the fix on vLLM, no patch)")
     return "before the fix (wiring-seed)", "with the embedding patch (embed-patch)"
@@ -665,7 +675,9 @@ class ServedRun:
 
     @property
     def steps(self):
-        return self.observation.frame if self.observation.source == "lab" else None
+        from eagle3lab.sources.lab import step_records
+
+        return step_records(self.observation)
 
     @property
     def cost_ratio(self) -> float | None:
@@ -721,7 +733,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     draft's standalone accuracy. `spec`: the SpecConfig asked for (what the log's effective
     config is compared with). backend="vllm": serve it on vLLM and read its /metrics
     (`experiments_vllm.serve_and_observe`)."""
-    from eagle3lab import loadtest, server
+    from eagle3lab import engines, loadtest, server
     from eagle3lab.errors import EagleLabError
     from eagle3lab.sources.lab import observe_lab
     from eagle3lab.sources.logfile import observe_log
@@ -740,14 +752,15 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     from eagle3lab import measurements
     from eagle3lab.lab import evaluate_draft, load_lab
 
+    engine = engines.get(backend)
     lab_obj = load_lab(lab)
-    if backend == "vllm":
+    if engine.observes_acceptance_via == "/metrics":
         from eagle3lab.engines.vllm import experiments as experiments_vllm
 
         return ServedRun(**experiments_vllm.serve_and_observe(
             lab_obj, bench_prompts(lab_obj, num_prompts), draft=draft, faults=faults, spec=spec,
             max_new_tokens=max_new_tokens, eval_texts=eval_texts))
-    if backend != "lab":
+    if not engine.in_process:
         raise EagleLabError(f"backend {backend!r}: serve_and_log launches 'lab' or 'vllm'; for SGLang "
                             "give SERVER_URL and LOG_FILE of your running server")
     prompts = bench_prompts(lab_obj, num_prompts)
@@ -757,8 +770,8 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
         info = srv.server_info()
         loadtest.run(srv.url, prompts, max_new_tokens=max_new_tokens, progress=False)
         logged = srv.observation(requested=spec)
-    running = SpecConfig.from_server_info(info)  # resolved once, by the server
-    result = measurements.lab_bench(lab_obj, running.to_engine_params(), list(faults), prompts=prompts,
+    running = SpecConfig.from_server_info(info)  # resolved once, by the server; parsed back once
+    result = measurements.lab_bench(lab_obj, running, list(faults), prompts=prompts,
                                     max_new_tokens=max_new_tokens)
     served_draft = lab_obj.load_draft(result.plan.draft_name)
     acc = evaluate_draft(lab_obj, served_draft, lab_obj.heldout_texts(eval_texts),
@@ -850,9 +863,10 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
     vLLM's EAGLE-3 drafts a chain)."""
     import pandas as pd
 
+    from eagle3lab import engines
     from eagle3lab.spec import SpecConfig
 
-    if backend == "vllm" and not urls:
+    if engines.get(backend).drafts_chains_only and not urls:
         return _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens)
 
     if urls:

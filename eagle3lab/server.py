@@ -32,7 +32,7 @@ from eagle3lab.errors import ServerError
 
 LOG_TAIL_LINES = 30
 
-# Spec keys (ours, SGLang's and eagle3lab.config's names) -> SGLang launch flag.
+
 class PortInUseError(ServerError):
     """The requested port is already bound by another process."""
 
@@ -374,8 +374,7 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     elif port_in_use(port, host):
         raise PortInUseError(f"port {port} on {host} is already in use (another server?); "
                              f"stop it, pick another port, or pass port=None for a free one")
-    spec = spec_dict(spec)
-    layer_ids = spec.pop("draft_layer_ids", None)
+    spec, layer_ids = _launch_spec(spec)
     cleanup = []
     if layer_ids is not None and draft_path is None:
         raise ServerError("draft_layer_ids without a draft (draft_path)")
@@ -418,6 +417,15 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
         handle.stop(grace=3.0)
         raise
     return handle
+
+
+def _launch_spec(spec) -> tuple:
+    """(spec, draft_layer_ids): a SpecConfig goes to the engine's argv as it is (its string form
+    is made once, there); a dict may carry `draft_layer_ids`, a launch option, not a flag."""
+    if spec is None or isinstance(spec, dict):
+        spec = spec_dict(spec)
+        return spec, spec.pop("draft_layer_ids", None)
+    return spec, None
 
 
 def _wait_healthy(handle: ServerHandle, timeout: float) -> None:

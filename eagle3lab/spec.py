@@ -123,6 +123,19 @@ _FLAG_FIELDS.update(FLAG_ALIASES)
 _SWITCH_FIELDS = {SPEC_NAMES[name][0]: name for name in _SWITCHES}
 
 
+def add_flag_arguments(group, fields=LAB_FIELDS, help: dict | None = None) -> None:
+    """One argparse flag per field, named by SPEC_NAMES (dest: its server-info key) and typed as
+    SpecConfig checks it, so a field added to the table is a flag of every server built on it;
+    `SpecConfig.from_args` reads the namespace back."""
+    for name in fields:
+        flag, key = SPEC_NAMES[name]
+        if name in _SWITCHES:
+            group.add_argument(flag, dest=key, action="store_true", help=(help or {}).get(name))
+        else:
+            group.add_argument(flag, dest=key, default=None, help=(help or {}).get(name),
+                               type=int if name in _POSITIVE_INT_FIELDS else None)
+
+
 def server_info_fields(info: dict) -> dict:
     """SpecConfig fields a /get_server_info answer reports (top level, else `server_args`)."""
     nested = info.get("server_args") if isinstance(info.get("server_args"), dict) else {}
@@ -196,6 +209,15 @@ class SpecConfig:
         return cls(**_RESOLVER[1](argv))
 
     from_cli = from_flags
+
+    @classmethod
+    def from_args(cls, args, fields=LAB_FIELDS) -> "SpecConfig | None":
+        """The config an argparse namespace of `add_flag_arguments(fields)` carries (a server's
+        argv parsed back into the object it was made from); None without an algorithm."""
+        values = {name: getattr(args, SPEC_NAMES[name][1], None) for name in fields}
+        if not values.get("algorithm"):
+            return None
+        return cls(**{name: value for name, value in values.items() if value is not None})
 
     @classmethod
     def from_server_info(cls, info: dict) -> "SpecConfig | None":
@@ -415,4 +437,4 @@ class SpecParams:
 __all__ = ["SpecConfig", "ResolvedSpec", "ConfigFinding", "SpecParams", "SPEC_NAMES", "FLAG_ALIASES",
            "SERVER_KEY_ALIASES", "LAB_FIELDS", "ALGORITHMS", "BASELINE", "LATEST", "LATEST_SGLANG",
            "SGLANG_RELEASES", "VLLM_VERSION", "chain", "split_engine", "parse_version",
-           "server_info_fields"]
+           "server_info_fields", "add_flag_arguments"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3lab.spec import LAB_FIELDS, SPEC_KEYS, SPEC_NAMES
+from eagle3lab.spec import LAB_FIELDS, SPEC_KEYS, SPEC_NAMES, add_flag_arguments
 
 HELP = "serve a lab target (+ EAGLE-3 draft) over SGLang's HTTP API, with fault switches"
 # The lab server's speculative fields (spec.LAB_FIELDS), in the order SGLang 0.5.23 lists them.
@@ -14,9 +14,7 @@ def add_arguments(parser) -> None:
     g = parser.add_argument_group("SGLang launch flags")
     g.add_argument("--model-path", required=True,
                    help="target dir, a lab dir, or 'lab' / 'lab:ci' (the built lab preset)")
-    for name in SERVE_FIELDS:  # SGLang's flags for the fields the lab server takes (spec.SPEC_NAMES)
-        g.add_argument(SPEC_NAMES[name][0], default=None, type=int if name in SPEC_KEYS else None,
-                       help="EAGLE3 (or EAGLE)" if name == "algorithm" else None)
+    add_flag_arguments(g, SERVE_FIELDS, help={"algorithm": "EAGLE3 (or EAGLE)"})  # spec.SPEC_NAMES
     g.add_argument("--host", default="127.0.0.1")
     g.add_argument("--port", type=int, default=30000, help="0 picks a free port")
     g.add_argument("--decode-log-interval", type=int, default=40)
@@ -85,8 +83,7 @@ def run(args) -> int:
         raise EagleLabError(f"--port {args.port} is not a port number")
     torch.set_num_threads(args.threads)
     srv.setup_logging(sys.stdout)
-    spec = None if not args.speculative_algorithm else SpecConfig(
-        **{name: getattr(args, SPEC_NAMES[name][1]) for name in SERVE_FIELDS})
+    spec = SpecConfig.from_args(args, SERVE_FIELDS)  # the launcher's SpecConfig, parsed back once
     state = srv.load_state(
         args.model_path, args.speculative_draft_model_path, spec=spec, faults=args.fault,
         max_prompt_tokens=args.max_prompt_tokens, max_new_tokens=args.max_new_tokens,

@@ -32,6 +32,8 @@ def spec_to_args(spec, backend: str = "sglang") -> list[str]:
     The speculative flags come from ``SpecConfig.to_flags`` (one name table, spec.SPEC_NAMES);
     None/False are skipped, True is a bare flag. ``model_path`` is left to ``build_command``.
     """
+    if isinstance(spec, SpecConfig):  # the resolved object straight to its flags
+        return spec.to_flags(backend) if set(spec.given()) - {"model_path"} else []
     items = spec_dict(spec)
     fields = {k: items.pop(k) for k in list(items) if k in SPEC_NAMES and k != "model_path"}
     items.pop("model_path", None)

@@ -51,6 +51,14 @@ class Engine:
     needs_draft_length: bool = False
     # the findings of eagle3lab.config.lint that are about this engine's own rules
     lint_codes: frozenset = frozenset()
+    # the engine whose rules and versions it follows (the lab server emulates SGLang)
+    emulates: str | None = None
+    # eagle3lab's own engine: it also decodes in this process, with the lab's tokenizer (prompts go
+    # as token ids; the report's measurement store measures it here)
+    in_process: bool = False
+    # on a CPU, how many of its servers fit in memory together (vLLM's CPU build: a few GiB each);
+    # None: as many as asked (the lab) or one at a time (a GPU engine)
+    servers_at_once: int | None = None
 
     @property
     def patch_options(self) -> tuple:

@@ -7,6 +7,13 @@ from __future__ import annotations
 from eagle3lab import stats
 from eagle3lab.sources.observation import Observation
 
+SOURCE = "lab"  # Observation.source of the lab engine's step records
+
+
+def step_records(obs: Observation):
+    """The lab engine's step records behind an Observation (None from any other source)."""
+    return obs.frame if obs.source == SOURCE else None
+
 
 def observe_lab(result, requested=None, warnings=()) -> Observation:
     """A `LabBenchResult` (eagle3lab.engine.labbench) as an Observation; `requested`: the
@@ -16,10 +23,10 @@ def observe_lab(result, requested=None, warnings=()) -> Observation:
     asked = {} if requested is None else {k: getattr(requested, k) for k in effective
                                           if getattr(requested, k) is not None}
     if not len(steps):
-        return Observation(source="lab", engine="eagle3lab", effective=effective, requested=asked,
+        return Observation(source=SOURCE, engine="eagle3lab", effective=effective, requested=asked,
                            n_steps=0, n_requests=len(result.requests), warnings=list(warnings))
     return Observation(
-        source="lab", engine="eagle3lab", effective=effective, requested=asked,
+        source=SOURCE, engine="eagle3lab", effective=effective, requested=asked,
         accept_length=stats.accept_length(steps),
         accept_length_ci95=stats.accept_length_ci(steps),
         per_position=stats.per_position(steps, k=spec.num_steps, conditional=True, n_boot=500),

@@ -45,6 +45,7 @@ ENGINE = Engine(
     capture=_capture, log_grammar="vllm", observes_acceptance_via="/metrics", api="openai",
     python=find_vllm_python, latest=VLLM_VERSION, has_known_defects=True, default_port=8000,
     own_tmpdir=server_tempdir, launch_env=launch_env,
-    reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}))
+    reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}),
+    servers_at_once=3)
 
 __all__ = ["ENGINE"]
