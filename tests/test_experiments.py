@@ -124,3 +124,19 @@ def test_the_sglang_copy_for_notebooks_goes_when_the_interpreter_exits(tmp_path)
     copy, copied = out.stdout.split()
     assert copied == "True" and copy.startswith(str(tmp_path / "eagle3lab-sglang-"))
     assert list(tmp_path.iterdir()) == []  # nothing left in the temp dir
+
+
+def test_experiments_ask_the_engine_record_not_its_name():
+    """experiments.py tests no engine name; what differs per engine comes from engines.get."""
+    import re
+    from pathlib import Path
+
+    from eagle3lab.spec import LATEST_SGLANG, VLLM_VERSION
+
+    names = r"['\"](vllm|sglang|lab)['\"]"
+    compare = re.compile(rf"{names} *(==|!=)|(==|!=) *{names}|in \(({names}, *)+|backend *(==|!=|in )")
+    text = Path(experiments.__file__).read_text()
+    assert [line for line in text.splitlines() if compare.search(line)] == []
+    assert experiments.serve_engine(backend="lab") == ("sglang", LATEST_SGLANG)  # the lab emulates SGLang
+    assert experiments.serve_engine(backend="vllm") == ("vllm", VLLM_VERSION)
+    assert experiments.fix_labels("lab") == experiments.fix_labels("sglang") != experiments.fix_labels("vllm")
