@@ -402,7 +402,7 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     grid = []
     for label, point in points.items():
         point = dict(point)
-        if not engine.patchable:  # no embedding patch: wiring faults become ids (experiments_vllm.layer_ids_for)
+        if not engine.patchable:  # no embedding patch: wiring faults become ids (launch_spec)
             from eagle3lab.engines.vllm import experiments as experiments_vllm
             from eagle3lab.lab import load_lab
 

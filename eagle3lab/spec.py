@@ -2,9 +2,9 @@
 engine runs (`ResolvedSpec`), the three numbers the lab engine decodes with (`SpecParams`), the
 one name table (`SPEC_NAMES`: field -> SGLang flag and server-info key, with the other
 spellings; a server's argparse flags are built from it, `add_flag_arguments`, and read back,
-`SpecConfig.from_args`), the chain rule k -> (k, 1, k + 1), the one `ENGINE==VERSION` parser,
-and the engine versions eagle3lab knows (every SGLang release from 0.4.0 on, PyPI 2026-11; the vLLM release its
-rules were read in; `LATEST`, the newest per engine). See docs/sources.md.
+`SpecConfig.from_args`), the chain rule k -> (k, 1, k + 1), the one `ENGINE==VERSION` parser, and
+the engine versions eagle3lab knows (every SGLang release from 0.4.0 on, PyPI 2026-11; the vLLM
+release its rules were read in; `LATEST`, the newest per engine). See docs/sources.md.
 
 Imports errors and the standard library only: every room above may use it. Resolving a config
 is an engine's work: `SpecConfig.resolve` calls the resolver `eagle3lab.config` registers here
