@@ -18,7 +18,7 @@ its log prints as ``Mean acceptance length``). Counters are read with ``promethe
 text parser, summed over engines, and differenced before/after the window so earlier traffic
 does not leak in. The per-request side (``--per-request-spec-decode-metrics summary``: a
 histogram of verify steps by drafts accepted, per completion) gives the same totals request by
-request, which is what a bootstrap interval over prompts needs.
+request, which is what an interval over prompts needs.
 """
 
 from __future__ import annotations
