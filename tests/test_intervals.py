@@ -15,7 +15,7 @@ import pytest
 
 from eagle3lab import stats
 
-T_975 = {1: 12.7062047362, 2: 4.3026527297, 5: 2.5705818356, 30: 2.0422724563}  # Student t tables
+T_975 = {1: 12.7062047362, 2: 4.3026527297, 3: 3.1824463053, 5: 2.5705818356, 30: 2.0422724563}  # Student t tables
 
 
 def old_percentile_ratio_ci(num_tokens, num_s, den_tokens, den_s, n_boot=2000, seed=0):
@@ -125,14 +125,17 @@ def test_more_prompts_like_these_narrow_the_interval_and_the_level_widens_it():
     assert stats.ratio_ci(*cols.T, n_boot=10, seed=9) == six  # deterministic: no resampling
 
 
-def test_accept_length_is_cut_to_what_the_depth_allows():
-    """Per-request accept lengths 1, 4, 1.5 and 2 at depth 3: the jackknife-t reaches past 4, which
-    no accept length can; the interval is cut to [1, k + 1] when the steps record k."""
+def test_accept_length_is_taken_above_1_and_cut_to_what_the_depth_allows():
+    """Four requests of two steps accepting 0, 6, 1 and 2 drafts (accept lengths 1, 4, 1.5, 2;
+    pooled 1 + 9/8) at depth 3. The interval is taken on the log of L - 1, accepted drafts per
+    step (leave-one-out: 9/6, 3/6, 8/6, 7/6), so it stays above 1; it reaches past 4, which no
+    accept length at depth 3 can, and is cut to k + 1 when the steps record k."""
     steps = pd.DataFrame({"request": [0, 0, 1, 1, 2, 2, 3, 3], "accepted": [0, 0, 3, 3, 0, 1, 2, 0]})
-    tokens = [2, 8, 3, 4]  # accepted + steps per request
-    raw = stats.jackknife_interval(np.column_stack([np.subtract(tokens, 2), [2] * 4]),
-                                   lambda s: 1 + s[..., 0] / s[..., 1])
-    assert stats.accept_length_ci(steps) == pytest.approx((1.0, raw[1]))  # no depth: only L >= 1
-    assert raw[0] < 1.0 and raw[1] > 4.0
-    assert stats.accept_length_ci(steps.assign(drafted=3)) == pytest.approx((1.0, 4.0))
-    assert stats.rate_ci(tokens, [2] * 4, digits=6, bounds=(1, 4)) == [1.0, 4.0]
+    loo = np.log([9 / 6, 3 / 6, 8 / 6, 7 / 6])
+    half = T_975[3] * math.sqrt(3 / 4 * ((loo - loo.mean()) ** 2).sum())
+    raw = (1 + 9 / 8 * math.exp(-half), 1 + 9 / 8 * math.exp(half))
+    assert stats.accept_length_ci(steps) == pytest.approx(raw)  # no depth recorded: not cut
+    assert 1.0 < raw[0] and raw[1] > 4.0
+    assert stats.accept_length_ci(steps.assign(drafted=3)) == pytest.approx((raw[0], 4.0))
+    tokens = [2, 8, 3, 4]  # the same as tokens over verify steps (accepted + steps per request)
+    assert stats.rate_ci(tokens, [2] * 4, digits=6, bounds=(1, 4)) == [math.floor(1e6 * raw[0]) / 1e6, 4.0]
