@@ -249,7 +249,7 @@ def jackknife_interval(columns, estimate, level: float = 0.95, floor: float = 0.
     spreads no wider than the n prompts it draws from, and nothing corrects for n. The
     jackknife-t is the textbook small-sample interval for a smooth statistic (a ratio of sums),
     deterministic (no seed), and at n = 2 as wide as two prompts warrant (t quantile 12.7); it
-    covered 91-96 % at 6 prompts and 93-96 % at 2 (the low end: prompts of very unequal weight).
+    covered 91-96 % at 6 prompts and 94-96 % at 2 (the low end: prompts of very unequal weight).
     Simulation: benchmarks/interval_coverage.py, table in docs/report-method.md.
     """
     x = np.asarray(columns, dtype=float)
