@@ -499,7 +499,7 @@ def measure_interleaved(points: dict, lab: str, model_path=None, draft_dir=None,
 
     Why: servers measured one after the other see different machine load, so a ratio of two
     such runs mixes the configuration with the moment it ran. Here each prompt gives a paired
-    measurement, and the intervals (bootstrap over prompts) say what the differences are worth.
+    measurement, and the intervals (over prompts) say what the differences are worth.
     backend="vllm" (CPU build): the same with vLLM servers, at most `batch` points (and their own
     no-speculation server) at a time, since each takes a few GiB.
     """
@@ -582,7 +582,7 @@ def interleaved_table(frame, infos: dict | None = None):
         verify = mine["verify"].astype(float) if "verify" in mine else None
         if label != BASELINE and verify is not None and verify.notna().all() and verify.sum() > 0:
             row["accept_length"] = stats.accept_length_of_counts(mine["tokens"].sum(), verify.sum())
-            row["accept_length_ci95"] = rate_ci(mine["tokens"], verify, digits=3)
+            row["accept_length_ci95"] = rate_ci(mine["tokens"], verify, digits=3, bounds=(1, None))
         if len(base) and not failed:
             both = mine.join(base.add_suffix("_base"), how="inner")
             row["speedup"] = float((both["tokens"].sum() / both["seconds"].sum())

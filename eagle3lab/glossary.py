@@ -115,7 +115,7 @@ TERMS: dict[str, tuple[str, str]] = {
         r"\bmulti[_ -]step\b"),
     "speed-up": (
         "tokens/s with speculation over tokens/s without, on the same prompts; here always a ratio of "
-        "runs interleaved prompt by prompt, with a 95 % bootstrap interval over prompts.",
+        "runs interleaved prompt by prompt, with a 95 % interval over prompts.",
         r"\bspeed-?ups?\b"),
 }
 

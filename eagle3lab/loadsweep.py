@@ -11,9 +11,9 @@ over prompts measured under the same machine load.
 Per window: total tokens/s (completion tokens / wall of the window), tokens/s per request (pooled:
 tokens / request latency), TTFT, inter-token latency ((latency - TTFT) / (tokens - 1), pooled) and,
 on vLLM, accept length and per-position rates from the server's own /metrics counters diffed
-around the window (``sources.vllm_metrics``). Prompts are the unit of every interval: bootstrap
-over prompts (``stats.rate_ci`` / ``ratio_ci``; the per-position rates and accept length
-resample requests whole, ``stats.per_position`` / ``accept_length_ci``).
+around the window (``sources.vllm_metrics``). Prompts are the unit of every interval: a jackknife
+over prompts (``stats.rate_ci`` / ``ratio_ci``; accept length and the per-position rates keep
+requests whole, ``stats.accept_length_ci`` / ``per_position``, the latter a bootstrap).
 
 Total tokens/s has no per-prompt share of its own: a window of c in flight keeps on average
 ``occupancy = sum(latency) / wall`` requests busy, so total = sum(tokens) / (sum(latency) /
@@ -116,7 +116,7 @@ def acceptance_figures(result, obs) -> dict:
 
 def paired_speedup(run, base) -> dict:
     """Speed-up of a speculative window over the baseline window at the same concurrency, in
-    total tokens/s and per request, each with its paired bootstrap interval over prompts."""
+    total tokens/s and per request, each with its paired interval over prompts."""
     from eagle3lab.stats import ratio_ci
 
     a, b = _per_prompt(run), _per_prompt(base)

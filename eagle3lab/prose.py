@@ -169,11 +169,11 @@ def measured_how(backend: str = "lab", server_url=None) -> str:
 
     if server_url:
         return ("Measured on the server(s) at the URL given, with the same held-out prompts decoded greedily; "
-                "each speed-up is a ratio of interleaved runs with a 95 % bootstrap interval over prompts.")
+                "each speed-up is a ratio of interleaved runs with a 95 % interval over prompts.")
     if not engines.get(backend).serves_one_request_at_a_time:
         return (f"Measured on {where(backend)[0]}: one server per configuration, three at a time, each prompt "
                 "going to every one of them in turn (the order rotates), so every speed-up is a ratio of "
-                "interleaved runs with a 95 % bootstrap interval over prompts.")
+                "interleaved runs with a 95 % interval over prompts.")
     if _in_report_store():
         return ("In this rendered report each configuration is measured once, on the lab engine in process (the "
                 "engine behind the lab server), with its own no-speculation baseline decoded prompt by prompt "
@@ -181,7 +181,7 @@ def measured_how(backend: str = "lab", server_url=None) -> str:
                 "throughout. Accept length is the engine's mean per verify step.")
     return ("Each configuration is served by the lab server (SGLang's HTTP API and log format); all servers run "
             "at once and each prompt goes to every one of them in turn (the order rotates), so every speed-up is "
-            "a ratio of interleaved runs with a 95 % bootstrap interval over prompts. Accept length here is "
+            "a ratio of interleaved runs with a 95 % interval over prompts. Accept length here is "
             "SGLang's `meta_info` (completion tokens / verify steps), which also counts the first token, produced "
             "by prefill, so it reads slightly higher than the engine's mean per verify step (notebook 05).")
 

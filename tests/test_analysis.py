@@ -326,11 +326,12 @@ def test_weak_first_position_then_collapse_points_at_inputs_not_training():
     assert hot[0].cause == "sampling"
 
 
-def test_accept_length_interval_resamples_requests_whole():
-    steps = pd.DataFrame({"request": [0, 0, 1, 1, 2, 2, 3, 3], "accepted": [0, 0, 3, 3, 0, 1, 2, 0]})
+def test_accept_length_interval_keeps_requests_whole():
+    steps = pd.DataFrame({"request": [0, 0, 1, 1, 2, 2, 3, 3], "accepted": [0, 0, 3, 3, 0, 1, 2, 0],
+                          "drafted": 3})
     lo, hi = S.accept_length_ci(steps)
     assert lo < S.accept_length(steps) < hi and 1.0 <= lo and hi <= 4.0
-    assert S.accept_length_ci(steps) == (lo, hi)  # seeded
+    assert S.accept_length_ci(steps) == (lo, hi)  # deterministic
     assert S.accept_length_ci(steps.drop(columns="request")) is None  # no requests, no interval
     assert S.accept_length_ci(steps[steps["request"] == 1]) is None
     with_gap = pd.concat([steps, pd.DataFrame({"request": [4], "accepted": [np.nan]})])

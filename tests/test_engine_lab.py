@@ -249,13 +249,12 @@ def test_accept_length_interval_spans_the_prompts_spread():
     assert same.accept_length_ci() == pytest.approx((2.5, 2.5))  # every prompt alike: no spread
     mixed = _result_with_requests({0: [0, 0, 0], 1: [3, 3, 3], 2: [0, 1, 0], 3: [2, 0, 1]})
     lo, hi = mixed.accept_length_ci()
-    assert lo < mixed.accept_length < hi
-    # per-prompt accept lengths are 1.0, 4.0, 1.33 and 2.0: resampling prompts whole can pool
-    # at most the two extremes, so the interval stays strictly inside them
-    assert 1.0 < lo and hi < 4.0
-    assert mixed.accept_length_ci() == (lo, hi)  # seeded: the same interval every time
+    # per-prompt accept lengths are 1.0, 4.0, 1.33 and 2.0: four prompts this far apart allow
+    # up to the most the depth allows, so the 95 % interval is cut at k + 1 = 4
+    assert 1.0 < lo < mixed.accept_length < hi == 4.0
+    assert mixed.accept_length_ci() == (lo, hi)  # deterministic: the same interval every time
     narrower = mixed.accept_length_ci(level=0.5)
-    assert lo <= narrower[0] <= narrower[1] <= hi
+    assert 1.0 < narrower[0] < mixed.accept_length < narrower[1] < 4.0
     assert _result_with_requests({0: [1, 2, 3]}).accept_length_ci() is None  # one prompt: no interval
 
 
@@ -301,13 +300,14 @@ def test_chat_template_fault_changes_what_the_engine_feeds(lab, prompts):
 def test_chat_template_fault_measured_on_the_same_prompts(lab, prompts):
     """The ci target, trained on raw Python source, answers ChatML with newlines only: every draft
     is accepted. The template acts through what the target writes, not through the draft."""
-    raw = run_bench(lab, (3, 1, 4), [], prompts=prompts[:4], max_new_tokens=32, progress=False)
-    chat = run_bench(lab, (3, 1, 4), ["chat-template"], prompts=prompts[:4], max_new_tokens=32, progress=False)
+    raw = run_bench(lab, (3, 1, 4), [], prompts=prompts[:8], max_new_tokens=32, progress=False)
+    chat = run_bench(lab, (3, 1, 4), ["chat-template"], prompts=prompts[:8], max_new_tokens=32, progress=False)
     assert raw.lossless and chat.lossless
-    assert list(chat.requests["prompt_tokens"]) == [len(p) for p in prompts[:4]]  # the caller's prompts
+    assert list(chat.requests["prompt_tokens"]) == [len(p) for p in prompts[:8]]  # the caller's prompts
     assert chat.accept_length == 4.0  # every draft accepted: 32 tokens in 8 steps of 3 drafts + the bonus
-    # raw prompts: fewer accepted (measured on the shipped ci lab: 130/56 = 2.32, interval
-    # [1.40, 3.54] over the 4 prompts); the claim is that the interval stays below "all accepted"
+    # raw prompts: fewer accepted (measured on the shipped ci lab: 256/127 = 2.02, interval
+    # [1.39, 3.66] over the 8 prompts; over the first 4 alone, 2.32 [1.20, 4]: four prompts
+    # cannot tell it from "all accepted"); the claim is that the interval stays below "all accepted"
     lo, hi = raw.accept_length_ci()
     assert raw.accept_length < hi < 4.0, f"raw accept length {raw.accept_length:.3f} [{lo:.2f}, {hi:.2f}]"
     assert set(chat.tokens["text"]) == {"\n"}

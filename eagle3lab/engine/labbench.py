@@ -41,7 +41,7 @@ class LabBenchResult:
         return accept_length(self.steps) if len(self.steps) else float("nan")
 
     def accept_length_ci(self, level: float = 0.95):
-        """Bootstrap interval (95% by default) of the accept length over prompts; None with < 2."""
+        """Interval (95% by default) of the accept length over prompts (stats.accept_length_ci); None with < 2."""
         from eagle3lab.stats import accept_length_ci
 
         return accept_length_ci(self.steps, ci=level) if len(self.steps) else None

@@ -1,6 +1,6 @@
 """The lab engine's step records as an `Observation`: accept length and conditional
 per-position acceptance from the per-step accepted counts (the only source that sees every
-verify step), with bootstrap intervals over prompts, throughput and measured costs."""
+verify step), with intervals over prompts, throughput and measured costs."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ its log prints as ``Mean acceptance length``). Counters are read with ``promethe
 text parser, summed over engines, and differenced before/after the window so earlier traffic
 does not leak in. The per-request side (``--per-request-spec-decode-metrics summary``: a
 histogram of verify steps by drafts accepted, per completion) gives the same totals request by
-request, which is what a bootstrap interval over prompts needs.
+request, which is what an interval over prompts needs.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
     if steps is not None and len(steps):
         table = stats.per_position(steps, k=k, conditional=False)
         lo, hi = table["lo"].to_numpy(), table["hi"].to_numpy()
-        ci = stats.accept_length_ci(steps)
+        ci = stats.accept_length_ci(steps.assign(drafted=k))  # k bounds the interval: L <= k + 1
         totals = _histogram_totals(steps, k)
         if (totals.drafts, totals.accepted, totals.per_position) != (delta.drafts, delta.accepted,
                                                                      delta.per_position):

@@ -96,7 +96,7 @@ def accept_length(counts: dict) -> float:
 
 
 def _lab_ci(gens) -> list[float] | None:
-    """The lab side's 95% bootstrap interval of the accept length over prompts."""
+    """The lab side's 95% interval of the accept length over prompts (stats.accept_length_ci)."""
     import pandas as pd
 
     from eagle3lab.stats import accept_length_ci
@@ -112,7 +112,7 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
                 temperature: float = 0.0, seed: int = 0, python: str | None = None):
     """Same checkpoints, same prompt token ids: the lab engine (fed as `serve` feeds the draft)
     next to vLLM itself. `drafts`: name -> draft directory. One row per draft: both sides'
-    counters, accept lengths (lab: with its bootstrap interval over prompts), and how many
+    counters, accept lengths (lab: with its interval over prompts), and how many
     outputs matched token for token (meaningful when greedy; sampled runs use different RNGs)."""
     import pandas as pd
 
