@@ -7,8 +7,8 @@ rules (which boundaries an engine feeds for given ids) come from `eagle3lab.conv
 from __future__ import annotations
 
 from eagle3lab import engines
-from eagle3lab.conventions import (CaptureError, ConventionError, default_boundaries, ids_for,
-                                   serve_boundaries, train_boundaries)
+from eagle3lab.boundaries import CaptureError, ConventionError, default_boundaries
+from eagle3lab.conventions import ids_for, serve_boundaries, train_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding

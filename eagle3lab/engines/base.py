@@ -23,8 +23,9 @@ class Engine:
     check_version: Callable
     # launch_argv(model_path, draft_path, spec, host, port, extra_args, **opts) -> argv
     launch_argv: Callable
-    # capture(version, arch, ids, num_layers, key, cuda_graph, patched) -> conventions.Boundaries:
-    # which hidden-state boundaries the draft's layer ids feed on this engine
+    # capture(version, arch, ids, num_layers, key, cuda_graph, patched) -> boundaries.Boundaries:
+    # which hidden-state boundaries the draft's (validated) layer ids feed on this engine
+    # (engines/<name>/capture.py; `conventions.serve_boundaries` is the public door)
     capture: Callable
     log_grammar: str                 # the sources/grammars module its log lines are read with
     observes_acceptance_via: str     # "meta_info" (per request), "/metrics" (counters), "step records"
@@ -51,6 +52,10 @@ class Engine:
     needs_draft_length: bool = False
     # the findings of eagle3lab.config.lint that are about this engine's own rules
     lint_codes: frozenset = frozenset()
+    # the versions whose capture rule was read, oldest first (empty: no rule per version, the
+    # lab engine follows SGLang's); model_file(arch) -> the engine's source file for `arch`
+    capture_versions: tuple = ()
+    model_file: Callable | None = None
 
     @property
     def patch_options(self) -> tuple:

@@ -3,14 +3,15 @@ and serve flags for a SpecConfig (`flags`), its Python and launch argv (`env`, `
 capture rule, acceptance read from `/metrics` counters (`metrics`), vLLM itself as a reference for
 the lab engine (`reference`) and the notebooks' vLLM experiments (`experiments`).
 
-May import: spec, errors, workers, conventions, sources, engines.argv/base; `reference` and
+May import: spec, errors, workers, boundaries, sources, engines.argv/base; `reference` and
 `experiments` sit higher (they drive the lab engine and the notebooks' runs) and import those.
 """
 
 from __future__ import annotations
 
-from eagle3lab import conventions
+from eagle3lab.boundaries import ConventionError
 from eagle3lab.engines.base import Engine
+from eagle3lab.engines.vllm import capture
 from eagle3lab.engines.vllm.flags import resolve_vllm
 from eagle3lab.engines.vllm.launch import VLLM_CPU_ENV, build_vllm_command, find_vllm_python, server_tempdir
 from eagle3lab.spec import VLLM_VERSION
@@ -36,8 +37,8 @@ def launch_env(gpu: bool) -> dict:
 
 def _capture(version, arch, ids, n, key, cuda_graph, patched):
     if patched:
-        raise conventions.ConventionError("the embedding-capture patch is for SGLang, not vLLM")
-    return conventions._vllm(version, arch, ids, n, key)
+        raise ConventionError("the embedding-capture patch is for SGLang, not vLLM")
+    return capture.serve(version, arch, ids, n, key)
 
 
 ENGINE = Engine(
@@ -45,6 +46,7 @@ ENGINE = Engine(
     capture=_capture, log_grammar="vllm", observes_acceptance_via="/metrics", api="openai",
     python=find_vllm_python, latest=VLLM_VERSION, has_known_defects=True, default_port=8000,
     own_tmpdir=server_tempdir, launch_env=launch_env,
-    reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}))
+    reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}),
+    capture_versions=capture.VLLM_VERSIONS, model_file=capture.model_path)
 
 __all__ = ["ENGINE"]
