@@ -326,7 +326,7 @@ def empirical_checks(spec: DraftSpec, tspec: TargetSpec | None, serve, *, prompt
     name = "empirical wiring"
     if tspec is None:
         return [], [CheckStatus(name, False, "no target given (--target): nothing to run")], {}
-    if spec.layout != "sglang":
+    if spec.layout == "speculators":  # the other layout (doctor.formats reads two)
         return [], [CheckStatus(name, False, f"{spec.layout} layout: the lab loads SGLang-layout drafts only; "
                                 "run on the SGLang/SpecForge export")], {}
     need = 2 * tspec.parameter_bytes + 2 ** 28  # float32 copy of a (b)f16 checkpoint, plus activations

@@ -56,6 +56,15 @@ class Engine:
     # lab engine follows SGLang's); model_file(arch) -> the engine's source file for `arch`
     capture_versions: tuple = ()
     model_file: Callable | None = None
+    # its config rules change with its version, so resolve() needs one (SGLang; vLLM's are version-free)
+    rules_by_version: bool = False
+    title: str = ""                  # how prose names it: "SGLang", "vLLM", "the lab"
+    # the release eagle3lab installs and launches itself, and which build (vLLM's CPU wheel);
+    # None: the user brings the engine
+    pinned: str | None = None
+    build: str = ""
+    runs_on_cpu: bool = False        # runs on this machine's CPU, so the lab's checkpoints are its default
+    separate_python: bool = False    # runs in its own interpreter (`--vllm-python`, `python(explicit)`)
 
     @property
     def patch_options(self) -> tuple:

@@ -39,4 +39,4 @@ ENGINE = Engine(
     name="lab", resolve=None, check_version=check_version, launch_argv=launch_argv, capture=_capture,
     log_grammar="sglang", observes_acceptance_via="step records", api="generate",
     python=lambda explicit=None: explicit or sys.executable, serves_one_request_at_a_time=True,
-    takes_faults=True)
+    takes_faults=True, title="the lab", runs_on_cpu=True)

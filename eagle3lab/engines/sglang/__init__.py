@@ -41,4 +41,5 @@ ENGINE = Engine(
     observes_acceptance_via="meta_info", api="generate", python=lambda explicit=None: explicit or sys.executable,
     latest=LATEST_SGLANG, asks_itself=True, has_known_defects=True, patchable=True,
     lint_codes=frozenset({"topk-reset-page", "auto-params", "page-size-topk"}),
-    capture_versions=capture.SGLANG_VERSIONS, model_file=capture.model_path)
+    capture_versions=capture.SGLANG_VERSIONS, model_file=capture.model_path, rules_by_version=True,
+    title="SGLang")

