@@ -499,13 +499,11 @@ def _append(out, record: dict, lock: threading.Lock) -> None:
 
 
 def _rules_engine(backend: str, urls) -> str:
-    """Whose rules give the effective config: the backend's own, else (the lab server, which
-    resolves nothing) the resolving engine that speaks the servers' API (OpenAI-only servers:
-    the OpenAI one; else SGLang's /generate)."""
-    eng = engines.lookup(backend)
-    if eng is not None and eng.resolves_configs:
-        return eng.name
-    api = "openai" if urls and all(u.api == "openai" for u in urls) else "generate"
+    """Whose rules give the effective config: the resolving engine that speaks the OpenAI API
+    when the backend or every server does (vLLM), else the one behind SGLang's /generate (the
+    lab server speaks it too)."""
+    openai = getattr(engines.lookup(backend), "api", None) == "openai"
+    api = "openai" if openai or (urls and all(u.api == "openai" for u in urls)) else "generate"
     return next(n for n in engines.resolving() if engines.get(n).api == api)
 
 
