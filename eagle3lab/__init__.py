@@ -18,12 +18,3 @@ __version__ = "0.1.0"
 
 from eagle3lab.errors import EagleLabError  # noqa: E402,F401
 from eagle3lab import config as _config  # noqa: E402,F401  (registers SpecConfig.resolve in spec)
-
-
-def __getattr__(name):
-    """`eagle3lab.doctor(...)`: imported on first use (it pulls torch and transformers only when run)."""
-    if name == "doctor":
-        from eagle3lab.doctor import doctor
-
-        return doctor
-    raise AttributeError(f"module 'eagle3lab' has no attribute {name!r}")
