@@ -65,6 +65,9 @@ class Engine:
     build: str = ""
     runs_on_cpu: bool = False        # runs on this machine's CPU, so the lab's checkpoints are its default
     separate_python: bool = False    # runs in its own interpreter (`--vllm-python`, `python(explicit)`)
+    # `eagle3lab config` on its own launch flags: config_command(args, flags) -> exit code
+    # (None: the flags are SGLang's, read into a SpecConfig and resolved)
+    config_command: Callable | None = None
 
     @property
     def patch_options(self) -> tuple:

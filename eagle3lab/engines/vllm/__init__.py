@@ -12,6 +12,7 @@ from __future__ import annotations
 from eagle3lab.boundaries import ConventionError
 from eagle3lab.engines.base import Engine
 from eagle3lab.engines.vllm import capture
+from eagle3lab.engines.vllm.command import run_config
 from eagle3lab.engines.vllm.flags import resolve_vllm
 from eagle3lab.engines.vllm.launch import VLLM_CPU_ENV, build_vllm_command, find_vllm_python, server_tempdir
 from eagle3lab.spec import VLLM_VERSION
@@ -48,6 +49,7 @@ ENGINE = Engine(
     own_tmpdir=server_tempdir, launch_env=launch_env,
     reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}),
     capture_versions=capture.VLLM_VERSIONS, model_file=capture.model_path, title="vLLM",
-    pinned=VLLM_VERSION, build="its CPU build, `vllm-cpu`", runs_on_cpu=True, separate_python=True)
+    pinned=VLLM_VERSION, build="its CPU build, `vllm-cpu`", runs_on_cpu=True, separate_python=True,
+    config_command=run_config)
 
 __all__ = ["ENGINE"]
