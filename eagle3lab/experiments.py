@@ -145,10 +145,11 @@ def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CON
     version's srt/models/deepseek_v2.py)."""
     import pandas as pd
 
-    from eagle3lab import conventions
+    from eagle3lab import engines
+    from eagle3lab.spec import parse_version
 
-    versions = list(versions or [v for v in conventions.SGLANG_VERSIONS
-                                 if conventions._v(v) >= conventions._v("0.5.5")])
+    versions = list(versions or [v for v in engines.get("sglang").capture_versions
+                                 if parse_version(v) >= (0, 5, 5)])
     rows = []
     for v in versions:
         fix = _fed(v, fix_ids, True)

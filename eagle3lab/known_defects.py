@@ -26,7 +26,7 @@ from typing import Callable
 from eagle3lab import engines
 from eagle3lab.errors import EagleLabError
 
-ENGINES = ("sglang", "vllm")
+ENGINES = tuple(n for n in engines.names() if engines.get(n).has_known_defects)
 PLATFORMS = ("cuda", "rocm", "cpu", "xpu")
 
 
@@ -234,8 +234,8 @@ def settings_from_flags(flags: str | None, engine: str | None = None, version: s
         out["topk"] = 1  # vLLM's EAGLE proposer drafts a chain (docs/sources.md)
     out["cuda_graph"] = not ({"--disable-cuda-graph", "--enforce-eager"} & set(values))
     out["rejection_sampling"] = "--speculative-use-rejection-sampling" in values
-    if engine == "sglang" and version:
-        out.update({k: v for k, v in _resolved_sglang(flags, version).items() if k not in out})
+    if getattr(engines.lookup(engine), "rules_by_version", False) and version:
+        out.update({k: v for k, v in _resolved(engine, flags, version).items() if k not in out})
     return out
 
 
@@ -259,14 +259,14 @@ def _flag_values(tokens) -> dict:
     return values
 
 
-def _resolved_sglang(flags: str, version: str) -> dict:
-    """topk and max running requests as SGLang resolves them (eagle3lab.config's rules:
-    an automatic topk, max running requests reset to 48 for speculation); {} when the flags
-    do not resolve (the doctor's flags check says why)."""
+def _resolved(engine: str, flags: str, version: str) -> dict:
+    """topk and max running requests as `engine` `version` resolves them (eagle3lab.config's
+    rules; SGLang's: an automatic topk, max running requests reset to 48 for speculation); {}
+    when the flags do not resolve (the doctor's flags check says why)."""
     from eagle3lab.spec import SpecConfig
 
     try:
-        res = SpecConfig.from_cli(flags).resolve(f"sglang=={version}")
+        res = SpecConfig.from_cli(flags).resolve(f"{engine}=={version}")
     except EagleLabError:
         return {}
     return {k: v for k, v in (("topk", res.topk), ("max_running_requests", res.max_running_requests))

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle3lab import stats
+from eagle3lab import engines, stats
 from eagle3lab.spec import SPEC_NAMES, server_info_fields
 from eagle3lab.errors import EagleLabError
 from eagle3lab.spec import LATEST_SGLANG
@@ -422,8 +422,8 @@ def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "Lla
         return {"effective_num_steps": None, "effective_topk": None, "effective_num_draft_tokens": None}
     asked = {k: point[k] for k in _RESOLVE_KEYS if point.get(k) is not None}
     try:
-        res = SpecConfig(**asked).resolve(engine=engine, version=None if engine == "vllm" else version,
-                                          arch=arch)
+        versioned = engines.get(engine).rules_by_version  # vLLM's rules are version-free
+        res = SpecConfig(**asked).resolve(engine=engine, version=version if versioned else None, arch=arch)
     except EagleLabError as exc:
         return {"effective_error": str(exc)}
     out = {"effective_num_steps": res.num_steps, "effective_topk": res.topk,
@@ -498,6 +498,15 @@ def _append(out, record: dict, lock: threading.Lock) -> None:
         fh.flush()
 
 
+def _rules_engine(backend: str, urls) -> str:
+    """Whose rules give the effective config: the resolving engine that speaks the OpenAI API
+    when the backend or every server does (vLLM), else the one behind SGLang's /generate (the
+    lab server speaks it too)."""
+    openai = getattr(engines.lookup(backend), "api", None) == "openai"
+    api = "openai" if openai or (urls and all(u.api == "openai" for u in urls)) else "generate"
+    return next(n for n in engines.resolving() if engines.get(n).api == api)
+
+
 def _point_spec(point: dict, backend: str = "lab") -> dict:
     """The launch spec for a point: its server keys; for the lab, ``quantization`` becomes the
     ``quant-<q>`` fault (the lab quantizes at serve time), for SGLang ``--quantization``."""
@@ -505,7 +514,7 @@ def _point_spec(point: dict, backend: str = "lab") -> dict:
     quant = spec.pop("quantization", None)
     faults = sorted(_fault_set(spec.pop("fault", None)) | _fault_set(spec.pop("faults", None)))
     if quant not in (None, "none", "", "bf16", "fp16", "fp32"):
-        if backend == "lab":
+        if getattr(engines.lookup(backend), "takes_faults", False):
             faults.append(f"quant-{quant}")
         else:
             spec["quantization"] = quant
@@ -578,7 +587,9 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
     from tqdm.auto import tqdm
 
     points = grid_points(grid)
-    if backend in ("sglang", "vllm") and not urls and any(_point_spec(p, backend).get("fault") for p in points):
+    eng = engines.lookup(backend)
+    if eng is not None and not eng.takes_faults and not urls and any(_point_spec(p, backend).get("fault")
+                                                                     for p in points):
         raise LoadTestError("faults are lab switches: use backend='lab' for a grid with 'fault'")
     if urls:
         from eagle3lab import server
@@ -586,7 +597,7 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
         urls = [u if isinstance(u, server.Server) else server.connect(getattr(u, "url", u), timeout=30)
                 for u in urls]
     if engine is None:
-        engine = "vllm" if backend == "vllm" or (urls and all(u.api == "openai" for u in urls)) else "sglang"
+        engine = _rules_engine(backend, urls)
     if baseline:
         points = baseline_points(points, backend) + points
     out = Path(out) if out else None

@@ -100,15 +100,18 @@ def accept_length_from_rate(rate: float, kind: str, num_steps: int,
                             num_draft_tokens: int | None = None) -> float:
     """Invert a reported rate to accept length. kind: sglang_old | sglang_new | vllm | iid."""
     ndt = num_draft_tokens if num_draft_tokens is not None else num_steps + 1
-    if kind == "sglang_old":
-        return rate * (num_steps + 1)
-    if kind == "sglang_new":
-        return 1 + rate * (ndt - 1)
-    if kind == "vllm":
-        return 1 + rate * num_steps
-    if kind == "iid":
-        return expected_accept_length(rate, num_steps)
-    raise StatsError(f"unknown rate kind {kind!r} (sglang_old, sglang_new, vllm, iid)")
+    if kind not in _RATE_KINDS:
+        raise StatsError(f"unknown rate kind {kind!r} ({', '.join(_RATE_KINDS)})")
+    return _RATE_KINDS[kind](rate, num_steps, ndt)
+
+
+# rate kind -> accept length from (rate, num_steps, num_draft_tokens): each printed rate's definition
+_RATE_KINDS = {
+    "sglang_old": lambda rate, k, ndt: rate * (k + 1),
+    "sglang_new": lambda rate, k, ndt: 1 + rate * (ndt - 1),
+    "vllm": lambda rate, k, ndt: 1 + rate * k,
+    "iid": lambda rate, k, ndt: expected_accept_length(rate, k),
+}
 
 
 # --------------------------------------------------------------------------- gap analysis

@@ -4,6 +4,7 @@ in, and display helpers (Markdown, headlines the rendered report repeats, diffs,
 
 from __future__ import annotations
 
+from eagle3lab import engines
 from eagle3lab.experiments import BASELINE, SEED_AFTER_FIX, _int, closest_hypothesis
 
 def markdown(text: str):
@@ -144,12 +145,9 @@ def _get(row, key, default=None):
 
 def where(backend: str = "lab") -> tuple[str, str]:
     """(the server, where) in words for a notebook BACKEND: what prose names the measured engine."""
-    if backend == "vllm":
-        from eagle3lab.engines.vllm.env import VLLM_VERSION
-
-        return f"vLLM {VLLM_VERSION}", "on vLLM"
-    if backend == "sglang":
-        return "SGLang", "on SGLang"
+    eng = engines.lookup(backend)
+    if eng is not None and eng.resolves_configs:  # a deployed engine, not the lab's own
+        return (f"{eng.title} {eng.pinned}" if eng.pinned else eng.title), f"on {eng.title}"
     if _in_report_store():
         return "the lab engine (in process, once per configuration)", "on the lab"
     return "the lab server", "on the lab"

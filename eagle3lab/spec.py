@@ -27,7 +27,7 @@ SGLANG_RELEASES = tuple((
     "0.5.23").split())
 LATEST_SGLANG = SGLANG_RELEASES[-1]
 
-# Capture rules (eagle3lab.conventions): every release from the first EAGLE-3 capable one,
+# Capture rules (eagle3lab/engines/sglang/capture.py): every release from the first EAGLE-3 capable one,
 # 0.4.4, read; the 0.5.0 release candidates before rc2 were skipped.
 SGLANG_CAPTURE_READ = tuple(v for v in SGLANG_RELEASES[SGLANG_RELEASES.index("0.4.4"):]
                             if v not in ("0.5.0rc0", "0.5.0rc1"))

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3lab import engines
-from eagle3lab.conventions import (Boundaries, CaptureError, ConventionError, describe_boundary,
-                                   ids_for, serve_boundaries, serve_table, train_boundaries)
+from eagle3lab.boundaries import Boundaries, CaptureError, ConventionError, describe_boundary
+from eagle3lab.conventions import ids_for, serve_boundaries, serve_table, train_boundaries
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import read_json_object
 from eagle3lab.spec import LATEST_SGLANG, split_engine

@@ -250,10 +250,10 @@ def test_spec_config_converts_to_and_from_every_form():
 
 
 def test_one_latest_sglang_everywhere():
-    from eagle3lab import conventions
     from eagle3lab import spec as versions
+    from eagle3lab.engines.sglang import capture
     from eagle3lab.engines.lab import frontend
 
     assert versions.LATEST_SGLANG == versions.SGLANG_RELEASES[-1] == "0.5.23"
-    assert conventions.SGLANG_VERSIONS[-1] == frontend.SGLANG_VERSION == versions.LATEST_SGLANG
+    assert capture.SGLANG_VERSIONS[-1] == frontend.SGLANG_VERSION == versions.LATEST_SGLANG
     assert SpecConfig().resolve().version == versions.LATEST_SGLANG

@@ -1,5 +1,8 @@
 """The engine registry: one record per engine, looked up by name, pins parsed once."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from eagle3lab import engines, server
@@ -63,3 +66,47 @@ def test_engine_facts_replace_name_tests():
     assert vllm.reads_top_level_ids and not sglang.reads_top_level_ids
     assert lab.takes_faults and lab.serves_one_request_at_a_time and not lab.resolves_configs
     assert vllm.drafts_chains_only and vllm.needs_draft_length
+    assert sglang.rules_by_version and not vllm.rules_by_version
+    assert vllm.pinned == LATEST["vllm"] and sglang.pinned is None and vllm.separate_python
+    assert lab.runs_on_cpu and vllm.runs_on_cpu and not sglang.runs_on_cpu
+    assert sglang.capture_versions[-1] == LATEST["sglang"] and not lab.capture_versions
+
+
+def test_known_defects_cover_the_engines_that_have_them():
+    from eagle3lab import known_defects
+
+    assert known_defects.ENGINES == tuple(n for n in engines.names() if engines.get(n).has_known_defects)
+    assert set(known_defects.ENGINES) == {"sglang", "vllm"}
+
+
+# An engine's name compared with a string: `x == "vllm"`, `"lab" != x`, `x in ("sglang", "vllm")`.
+# Outside eagle3lab/engines/ such a test is a fact about one engine that belongs in its `Engine`
+# record (engines/base.py) or its folder (issue #23).
+NAME_TEST = re.compile(r"""['"](vllm|sglang|lab)['"] *(==|!=)|(==|!=) *['"](vllm|sglang|lab)['"]"""
+                       r"""|in \((['"](vllm|sglang|lab)['"], *)+""")
+
+
+def _name_tests(root: Path) -> list[str]:
+    package = root / "eagle3lab"
+    hits = []
+    for path in sorted(package.rglob("*.py")):
+        if (package / "engines") in path.parents:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if NAME_TEST.search(line):
+                hits.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return hits
+
+
+def test_the_scan_finds_a_name_test(tmp_path):
+    (tmp_path / "eagle3lab" / "engines").mkdir(parents=True)
+    (tmp_path / "eagle3lab" / "a.py").write_text('if backend == "vllm":\n    pass\nif x in ("lab", "sglang"):\n')
+    (tmp_path / "eagle3lab" / "engines" / "b.py").write_text('if name == "sglang":\n    pass\n')
+    assert _name_tests(tmp_path) == ['eagle3lab/a.py:1: if backend == "vllm":',
+                                     'eagle3lab/a.py:3: if x in ("lab", "sglang"):']
+
+
+def test_no_engine_name_tests_outside_engines():
+    hits = _name_tests(Path(__file__).resolve().parent.parent)
+    assert not hits, f"{len(hits)} engine-name tests outside eagle3lab/engines/ (ask engines.get(name)):\n" \
+        + "\n".join(hits)

@@ -16,7 +16,8 @@ import json
 
 import pytest
 
-from eagle3lab.conventions import CaptureError, ConventionError, serve_boundaries
+from eagle3lab.boundaries import CaptureError, ConventionError
+from eagle3lab.conventions import serve_boundaries
 from eagle3lab.errors import EagleLabError
 from eagle3lab.engines.vllm.env import VLLM_VERSION
 from eagle3lab.engines.vllm.rules import VllmServeArgs, compare_with_vllm, parse_vllm_flags, resolve_vllm_serve

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from eagle3lab.cli import main
-from eagle3lab.conventions import ConventionError
+from eagle3lab.boundaries import ConventionError
 from eagle3lab.errors import EagleLabError
 from eagle3lab.wiring import (WiringInputError, check, match_boundaries, plot_wiring_matrix, read_draft,
                               wiring_matrix)

@@ -33,7 +33,10 @@ def add_server_arguments(parser) -> None:
 
 def launch_kwargs(args) -> dict:
     """What `server.launch` takes from the shared server arguments besides the spec."""
-    return {"vllm_python": args.vllm_python} if getattr(args, "backend", None) == "vllm" else {}
+    from eagle3lab import engines
+
+    eng = engines.lookup(getattr(args, "backend", None))
+    return {"vllm_python": args.vllm_python} if eng is not None and eng.separate_python else {}
 
 
 def check_faults(args, faults) -> None:
@@ -81,7 +84,10 @@ def load_prompts(args) -> list:
 def launch_target(args) -> tuple:
     """(model_path, draft_path) for a launched backend; lab defaults from the lab preset."""
     model, draft = args.model_path, args.draft
-    if args.backend in ("lab", "vllm") and (model is None or (draft and "/" not in draft)):
+    from eagle3lab import engines
+
+    runs_here = getattr(engines.lookup(args.backend), "runs_on_cpu", False)  # the lab's checkpoints by default
+    if runs_here and (model is None or (draft and "/" not in draft)):
         from eagle3lab.lab import load_lab
 
         lab = load_lab(args.lab, build=False)

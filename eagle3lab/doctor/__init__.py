@@ -17,9 +17,7 @@ experiments); only cli/commands import it.
 
 from __future__ import annotations
 
-import sys
 import time
-import types
 
 from eagle3lab.doctor.formats import DoctorInputError, read_draft_spec, read_target_spec
 from eagle3lab.doctor.report import CheckStatus, DoctorReport
@@ -99,13 +97,3 @@ def _temperature(value) -> float | None:
         raise DoctorInputError(f"temperature must be a number >= 0, got {value!r}")
     return t
 
-
-class _CallableModule(types.ModuleType):
-    """`eagle3lab.doctor(...)` calls `doctor` even once this package is imported (importing a
-    subpackage sets the parent's attribute to the module, shadowing the function)."""
-
-    def __call__(self, *args, **kwargs):
-        return doctor(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -59,7 +59,8 @@ def _custom_ids(engine, version, facts, spec) -> bool | None:
     """Whether the draft's ids, read as the engine reads them without CUDA graphs, feed other
     boundaries than the default set (the static wiring check's facts: `num_layers`, `arch`);
     None when unknown."""
-    from eagle3lab.conventions import CaptureError, ConventionError, default_boundaries, serve_boundaries
+    from eagle3lab.boundaries import CaptureError, ConventionError, default_boundaries
+    from eagle3lab.conventions import serve_boundaries
 
     n, arch = facts.get("num_layers"), facts.get("arch")
     if spec is None or not isinstance(n, int) or not arch:

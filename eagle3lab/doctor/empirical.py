@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from eagle3lab import engines
-from eagle3lab.conventions import default_boundaries
+from eagle3lab.boundaries import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding
@@ -326,7 +326,7 @@ def empirical_checks(spec: DraftSpec, tspec: TargetSpec | None, serve, *, prompt
     name = "empirical wiring"
     if tspec is None:
         return [], [CheckStatus(name, False, "no target given (--target): nothing to run")], {}
-    if spec.layout != "sglang":
+    if spec.layout == "speculators":  # the other layout (doctor.formats reads two)
         return [], [CheckStatus(name, False, f"{spec.layout} layout: the lab loads SGLang-layout drafts only; "
                                 "run on the SGLang/SpecForge export")], {}
     need = 2 * tspec.parameter_bytes + 2 ** 28  # float32 copy of a (b)f16 checkpoint, plus activations
@@ -374,7 +374,8 @@ def empirical_checks(spec: DraftSpec, tspec: TargetSpec | None, serve, *, prompt
 def _fed_sets(spec, n, serve, arch) -> dict:
     """Engine label -> the boundaries it feeds for the target's architecture (the static check's
     rule, recomputed here)."""
-    from eagle3lab.conventions import CaptureError, ConventionError, serve_boundaries
+    from eagle3lab.boundaries import CaptureError, ConventionError
+    from eagle3lab.conventions import serve_boundaries
     from eagle3lab.doctor.static import parse_serve
 
     out = {}
@@ -468,7 +469,8 @@ def _infer_wiring(scorer: Scorer, fed: dict, spec: DraftSpec, n: int, serve, fac
 def _servable_ids(boundaries, engine, version, arch, n, key) -> tuple[list[int] | None, bool]:
     """(ids that make the engine feed `boundaries`, whether SGLang's embedding patch is needed);
     (None, False) when no ids do."""
-    from eagle3lab.conventions import CaptureError, ConventionError, ids_for
+    from eagle3lab.boundaries import CaptureError, ConventionError
+    from eagle3lab.conventions import ids_for
 
     for patched in engines.patch_options(engine):
         try:

@@ -389,13 +389,13 @@ def _engine_findings(served: Served, serve) -> list[Finding]:
     """--serve names another engine than the one answering."""
     if not serve:
         return []
-    named = split_engine(str(serve))[0]
-    speaks = "vllm" if _speaks_openai(served) else "sglang"
-    if named == speaks:
+    named = engines.lookup(split_engine(str(serve))[0])
+    api = "openai" if _speaks_openai(served) else "generate"
+    if named is not None and named.resolves_configs and named.api == api:  # the lab server is no deployment
         return []
     return [Finding("config", "warning", f"--serve says {serve}, the server at --url is {served.engine}",
                     f"{served.server.url} answers "
-                    + ("/v1/models and /metrics (vLLM)" if speaks == "vllm" else "/server_info (SGLang's API)"),
+                    + ("/v1/models and /metrics (vLLM)" if api == "openai" else "/server_info (SGLang's API)"),
                     "pass the --serve of the engine you deploy: the checkpoint checks follow it",
                     0.9, "server", "server")]
 

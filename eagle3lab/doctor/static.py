@@ -7,27 +7,28 @@ rules (which boundaries an engine feeds for given ids) come from `eagle3lab.conv
 from __future__ import annotations
 
 from eagle3lab import engines
-from eagle3lab.conventions import (CaptureError, ConventionError, default_boundaries, ids_for,
-                                   serve_boundaries, train_boundaries)
+from eagle3lab.boundaries import CaptureError, ConventionError, default_boundaries
+from eagle3lab.conventions import ids_for, serve_boundaries, train_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
 from eagle3lab.doctor.report import CheckStatus
 from eagle3lab.findings import Finding
 from eagle3lab.spec import split_engine
 
-LATEST = {"sglang": "0.5.23", "vllm": "0.33.0"}
 COMPARE_LIMIT_BYTES = 2 << 30  # hash/compare lm_head rows only when both tensors fit in this
 
 
 def parse_serve(serve) -> list[tuple[str, str]]:
-    """'sglang==0.5.23' -> [('sglang', '0.5.23')]; None -> both engines at their newest read version."""
+    """'sglang==0.5.23' -> [('sglang', '0.5.23')]; None -> every engine with a capture rule per
+    version, at the newest version whose capture source was read (`Engine.capture_versions`)."""
     from eagle3lab.doctor.formats import DoctorInputError
 
+    newest = {n: engines.get(n).capture_versions[-1] for n in engines.names() if engines.get(n).capture_versions}
     if serve is None:
-        return [("sglang", LATEST["sglang"]), ("vllm", LATEST["vllm"])]
+        return list(newest.items())
     name, version = split_engine(str(serve))
-    if name not in LATEST:
-        raise DoctorInputError(f"--serve must name sglang or vllm (ENGINE==VERSION), got {serve!r}")
-    return [(name, version or LATEST[name])]
+    if name not in newest:
+        raise DoctorInputError(f"--serve must name {' or '.join(newest)} (ENGINE==VERSION), got {serve!r}")
+    return [(name, version or newest[name])]
 
 
 def num_layers(draft: DraftSpec, target: TargetSpec | None) -> int | None:

@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from eagle3lab.conventions import default_boundaries, served_by_lab
+from eagle3lab.boundaries import default_boundaries
+from eagle3lab.engines.lab.capture import served_by_lab
 from eagle3lab.errors import EagleLabError
 
 CHECKPOINT_FILE = "model.safetensors"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from eagle3lab import conventions
 from eagle3lab import engines
 from eagle3lab.chat_templates import QWEN2_CHATML
-from eagle3lab.spec import split_engine
+from eagle3lab.spec import LATEST_SGLANG, split_engine
 from eagle3lab.errors import EagleLabError
 
 WRONG_ROPE_THETA = 500000.0  # Llama 3's base: what a converter copying another config writes
@@ -106,7 +106,7 @@ def describe_faults() -> str:
     """'name: what it changes; ...' (the CLI's help text)."""
     return "; ".join(f"{f.name}: {f.changes}" for f in _TABLE)
 
-DEFAULT_SERVE = f"sglang=={conventions.LATEST_SGLANG}"  # whose capture rule the lab engine follows
+DEFAULT_SERVE = f"sglang=={LATEST_SGLANG}"  # whose capture rule the lab engine follows
 
 
 class FaultError(EagleLabError):

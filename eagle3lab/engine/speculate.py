@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from eagle3lab import conventions
 from eagle3lab.engine.model import DraftModel, TargetModel
+from eagle3lab.engines.lab.capture import served_by_lab
 from eagle3lab.spec import SpecParams
 
 
@@ -172,7 +172,7 @@ class SpecEngine:
     target: a transformers LlamaForCausalLM or a `TargetModel`.
     draft: an `Eagle3Draft` (or `DraftModel`), or None for plain decoding only.
     boundaries: target boundaries fed to the draft's fc (default: what SGLang feeds a llama
-        target for the draft's config ids, `conventions.served_by_lab`).
+        target for the draft's config ids, `engines.lab.capture.served_by_lab`).
     normed_last / use_d2t / greedy_draft: fault switches (see eagle3lab.engine.faults).
     prompt_template: (prefix ids, suffix ids) put around every prompt (the chat-template fault).
     """
@@ -190,7 +190,7 @@ class SpecEngine:
         n = self.target.num_layers
         if boundaries is None and draft is not None:
             src = draft.source if isinstance(draft, DraftModel) else draft
-            boundaries = conventions.served_by_lab(list(src.aux_layer_ids) or None, n)
+            boundaries = served_by_lab(list(src.aux_layer_ids) or None, n)
         self.boundaries = tuple(sorted(set(boundaries or ())))  # capture is by layer membership
         if any(b < 0 or b > n for b in self.boundaries):
             raise ValueError(f"boundaries {list(self.boundaries)} outside 0..{n}")

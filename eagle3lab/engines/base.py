@@ -23,8 +23,9 @@ class Engine:
     check_version: Callable
     # launch_argv(model_path, draft_path, spec, host, port, extra_args, **opts) -> argv
     launch_argv: Callable
-    # capture(version, arch, ids, num_layers, key, cuda_graph, patched) -> conventions.Boundaries:
-    # which hidden-state boundaries the draft's layer ids feed on this engine
+    # capture(version, arch, ids, num_layers, key, cuda_graph, patched) -> boundaries.Boundaries:
+    # which hidden-state boundaries the draft's (validated) layer ids feed on this engine
+    # (engines/<name>/capture.py; `conventions.serve_boundaries` is the public door)
     capture: Callable
     log_grammar: str                 # the sources/grammars module its log lines are read with
     observes_acceptance_via: str     # "meta_info" (per request), "/metrics" (counters), "step records"
@@ -59,6 +60,22 @@ class Engine:
     # on a CPU, how many of its servers fit in memory together (vLLM's CPU build: a few GiB each);
     # None: as many as asked (the lab) or one at a time (a GPU engine)
     servers_at_once: int | None = None
+    # the versions whose capture rule was read, oldest first (empty: no rule per version, the
+    # lab engine follows SGLang's); model_file(arch) -> the engine's source file for `arch`
+    capture_versions: tuple = ()
+    model_file: Callable | None = None
+    # its config rules change with its version, so resolve() needs one (SGLang; vLLM's are version-free)
+    rules_by_version: bool = False
+    title: str = ""                  # how prose names it: "SGLang", "vLLM", "the lab"
+    # the release eagle3lab installs and launches itself, and which build (vLLM's CPU wheel);
+    # None: the user brings the engine
+    pinned: str | None = None
+    build: str = ""
+    runs_on_cpu: bool = False        # runs on this machine's CPU, so the lab's checkpoints are its default
+    separate_python: bool = False    # runs in its own interpreter (`--vllm-python`, `python(explicit)`)
+    # `eagle3lab config` on its own launch flags: config_command(args, flags) -> exit code
+    # (None: the flags are SGLang's, read into a SpecConfig and resolved)
+    config_command: Callable | None = None
 
     @property
     def patch_options(self) -> tuple:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3lab.conventions import served_by_lab
+from eagle3lab.engines.lab.capture import served_by_lab
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import lab_dir
 

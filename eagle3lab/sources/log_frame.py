@@ -227,8 +227,8 @@ def sglang_accept_rate_definition(df) -> dict:
     """
     import numpy as np
 
-    rows = df[(df["engine"] == "sglang") & df["accept_len"].notna() & df["accept_rate_raw"].notna()
-              & (df["accept_rate_raw"] > 0)]
+    # only SGLang's grammar fills accept_rate_raw (its decode line's "accept rate")
+    rows = df[df["accept_len"].notna() & df["accept_rate_raw"].notna() & (df["accept_rate_raw"] > 0)]
     length = rows["accept_len"].to_numpy(float)
     rate = rows["accept_rate_raw"].to_numpy(float)
     fits = {}

@@ -1,20 +1,21 @@
 """The lab server (`python -m eagle3lab serve`): eagle3lab's own engine behind SGLang's HTTP API.
 It takes SGLang's speculative flags (and nothing else of them) plus `--fault`, feeds the draft
-exactly the boundaries it was trained on (`conventions.served_by_lab`), serves one request at a
+exactly the boundaries it was trained on (`capture.served_by_lab`), serves one request at a
 time, and reports acceptance per request (`meta_info`) and per step (the engine's step records,
 `eagle3lab.sources.lab`). The engine itself is `eagle3lab.engine`; its HTTP front end is
 `eagle3lab.engines.lab.frontend`.
 
-May import: spec, errors, conventions, engines.argv/base.
+May import: spec, errors, boundaries, engines.argv/base, engines.sglang.capture (its capture rule
+is SGLang's).
 """
 
 from __future__ import annotations
 
 import sys
 
-from eagle3lab import conventions
 from eagle3lab.engines.argv import sglang_style
 from eagle3lab.engines.base import Engine
+from eagle3lab.engines.lab.capture import served_by_lab
 from eagle3lab.errors import EagleLabError
 
 
@@ -31,11 +32,11 @@ def check_version(version: str | None) -> str | None:
 
 
 def _capture(version, arch, ids, n, key, cuda_graph, patched):
-    return conventions.served_by_lab(ids, n)
+    return served_by_lab(ids, n)
 
 
 ENGINE = Engine(
     name="lab", resolve=None, check_version=check_version, launch_argv=launch_argv, capture=_capture,
     log_grammar="sglang", observes_acceptance_via="step records", api="generate",
     python=lambda explicit=None: explicit or sys.executable, serves_one_request_at_a_time=True,
-    takes_faults=True, emulates="sglang", in_process=True)
+    takes_faults=True, emulates="sglang", in_process=True, title="the lab", runs_on_cpu=True)

@@ -1,8 +1,8 @@
 """SGLang: its speculative-argument rules per version (`rules`), the installed SGLang's own
-resolver (`resolver`), its launch argv, its capture rule (`eagle3lab.conventions`' SGLang
-tables), and acceptance read from each request's `meta_info` (`meta_info`).
+resolver (`resolver`), its launch argv, its capture rule per version and model file
+(`capture`), and acceptance read from each request's `meta_info` (`meta_info`).
 
-May import: spec, errors, workers, conventions, sources, engines.argv/base. The SGLang patch is
+May import: spec, errors, workers, boundaries, sources, engines.argv/base. The SGLang patch is
 `eagle3lab.patching` (its own room); the log grammar is `sources/grammars/sglang.py`.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sys
 
-from eagle3lab import conventions
 from eagle3lab.engines.argv import fault_names, sglang_style, spec_dict
 from eagle3lab.engines.base import Engine
+from eagle3lab.engines.sglang import capture
 from eagle3lab.engines.sglang.rules import resolve_sglang_rules
 from eagle3lab.errors import ServerError
 from eagle3lab.spec import LATEST_SGLANG, parse_version
@@ -35,13 +35,11 @@ def check_version(version: str | None) -> str:
     return version
 
 
-def _capture(version, arch, ids, n, key, cuda_graph, patched):
-    return conventions._sglang(version, arch, ids, n, key, cuda_graph, patched)
-
-
 ENGINE = Engine(
     name="sglang", resolve=resolve_sglang_rules, check_version=check_version,
-    launch_argv=launch_argv, capture=_capture, log_grammar="sglang",
+    launch_argv=launch_argv, capture=capture.serve, log_grammar="sglang",
     observes_acceptance_via="meta_info", api="generate", python=lambda explicit=None: explicit or sys.executable,
     latest=LATEST_SGLANG, asks_itself=True, has_known_defects=True, patchable=True,
-    lint_codes=frozenset({"topk-reset-page", "auto-params", "page-size-topk"}))
+    lint_codes=frozenset({"topk-reset-page", "auto-params", "page-size-topk"}),
+    capture_versions=capture.SGLANG_VERSIONS, model_file=capture.model_path, rules_by_version=True,
+    title="SGLang")

@@ -3,14 +3,16 @@ and serve flags for a SpecConfig (`flags`), its Python and launch argv (`env`, `
 capture rule, acceptance read from `/metrics` counters (`metrics`), vLLM itself as a reference for
 the lab engine (`reference`) and the notebooks' vLLM experiments (`experiments`).
 
-May import: spec, errors, workers, conventions, sources, engines.argv/base; `reference` and
+May import: spec, errors, workers, boundaries, sources, engines.argv/base; `reference` and
 `experiments` sit higher (they drive the lab engine and the notebooks' runs) and import those.
 """
 
 from __future__ import annotations
 
-from eagle3lab import conventions
+from eagle3lab.boundaries import ConventionError
 from eagle3lab.engines.base import Engine
+from eagle3lab.engines.vllm import capture
+from eagle3lab.engines.vllm.command import run_config
 from eagle3lab.engines.vllm.flags import resolve_vllm
 from eagle3lab.engines.vllm.launch import VLLM_CPU_ENV, build_vllm_command, find_vllm_python, server_tempdir
 from eagle3lab.spec import VLLM_VERSION
@@ -36,8 +38,8 @@ def launch_env(gpu: bool) -> dict:
 
 def _capture(version, arch, ids, n, key, cuda_graph, patched):
     if patched:
-        raise conventions.ConventionError("the embedding-capture patch is for SGLang, not vLLM")
-    return conventions._vllm(version, arch, ids, n, key)
+        raise ConventionError("the embedding-capture patch is for SGLang, not vLLM")
+    return capture.serve(version, arch, ids, n, key)
 
 
 ENGINE = Engine(
@@ -46,6 +48,8 @@ ENGINE = Engine(
     python=find_vllm_python, latest=VLLM_VERSION, has_known_defects=True, default_port=8000,
     own_tmpdir=server_tempdir, launch_env=launch_env,
     reads_top_level_ids=True, drafts_chains_only=True, needs_draft_length=True, lint_codes=frozenset({"vllm-chain"}),
-    servers_at_once=3)
+    capture_versions=capture.VLLM_VERSIONS, model_file=capture.model_path, title="vLLM",
+    pinned=VLLM_VERSION, build="its CPU build, `vllm-cpu`", runs_on_cpu=True, separate_python=True,
+    config_command=run_config, servers_at_once=3)
 
 __all__ = ["ENGINE"]

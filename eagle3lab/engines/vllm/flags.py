@@ -2,7 +2,9 @@
 
 `resolve_vllm` is the version-free chain rule (k drafts -> (k, 1, k + 1)) that
 `SpecConfig.resolve(engine="vllm")` uses; `eagle3lab.engines.vllm.rules.resolve_vllm_serve`
-replays vLLM 0.32's own argument handling for whole `vllm serve` flag sets.
+replays vLLM 0.32's own argument handling for whole `vllm serve` flag sets. Both take k's
+refusals from one rule, `speculative_tokens_refusal` (checked against vLLM's own through
+`resolve_vllm_serve`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,21 @@ VLLM_SOURCE = ("vllm/config/speculative.py (SpeculativeConfig.num_speculative_to
                "else taken from the draft config) and the EAGLE proposer "
                "(vllm/v1/spec_decode/eagle.py, later llm_base_proposer.py): one draft token, "
                "then `for _ in range(self.num_speculative_tokens - 1)`, a chain")
+
+
+def speculative_tokens_refusal(k, *, given: bool = True) -> tuple[str, str] | None:
+    """vLLM's rule for num_speculative_tokens, the one both resolvers apply (`resolve_vllm`
+    for a SpecConfig, `rules.resolve_vllm_serve` for a flag set): (error kind, vLLM's message) when it
+    refuses, else None. config/speculative.py: an integer field, gt=0; required with a draft
+    model (unless the draft config has n_predict, not modelled). `given=False`: the value was
+    never set (its absence is checked after the model and method, as vLLM orders it)."""
+    kind = "ValidationError(SpeculativeConfig)"
+    if k is None:
+        return None if given else (kind, "A speculative model was provided, but `num_speculative_tokens` "
+                                         "was not provided")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        return kind, f"num_speculative_tokens must be an integer >= 1, got {k!r}"
+    return None
 
 
 def resolve_vllm(spec: SpecConfig, version: str = "main",
@@ -38,12 +55,9 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
                        notes=[f"rules: {VLLM_SOURCE}",
                               "num_speculative_tokens = num_steps; reported as SGLang's "
                               "num_draft_tokens = k + 1 (k drafts + the verified root)"])
-    if k is None:
-        res.error = ("ValueError: num_speculative_tokens must be provided (vLLM takes it from "
-                     "the draft config's num_lookahead_tokens when present)")
-        return res
-    if k < 1:
-        res.error = f"ValueError: num_speculative_tokens must be > 0, got {k}"
+    refusal = speculative_tokens_refusal(k) or speculative_tokens_refusal(k, given=False)
+    if refusal:
+        res.error = ": ".join(refusal)
         return res
     return record_changes(res, spec)
 

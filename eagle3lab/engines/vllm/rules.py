@@ -37,6 +37,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eagle3lab.engines.vllm.flags import speculative_tokens_refusal
 from eagle3lab.errors import EagleLabError
 
 VLLM_RULES_VERSION = "0.32.0"
@@ -381,8 +382,9 @@ def _spec_dict(args: VllmServeArgs) -> dict | None:
 def _resolve_spec(spec: dict, args, target: dict, tok_dir, mml: int, res: VllmResolution) -> None:
     refuse = lambda msg: _Refused("ValidationError(SpeculativeConfig)", msg)  # noqa: E731
     k = spec.get("num_speculative_tokens")
-    for key, low in (("num_speculative_tokens", 1), ("max_model_len", 1),
-                     ("draft_tensor_parallel_size", 1)):
+    if speculative_tokens_refusal(k):
+        raise _Refused(*speculative_tokens_refusal(k))
+    for key, low in (("max_model_len", 1), ("draft_tensor_parallel_size", 1)):
         value = spec.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise refuse(f"{key} must be an integer >= {low}, got {value!r}")
@@ -434,8 +436,8 @@ def _resolve_spec(spec: dict, args, target: dict, tok_dir, mml: int, res: VllmRe
                             "EAGLE drafts share the target's positions: raised to max_model_len"))
         mpe = mml
     res.draft_max_position_embeddings = mpe
-    if k is None:
-        raise refuse("A speculative model was provided, but `num_speculative_tokens` was not provided")
+    if speculative_tokens_refusal(k, given=False):
+        raise _Refused(*speculative_tokens_refusal(k, given=False))
     res.num_speculative_tokens = k
     dtp = spec.get("draft_tensor_parallel_size")
     if dtp is None:
