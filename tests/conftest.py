@@ -54,3 +54,45 @@ def lab_root():
     from eagle3lab.lab import load_lab
 
     return load_lab("ci", progress=False).root
+
+
+# ---------------------------------------------------------------- two workers (pytest-xdist)
+#
+# `make test` runs on two workers (`-n 2 --dist loadgroup`, scripts/test.sh): most of the suite is
+# one-threaded (lab-sized models on one torch thread, a vLLM server starting up, a browser), so a
+# second worker uses the second core. A test module's fixtures must be built once, so each module
+# runs whole on one worker, and modules that share a costly session fixture run on the same one.
+# The longest groups start first, so neither worker is left with a long tail.
+
+SHARED_SESSION_FIXTURES = ("ci_report", "vllm_healthy")  # minutes each: built once per session
+LONGEST_FIRST = ("test_notebooks_vllm.py", "vllm_healthy", "ci_report", "test_vllm_reference.py",
+                 "test_vllm_serving.py", "test_server.py")  # measured: see the --durations list
+
+
+def _module_groups(items) -> dict[str, str]:
+    """{module file: group}: modules sharing one of SHARED_SESSION_FIXTURES are merged."""
+    group = {}
+    for item in items:
+        module = item.path.name
+        shared = [f for f in SHARED_SESSION_FIXTURES if f in getattr(item, "fixturenames", ())]
+        current = group.setdefault(module, module)
+        for fixture in shared:
+            # union: every module already in `current` or in the fixture's group joins the fixture's name
+            old = {current, group.get(fixture, fixture)}
+            for m, g in group.items():
+                if g in old:
+                    group[m] = fixture
+            group[fixture] = fixture
+            current = fixture
+    return group
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
+        return
+    group = _module_groups(items)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda it: rank.get(group[it.path.name], len(rank)))  # stable: order kept within a group
