@@ -7,8 +7,8 @@ if ! command -v chromium >/dev/null; then
     || echo "warning: could not install chromium; the browser test will fail" >&2
 fi
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-# Two workers (tests/conftest.py groups the tests that share a costly fixture; the longest start
-# first); EAGLE3LAB_TEST_WORKERS=0 runs in one process. The slowest ten tests close every run, so a
-# slow-down shows in every CI log.
+# Two workers: tests/conftest.py sends each module, or the modules sharing a costly fixture, to one
+# worker, the longest first; EAGLE3LAB_TEST_WORKERS=0 runs in one process. The slowest ten tests
+# close every run, so a slow-down shows in every CI log.
 workers=${EAGLE3LAB_TEST_WORKERS:-2}
-exec .venv/bin/python -m pytest -n "$workers" --dist loadgroup --no-loadscope-reorder --durations=10 "$@"
+exec .venv/bin/python -m pytest -n "$workers" --durations=10 "$@"

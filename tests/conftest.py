@@ -58,41 +58,56 @@ def lab_root():
 
 # ---------------------------------------------------------------- two workers (pytest-xdist)
 #
-# `make test` runs on two workers (`-n 2 --dist loadgroup`, scripts/test.sh): most of the suite is
-# one-threaded (lab-sized models on one torch thread, a vLLM server starting up, a browser), so a
-# second worker uses the second core. A test module's fixtures must be built once, so each module
-# runs whole on one worker, and modules that share a costly session fixture run on the same one.
-# The longest groups start first, so neither worker is left with a long tail.
+# `make test` runs on two workers (`-n 2`, scripts/test.sh): most of the suite is one-threaded
+# (lab-sized models on one torch thread, a vLLM server starting up, a browser), so a second worker
+# uses the second core. A test module's fixtures must be built once, so each module runs whole on
+# one worker, and the modules that use one of the costly session fixtures run on the same worker.
+# The longest groups start first, so neither worker is left with a long tail. (xdist's own
+# `--dist loadgroup` cannot do this under pytest 9.2: it renames node ids through an attribute
+# pytest no longer reads, so the scheduler below groups by module name.)
+
+import os
+import re
+from pathlib import Path
 
 SHARED_SESSION_FIXTURES = ("ci_report", "vllm_healthy")  # minutes each: built once per session
 LONGEST_FIRST = ("test_notebooks_vllm.py", "vllm_healthy", "ci_report", "test_vllm_reference.py",
-                 "test_vllm_serving.py", "test_server.py")  # measured: see the --durations list
+                 "test_engine.py", "test_server.py", "test_doctor.py")  # from `--durations`
 
 
-def _module_groups(items) -> dict[str, str]:
-    """{module file: group}: modules sharing one of SHARED_SESSION_FIXTURES are merged."""
-    group = {}
-    for item in items:
-        module = item.path.name
-        shared = [f for f in SHARED_SESSION_FIXTURES if f in getattr(item, "fixturenames", ())]
-        current = group.setdefault(module, module)
-        for fixture in shared:
-            # union: every module already in `current` or in the fixture's group joins the fixture's name
-            old = {current, group.get(fixture, fixture)}
-            for m, g in group.items():
-                if g in old:
-                    group[m] = fixture
-            group[fixture] = fixture
-            current = fixture
-    return group
+def test_groups(tests_dir=Path(__file__).parent) -> dict[str, str]:
+    """{test module file name: its group}: the module's own name, or the costly session fixture it
+    uses (read from its source; a module naming two would join the first)."""
+    groups = {}
+    for path in sorted(tests_dir.glob("test_*.py")):
+        text = path.read_text()
+        used = [f for f in SHARED_SESSION_FIXTURES if re.search(rf"\b{f}\b", text)]
+        groups[path.name] = used[0] if used else path.name
+    return groups
 
 
-@pytest.hookimpl(tryfirst=True)
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Whole groups to one worker, in collection order (longest first, see below)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    groups = test_groups()
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return groups.get(_module(nodeid), _module(nodeid))
+
+    config.option.loadscopereorder = False  # keep the order set below
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist") or not getattr(config.option, "numprocesses", None):
-        return
-    group = _module_groups(items)
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[item.path.name]))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files' own order
+    groups = test_groups()
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda it: rank.get(group[it.path.name], len(rank)))  # stable: order kept within a group
+    group = lambda item: groups.get(item.path.name, item.path.name)  # noqa: E731
+    items.sort(key=lambda item: rank.get(group(item), len(rank)))  # stable: order kept in a group
