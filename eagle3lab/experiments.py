@@ -656,7 +656,7 @@ class ServedRun:
 
     @property
     def per_position(self):
-        """Conditional per-position acceptance with bootstrap CIs (None when unknown). A source
+        """Conditional per-position acceptance with 95 % intervals (None when unknown). A source
         that counts unconditionally (vLLM's /metrics) is converted: from its per-request
         histograms where the server returned them (intervals kept), else from the counters."""
         obs = self.observation

@@ -13,7 +13,7 @@ tokens / request latency), TTFT, inter-token latency ((latency - TTFT) / (tokens
 on vLLM, accept length and per-position rates from the server's own /metrics counters diffed
 around the window (``sources.vllm_metrics``). Prompts are the unit of every interval: a jackknife
 over prompts (``stats.rate_ci`` / ``ratio_ci``; accept length and the per-position rates keep
-requests whole, ``stats.accept_length_ci`` / ``per_position``, the latter a bootstrap).
+requests whole, ``stats.accept_length_ci`` / ``per_position``).
 
 Total tokens/s has no per-prompt share of its own: a window of c in flight keeps on average
 ``occupancy = sum(latency) / wall`` requests busy, so total = sum(tokens) / (sum(latency) /
@@ -100,7 +100,7 @@ def acceptance_figures(result, obs) -> dict:
     if obs is None:
         return {"accept_length": result.accept_length, "accept_length_ci95": None}
     table = obs.per_position
-    lo, hi, method = table["lo"].to_numpy(float), table["hi"].to_numpy(float), "bootstrap over requests"
+    lo, hi, method = table["lo"].to_numpy(float), table["hi"].to_numpy(float), "jackknife over requests"
     if any(math.isnan(v) for v in lo):
         from eagle3lab.stats import wilson_interval  # no per-request acceptance: the counters' counts
 

@@ -637,7 +637,7 @@ def reproduced_section(notebooks) -> str:
 # --------------------------------------------------------------------------- tables for reading
 
 def with_exact_intervals(per_pos):
-    """Per-position rates whose interval is the wider of the bootstrap over prompts and the exact
+    """Per-position rates whose interval is the wider of the jackknife over prompts and the exact
     binomial over the n steps at risk; a position no step reached has no rate and no interval
     (NaN, never 0), so a rate from one step cannot read as "0.000 [0.000, 0.000]"."""
     import math

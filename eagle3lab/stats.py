@@ -13,8 +13,8 @@ lines) -- and everything else is a function of them, computed here and nowhere e
 `conditional_rates` and `unconditional_rates` are the one conversion each way. Intervals: rates,
 accept length and paired-run speed-ups over prompts by a leave-one-prompt-out jackknife with
 Student-t quantiles (`jackknife_interval`; requests kept whole: steps of one request are
-correlated), per-position rates by a bootstrap over requests, and Wilson and exact
-(Clopper-Pearson) intervals of a share.
+correlated; per-position rates too, widened to the exact binomial interval of their
+counts), and Wilson and exact (Clopper-Pearson) intervals of a share.
 
 Imports numpy, pandas and eagle3lab.errors only, so every room of the package may import it.
 """
@@ -370,9 +370,24 @@ def wilson_interval(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def _binom_tail(hits: int, n: int, p: float, upper: bool) -> float:
-    """P(X >= hits) (upper) or P(X <= hits), X ~ Bin(n, p)."""
-    ks = range(hits, n + 1) if upper else range(0, hits + 1)
-    return float(sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in ks))
+    """P(X >= hits) (upper) or P(X <= hits), X ~ Bin(n, p); in log space, so thousands of
+    steps neither overflow nor underflow."""
+    if p <= 0.0 or p >= 1.0:
+        at_least = hits == 0 if p <= 0.0 else True    # X is 0 or n for sure
+        at_most = True if p <= 0.0 else hits >= n
+        return float(at_least if upper else at_most)
+    ks = np.arange(hits, n + 1) if upper else np.arange(0, hits + 1)
+    log_fact = _log_factorials(n)
+    log_terms = (log_fact[n] - log_fact[ks] - log_fact[n - ks]
+                 + ks * math.log(p) + (n - ks) * math.log1p(-p))
+    top = log_terms.max()
+    return float(math.exp(top) * np.exp(log_terms - top).sum())
+
+
+@functools.lru_cache(maxsize=64)
+def _log_factorials(n: int) -> np.ndarray:
+    """log(0!), ..., log(n!)."""
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1)))])
 
 
 def exact_binomial_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -465,34 +480,48 @@ def position_rates(steps, k: int | None = None, *, conditional: bool) -> np.ndar
 
 def per_position(steps, k: int | None = None, *, conditional: bool, ci: float = 0.95,
                  n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Acceptance at draft positions 1..k with bootstrap confidence intervals.
+    """Acceptance at draft positions 1..k with 95 % intervals (``ci``).
 
     conditional (required: the two conventions differ by a lot past position 1): True gives
     c_i = P(accept position i | positions < i accepted) (EAGLE's n-alpha); False gives vLLM's
-    r_i = P(at least i accepted). The bootstrap resamples requests when a
-    ``request`` column is present (steps of one request are correlated), otherwise steps; either
-    way it is one multinomial/gather over histograms, so 2000 resamples cost milliseconds.
+    r_i = P(at least i accepted). Intervals: with a ``request`` column naming two or more
+    requests, requests are the unit (steps of one request are correlated): each position's rate
+    is a ratio of sums over requests, so it gets the same leave-one-request-out jackknife-t as
+    speed-ups and accept lengths (`jackknife_interval`), widened to the exact binomial interval
+    of its counts, which alone still holds where every request agrees (none reaching a
+    position, or all accepting it). Without requests the steps are taken as independent: the
+    exact binomial interval. ``n_boot`` and ``seed`` are accepted and unused (nothing is resampled).
     Returns DataFrame(position, rate, lo, hi, n) where n is the number of steps at risk.
     """
     k = draft_depth(steps, k)
-    rng = np.random.default_rng(seed)
+    per_request = None
     if isinstance(steps, pd.DataFrame) and "request" in steps and steps["request"].nunique() > 1:
         _, per_request = _per_request(steps, k + 1)
         hist = per_request.sum(0)
-        picks = rng.integers(0, len(per_request), size=(n_boot, len(per_request)))
-        boot = per_request[picks].sum(axis=1)
     else:
         hist = accept_histogram(steps, k).astype(float)
-        boot = rng.multinomial(int(hist.sum()), hist / hist.sum(), size=n_boot)
     rates, at_risk = _rates_from_histograms(hist, conditional)
-    boot_rates, _ = _rates_from_histograms(boot, conditional)
-    alpha = (1 - ci) / 2
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        lo = np.nanquantile(boot_rates, alpha, axis=0)
-        hi = np.nanquantile(boot_rates, 1 - alpha, axis=0)
+    passed = np.cumsum(hist[::-1])[::-1][1:]  # steps with accepted >= i, i = 1..k
+    lo, hi = np.full(k, np.nan), np.full(k, np.nan)
+    for i in range(k):
+        if at_risk[i] <= 0:
+            continue  # nobody reached the position: no rate, no interval
+        lo[i], hi[i] = exact_binomial_interval(int(round(passed[i])), int(round(at_risk[i])), ci)
+        if per_request is not None:
+            wider = _position_jackknife(per_request, i + 1, conditional, ci)
+            if wider is not None:
+                lo[i], hi[i] = min(lo[i], wider[0]), max(hi[i], min(1.0, wider[1]))
     return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rates, "lo": lo, "hi": hi,
                          "n": at_risk.astype(int)})
+
+
+def _position_jackknife(per_request: np.ndarray, position: int, conditional: bool, level: float):
+    """Jackknife-t interval over requests of one position's rate, from per-request histograms of
+    accepted counts [requests, k + 1]; None where a left-out request leaves nobody at risk."""
+    reached = np.cumsum(per_request[:, ::-1], axis=1)[:, ::-1]  # [requests, k + 1]: accepted >= j
+    at_risk = reached[:, position - 1] if conditional else reached[:, 0]
+    columns = np.stack([reached[:, position], at_risk], axis=1)
+    return jackknife_interval(columns, lambda s: s[..., 0] / s[..., 1], level=level)
 
 
 def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFrame:

@@ -102,7 +102,7 @@ def test_per_position_recovers_rates_with_honest_intervals():
     assert (uncond["n"] == 5000).all()
 
 
-def test_per_position_bootstrap_by_request_is_wider_for_correlated_requests():
+def test_per_position_interval_by_request_is_wider_for_correlated_requests():
     rng = np.random.default_rng(1)
     # requests differ a lot (easy vs hard prompts): steps within a request are correlated
     parts = [simulate([p] * 3, n=100, seed=i).assign(request=i)

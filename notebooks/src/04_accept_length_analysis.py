@@ -75,7 +75,7 @@ prose.headline(prose.log_sentence(log, run.effective_draft_tokens,
 # counters, read just before and after the benchmark; vLLM counts *unconditionally* (steps that
 # accepted at least i drafts), so its table is shown as it counts and converted to conditional
 # rates (from the per-request histograms vLLM returns, so the intervals hold). Each rate's 95 %
-# interval is the wider of the bootstrap over prompts and the exact binomial (Clopper-Pearson) over
+# interval is the wider of the jackknife over prompts and the exact binomial (Clopper-Pearson) over
 # the n steps at risk, so a rate from few steps gets a wide interval; a position no step reached
 # has no rate ("no data"). Next to them, the draft's standalone acc@i: a teacher-forced accuracy,
 # not a conditional rate, drawn on the same 0–1 scale for comparison.

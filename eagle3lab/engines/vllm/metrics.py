@@ -142,7 +142,8 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
     """One Observation from the counters of a window (and the LoadTestResult of that window).
 
     per_position: unconditional rates from the counters; their interval (lo, hi) is the
-    bootstrap over requests of the per-request histograms when the server returned them.
+    jackknife over requests of the per-request histograms when the server returned them
+    (`stats.per_position`).
     """
     if not delta.present:
         raise VllmMetricsError("the server has no spec-decode counters: it runs without speculation")
@@ -188,7 +189,7 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
 def conditional(obs: Observation) -> pd.DataFrame:
     """The per-position table of an unconditional Observation as conditional rates
     P(accept i | 1..i-1 accepted) (``stats.conditional_rates``; lo/hi dropped:
-    a ratio of two bootstrap bounds is no interval)."""
+    a ratio of two interval bounds is no interval)."""
     if obs.per_position is None:
         raise VllmMetricsError("this observation has no per-position rates")
     if obs.conditional:
