@@ -5,7 +5,8 @@
 
 Simulates per-prompt measurements from a few generative models (a paired speed-up with lognormal
 prompt effects, the same with heavy-tailed slow-downs of single runs, tokens/s over prompts of
-very different lengths, an accept length from per-request step counts), draws n prompts, and
+very different lengths, an accept length from per-request step counts, a per-position rate from
+per-request counts), draws n prompts, and
 counts how often each method's interval holds the model's true value (the ratio of expected sums,
 from 2 million draws). Methods: the percentile bootstrap the report used until issue #24 (copied
 below as the reference), Hesterberg's expanded percentile bootstrap, and `eagle3lab.stats` as it
@@ -125,11 +126,27 @@ def accept_length_counts(rng, n):
     return np.column_stack([accepted, steps]).astype(float)
 
 
+def position_counts(rng, n):
+    """Per request: 5-40 verify steps; the first draft is accepted with the prompt's p ~ Beta(2, 2):
+    the position-1 rate (P(at least 1 accepted), vLLM's count) pooled over requests."""
+    steps = rng.integers(5, 41, n)
+    return np.column_stack([rng.binomial(steps, rng.beta(2, 2, n)), steps]).astype(float)
+
+
+def current_position_rate(c):
+    """stats.per_position's position-1 interval on per-step rows rebuilt from the counts."""
+    hits, steps = c[:, 0].astype(int), c[:, 1].astype(int)
+    rows = [(r, int(i < hits[r])) for r in range(len(c)) for i in range(steps[r])]
+    table = stats.per_position(pd.DataFrame(rows, columns=["request", "accepted"]), k=1, conditional=False)
+    return float(table["lo"].iloc[0]), float(table["hi"].iloc[0])
+
+
 MODELS = {
     "speed-up, lognormal prompts": (paired_lognormal, speedup, current_speedup),
     "speed-up, heavy-tailed runs": (paired_heavy_tailed, speedup, current_speedup),
     "tokens/s, varying lengths": (rate_varying_lengths, rate, current_rate),
     "accept length, K=5": (accept_length_counts, accept_len, current_accept_length),
+    "position-1 rate": (position_counts, rate, current_position_rate),
 }
 
 
@@ -137,7 +154,7 @@ MODELS = {
 def truth(model, draws: int = 2_000_000, seed: int = 12345) -> float:
     """The model's value: the estimand at expected sums (estimate of a huge sample)."""
     sample, estimate, _ = MODELS[model]
-    if model.startswith("accept length"):
+    if model.startswith(("accept length", "position")):
         draws = 200_000  # drawn request by request
     return float(estimate(sample(np.random.default_rng(seed), draws).sum(axis=0)))
 
