@@ -232,16 +232,10 @@ def serve_engine(serve=None, backend: str = "lab") -> tuple[str, str]:
     read for BACKEND="vllm", else SGLang's newest read (what the lab server emulates)."""
     if serve is not None:
         return tuple(serve)
-    rules = _rules_engine(backend)
-    return (rules.name, rules.latest)
-
-
-def _rules_engine(backend: str):
-    """The engine whose rules `backend` follows: itself, or the one it emulates (lab: SGLang)."""
     from eagle3lab import engines
 
-    engine = engines.get(backend)
-    return engines.get(engine.emulates) if engine.emulates else engine
+    rules = engines.follows(backend)
+    return (rules.name, rules.latest)
 
 
 def sglang_installed() -> bool:
@@ -610,7 +604,9 @@ def measure_variants(variants: dict, spec: SpecConfig, lab: str, draft: str = "s
 def fix_labels(backend: str = "lab") -> tuple[str, str]:
     """Notebook 03's two variants, named for the engine: on SGLang (and the lab, which emulates
     it) the fix is the embedding patch; on vLLM it is other ids (`experiments_vllm.WIRING_ON_VLLM`)."""
-    if not _rules_engine(backend).patchable:
+    from eagle3lab import engines
+
+    if not engines.follows(backend).patchable:
         return ("the draft's own ids (wiring-seed on vLLM)",
                 "ids that feed the trained boundaries (the fix on vLLM, no patch)")
     return "before the fix (wiring-seed)", "with the embedding patch (embed-patch)"
@@ -676,9 +672,7 @@ class ServedRun:
 
     @property
     def steps(self):
-        from eagle3lab.sources.lab import step_records
-
-        return step_records(self.observation)
+        return self.observation.step_records
 
     @property
     def cost_ratio(self) -> float | None:

@@ -17,7 +17,7 @@ requests whole, ``stats.accept_length_ci`` / ``per_position``).
 
 Total tokens/s has no per-prompt share of its own: a window of c in flight keeps on average
 ``occupancy = sum(latency) / wall`` requests busy, so total = sum(tokens) / (sum(latency) /
-occupancy) exactly; its interval resamples prompts with the window's occupancy held fixed.
+occupancy) exactly; its interval leaves prompts out with the window's occupancy held fixed.
 """
 
 from __future__ import annotations

@@ -498,7 +498,7 @@ def _append(out, record: dict, lock: threading.Lock) -> None:
         fh.flush()
 
 
-def _rules_engine(backend: str, urls) -> str:
+def _resolving_engine(backend: str, urls) -> str:
     """Whose rules give the effective config: the resolving engine that speaks the OpenAI API
     when the backend or every server does (vLLM), else the one behind SGLang's /generate (the
     lab server speaks it too)."""
@@ -597,7 +597,7 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
         urls = [u if isinstance(u, server.Server) else server.connect(getattr(u, "url", u), timeout=30)
                 for u in urls]
     if engine is None:
-        engine = _rules_engine(backend, urls)
+        engine = _resolving_engine(backend, urls)
     if baseline:
         points = baseline_points(points, backend) + points
     out = Path(out) if out else None

@@ -13,8 +13,9 @@ lines) -- and everything else is a function of them, computed here and nowhere e
 `conditional_rates` and `unconditional_rates` are the one conversion each way. Intervals: rates,
 accept length and paired-run speed-ups over prompts by a leave-one-prompt-out jackknife with
 Student-t quantiles (`jackknife_interval`; requests kept whole: steps of one request are
-correlated; per-position rates too, widened to the exact binomial interval of their
-counts), and Wilson and exact (Clopper-Pearson) intervals of a share.
+correlated; per-position rates too, over requests or a log's stats intervals, widened to the
+exact binomial interval of their counts: `share_interval`), and Wilson and exact
+(Clopper-Pearson) intervals of a share.
 
 Imports numpy, pandas and eagle3lab.errors only, so every room of the package may import it.
 """
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -461,15 +461,19 @@ def accept_histogram(steps, k: int | None = None) -> np.ndarray:
 
 def _rates_from_histograms(hist: np.ndarray, conditional: bool) -> tuple[np.ndarray, np.ndarray]:
     """Per-position rates and at-risk counts from histograms [..., k+1] (vectorised)."""
-    hist = np.asarray(hist, dtype=float)
-    # reached[..., i] = steps with accepted >= i, i = 0..k
-    reached = np.cumsum(hist[..., ::-1], axis=-1)[..., ::-1]
+    reached = _reached(hist)
     total = reached[..., :1]
     passed = reached[..., 1:]
     at_risk = reached[..., :-1] if conditional else np.broadcast_to(total, passed.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         rates = np.where(at_risk > 0, passed / np.where(at_risk > 0, at_risk, 1), np.nan)
     return rates, at_risk
+
+
+def _reached(hist) -> np.ndarray:
+    """reached[..., i] = steps with accepted >= i, i = 0..k, from histograms [..., k + 1]."""
+    hist = np.asarray(hist, dtype=float)
+    return np.cumsum(hist[..., ::-1], axis=-1)[..., ::-1]
 
 
 def position_rates(steps, k: int | None = None, *, conditional: bool) -> np.ndarray:
@@ -501,27 +505,31 @@ def per_position(steps, k: int | None = None, *, conditional: bool, ci: float = 
     else:
         hist = accept_histogram(steps, k).astype(float)
     rates, at_risk = _rates_from_histograms(hist, conditional)
-    passed = np.cumsum(hist[::-1])[::-1][1:]  # steps with accepted >= i, i = 1..k
+    passed = _reached(hist)[1:]
+    by_request = None if per_request is None else _reached(per_request)  # [requests, k + 1]
     lo, hi = np.full(k, np.nan), np.full(k, np.nan)
     for i in range(k):
         if at_risk[i] <= 0:
             continue  # nobody reached the position: no rate, no interval
-        lo[i], hi[i] = exact_binomial_interval(int(round(passed[i])), int(round(at_risk[i])), ci)
-        if per_request is not None:
-            wider = _position_jackknife(per_request, i + 1, conditional, ci)
-            if wider is not None:
-                lo[i], hi[i] = min(lo[i], wider[0]), max(hi[i], min(1.0, wider[1]))
+        counts = (int(round(passed[i])), int(round(at_risk[i])))
+        request_counts = None if by_request is None else np.stack(
+            [by_request[:, i + 1], by_request[:, i] if conditional else by_request[:, 0]], axis=1)
+        lo[i], hi[i] = share_interval(counts, request_counts, ci)
     return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rates, "lo": lo, "hi": hi,
                          "n": at_risk.astype(int)})
 
 
-def _position_jackknife(per_request: np.ndarray, position: int, conditional: bool, level: float):
-    """Jackknife-t interval over requests of one position's rate, from per-request histograms of
-    accepted counts [requests, k + 1]; None where a left-out request leaves nobody at risk."""
-    reached = np.cumsum(per_request[:, ::-1], axis=1)[:, ::-1]  # [requests, k + 1]: accepted >= j
-    at_risk = reached[:, position - 1] if conditional else reached[:, 0]
-    columns = np.stack([reached[:, position], at_risk], axis=1)
-    return jackknife_interval(columns, lambda s: s[..., 0] / s[..., 1], level=level)
+def share_interval(counts, request_counts=None, level: float = 0.95) -> tuple[float, float]:
+    """Interval of a pooled share hits / n: the exact binomial interval of `counts` (hits, n),
+    widened by the jackknife-t over requests where `request_counts` [requests, (hits, n)] names
+    two or more (each request's steps are correlated), cut to [0, 1]. The exact interval alone
+    still holds where every request agrees (none reaching a position, or all accepting it)."""
+    lo, hi = exact_binomial_interval(*counts, level)
+    if request_counts is not None:
+        wider = jackknife_interval(request_counts, lambda s: s[..., 0] / s[..., 1], level=level)
+        if wider is not None:
+            lo, hi = min(lo, wider[0]), max(hi, min(1.0, wider[1]))
+    return lo, hi
 
 
 def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFrame:
@@ -529,7 +537,8 @@ def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFr
 
     Each row's ``per_position`` is unconditional (vLLM metrics.py: accepted_per_pos / num_drafts)
     over one stats interval; rows are pooled weighted by their number of drafts (drafted / K).
-    Intervals are resampled for the confidence interval.
+    Each rate is a ratio of sums over the rows, so its interval is `share_interval`'s with the
+    log's intervals as the unit (their drafts are correlated, as a request's steps are).
     """
     if "per_position" not in rows:
         raise StatsError("log rows have no 'per_position' column")
@@ -537,28 +546,24 @@ def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFr
     if rows.empty:
         raise StatsError("no log line carries per-position acceptance")
     k = max(len(v) for v in rows["per_position"])
-    mat = np.full((len(rows), k), np.nan)
+    mat = np.zeros((len(rows), k))
     for i, v in enumerate(rows["per_position"]):
-        mat[i, :len(v)] = v
+        mat[i, :len(v)] = np.nan_to_num(np.asarray(v, dtype=float))
     if "drafted" in rows and rows["drafted"].notna().all():
         weights = rows["drafted"].to_numpy(float) / k
     else:
         weights = np.ones(len(rows))
-    n_drafts = weights.sum()
-
-    def pooled(w):  # w: [..., n_rows]
-        uncond = np.nansum(w[..., None] * np.nan_to_num(mat), axis=-2) / w.sum(-1, keepdims=True)
-        return conditional_rates(uncond, undefined=np.nan) if conditional else uncond
-
-    rate = pooled(weights)
-    rng = np.random.default_rng(0)
-    picks = rng.integers(0, len(rows), size=(1000, len(rows)))
-    boot_w = np.zeros((1000, len(rows)))
-    np.add.at(boot_w, (np.arange(1000)[:, None], picks), weights[picks])
-    boot = pooled(boot_w)
-    uncond = pooled(weights) if not conditional else unconditional_rates(np.nan_to_num(rate))
-    at_risk = n_drafts * np.concatenate([[1.0], uncond[:-1]]) if conditional else np.full(k, n_drafts)
-    return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rate,
-                         "lo": np.nanquantile(boot, 0.025, axis=0),
-                         "hi": np.nanquantile(boot, 0.975, axis=0),
+    accepted = weights[:, None] * mat  # [rows, k]: drafts that accepted position i or more
+    # at risk of position i: every draft (unconditional), or those that accepted i - 1 (conditional)
+    at_risk_by_row = (np.column_stack([weights, accepted[:, :-1]]) if conditional
+                      else np.repeat(weights[:, None], k, axis=1))
+    passed, at_risk = accepted.sum(0), at_risk_by_row.sum(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(at_risk > 0, passed / np.where(at_risk > 0, at_risk, 1), np.nan)
+    lo, hi = np.full(k, np.nan), np.full(k, np.nan)
+    for i in range(k):
+        if at_risk[i] > 0:
+            by_row = np.column_stack([accepted[:, i], at_risk_by_row[:, i]]) if len(rows) > 1 else None
+            lo[i], hi[i] = share_interval((int(round(passed[i])), int(round(at_risk[i]))), by_row)
+    return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rate, "lo": lo, "hi": hi,
                          "n": np.round(at_risk).astype(int)})

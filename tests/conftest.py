@@ -1,5 +1,9 @@
 """Shared test setup."""
 
+import os
+import re
+from pathlib import Path
+
 import pytest
 from eagle3lab.engines.vllm import launch as vllm_launch
 
@@ -66,16 +70,12 @@ def lab_root():
 # `--dist loadgroup` cannot do this under pytest 9.2: it renames node ids through an attribute
 # pytest no longer reads, so the scheduler below groups by module name.)
 
-import os
-import re
-from pathlib import Path
-
 SHARED_SESSION_FIXTURES = ("ci_report", "vllm_healthy")  # minutes each: built once per session
 LONGEST_FIRST = ("test_notebooks_vllm.py", "vllm_healthy", "ci_report", "test_vllm_reference.py",
                  "test_engine.py", "test_server.py", "test_doctor.py")  # from `--durations`
 
 
-def test_groups(tests_dir=Path(__file__).parent) -> dict[str, str]:
+def worker_groups(tests_dir=Path(__file__).parent) -> dict[str, str]:
     """{test module file name: its group}: the module's own name, or the costly session fixture it
     uses (read from its source; a module naming two would join the first)."""
     groups = {}
@@ -94,7 +94,7 @@ def pytest_xdist_make_scheduler(config, log):
     """Whole groups to one worker, in collection order (longest first, see below)."""
     from xdist.scheduler import LoadScopeScheduling
 
-    groups = test_groups()
+    groups = worker_groups()
 
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -107,7 +107,7 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the files' own order
-    groups = test_groups()
+    groups = worker_groups()
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     group = lambda item: groups.get(item.path.name, item.path.name)  # noqa: E731
     items.sort(key=lambda item: rank.get(group(item), len(rank)))  # stable: order kept in a group

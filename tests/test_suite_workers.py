@@ -7,7 +7,7 @@ import conftest
 
 
 def test_every_test_using_a_shared_fixture_is_in_its_group(request):
-    groups = conftest.test_groups()
+    groups = conftest.worker_groups()
     wrong = [(item.nodeid, fixture, groups.get(item.path.name))
              for item in request.session.items
              for fixture in conftest.SHARED_SESSION_FIXTURES
@@ -16,7 +16,7 @@ def test_every_test_using_a_shared_fixture_is_in_its_group(request):
 
 
 def test_groups_by_module_and_shared_fixture():
-    groups = conftest.test_groups()
+    groups = conftest.worker_groups()
     assert groups["test_notebooks.py"] == groups["test_browser.py"] == "ci_report"
     assert groups["test_vllm_serving.py"] == groups["test_doctor_server.py"] == "vllm_healthy"
     assert groups["test_layers.py"] == "test_layers.py"

@@ -143,11 +143,6 @@ def _config_findings(requested: int | None, effective: int | None, adjusted: str
     return []
 
 
-# the Observation source whose frame is one row per verify step (sources/lab.py: the lab engine's
-# step records); a log's frame is one row per log line
-STEP_RECORDS = "lab"
-
-
 def _from_observation(obs) -> dict:
     """What diagnose() reads from an Observation: conditional rates, accept length, the draft
     tokens asked and run, the per-step frame (lab) and the engine's adjustment warning."""
@@ -155,7 +150,7 @@ def _from_observation(obs) -> dict:
     if rates is not None and obs.conditional is False:
         rates = conditional_rates(rates["rate"].to_numpy(float))
     adjusted = next((w for w in obs.warnings if "adjusted to speculative_num_steps + 1" in w), None)
-    steps = obs.frame if obs.source == STEP_RECORDS and isinstance(obs.frame, pd.DataFrame) else None
+    steps = obs.step_records
     accept = obs.accept_length
     return {"per_position": rates, "accept_len": None if accept is None or accept != accept else accept,
             "requested": obs.requested.get("num_draft_tokens"),

@@ -61,6 +61,13 @@ def reads_top_level_ids(name) -> bool:
     return eng is not None and eng.reads_top_level_ids
 
 
+def follows(name: str) -> Engine:
+    """The engine whose rules and versions `name` follows: itself, or the one it emulates (the lab
+    server: SGLang)."""
+    engine = get(name)
+    return get(engine.emulates) if engine.emulates else engine
+
+
 def resolving() -> tuple[str, ...]:
     """Engines whose speculative config eagle3lab resolves (the lab takes what it is given)."""
     return tuple(n for n, e in _REGISTRY.items() if e.resolves_configs)
@@ -72,4 +79,4 @@ def pinned(text: str, version: str | None = None) -> tuple[Engine, str | None]:
     return get(name), get(name).check_version(version)
 
 
-__all__ = ["Engine", "get", "lookup", "names", "pinned", "resolving"]
+__all__ = ["Engine", "follows", "get", "lookup", "names", "pinned", "resolving"]

@@ -5,14 +5,7 @@ verify step), with intervals over prompts, throughput and measured costs."""
 from __future__ import annotations
 
 from eagle3lab import stats
-from eagle3lab.sources.observation import Observation
-
-SOURCE = "lab"  # Observation.source of the lab engine's step records
-
-
-def step_records(obs: Observation):
-    """The lab engine's step records behind an Observation (None from any other source)."""
-    return obs.frame if obs.source == SOURCE else None
+from eagle3lab.sources.observation import STEP_RECORDS, Observation
 
 
 def observe_lab(result, requested=None, warnings=()) -> Observation:
@@ -23,10 +16,10 @@ def observe_lab(result, requested=None, warnings=()) -> Observation:
     asked = {} if requested is None else {k: getattr(requested, k) for k in effective
                                           if getattr(requested, k) is not None}
     if not len(steps):
-        return Observation(source=SOURCE, engine="eagle3lab", effective=effective, requested=asked,
+        return Observation(source=STEP_RECORDS, engine="eagle3lab", effective=effective, requested=asked,
                            n_steps=0, n_requests=len(result.requests), warnings=list(warnings))
     return Observation(
-        source=SOURCE, engine="eagle3lab", effective=effective, requested=asked,
+        source=STEP_RECORDS, engine="eagle3lab", effective=effective, requested=asked,
         accept_length=stats.accept_length(steps),
         accept_length_ci95=stats.accept_length_ci(steps),
         per_position=stats.per_position(steps, k=spec.num_steps, conditional=True, n_boot=500),

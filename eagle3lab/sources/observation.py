@@ -15,6 +15,10 @@ import pandas as pd
 
 from eagle3lab.spec import SPEC_KEYS  # noqa: E402  (the three numbers, spec's name table)
 
+# the source whose frame is one row per verify step (the lab engine's step records, sources/lab.py);
+# every other source's frame is one row per log line, request or metrics window
+STEP_RECORDS = "lab"
+
 
 @dataclass
 class Observation:
@@ -43,6 +47,11 @@ class Observation:
     n_requests: int | None = None
     warnings: list[str] = field(default_factory=list)
     frame: Any = None
+
+    @property
+    def step_records(self) -> pd.DataFrame | None:
+        """The per-verify-step frame, from the lab engine's step records; None from any other source."""
+        return self.frame if self.source == STEP_RECORDS and isinstance(self.frame, pd.DataFrame) else None
 
     def summary(self) -> dict:
         """A flat dict for a table row or JSON."""
