@@ -304,10 +304,14 @@ def test_chat_template_fault_measured_on_the_same_prompts(lab, prompts):
     chat = run_bench(lab, (3, 1, 4), ["chat-template"], prompts=prompts[:8], max_new_tokens=32, progress=False)
     assert raw.lossless and chat.lossless
     assert list(chat.requests["prompt_tokens"]) == [len(p) for p in prompts[:8]]  # the caller's prompts
-    assert chat.accept_length == 4.0  # every draft accepted: 32 tokens in 8 steps of 3 drafts + the bonus
-    # raw prompts: fewer accepted (measured on the shipped ci lab: 256/127 = 2.02, interval
-    # [1.39, 3.66] over the 8 prompts; over the first 4 alone, 2.32 [1.20, 4]: four prompts
-    # cannot tell it from "all accepted"); the claim is that the interval stays below "all accepted"
+    # Measured on the shipped ci lab (AVX-512, AVX2 and portable kernels alike): ChatML 4.0, every
+    # draft accepted (32 tokens in 8 steps of 3 drafts + the bonus), newlines only; raw prompts
+    # 256/127 = 2.02 [1.39, 3.66] over the 8 prompts. The claims, not the decimals: the raw
+    # interval stays below "all accepted", the ChatML figure lies above the raw interval, and the
+    # target answers ChatML with (almost) nothing but newlines.
     lo, hi = raw.accept_length_ci()
-    assert raw.accept_length < hi < 4.0, f"raw accept length {raw.accept_length:.3f} [{lo:.2f}, {hi:.2f}]"
-    assert set(chat.tokens["text"]) == {"\n"}
+    margin = f"raw {raw.accept_length:.3f} [{lo:.2f}, {hi:.2f}], chat-template {chat.accept_length:.3f}"
+    assert raw.accept_length < hi < 4.0, margin
+    assert hi < chat.accept_length <= 4.0, margin
+    newlines = float((chat.tokens["text"] == "\n").mean())
+    assert newlines >= 0.9, f"{newlines:.0%} of the ChatML answers' tokens are newlines"

@@ -237,12 +237,13 @@ def test_a_forced_rebuild_of_the_same_recipe_says_how_it_compares(tiny_lab, tmp_
     replaced, not refused."""
     import shutil
 
-    from eagle3lab.lab.build import build_lab
+    from eagle3lab.lab.build import build_lab, cpu_capability
 
     root = tmp_path / "tiny"
     shutil.copytree(tiny_lab[0], root)
     manifest = json.loads((root / "manifest.json").read_text())
-    manifest["environment"]["cpu_capability"] = "AVX512"
+    other_cpu = "AVX2" if cpu_capability() == "AVX512" else "AVX512"   # whatever this CPU is not
+    manifest["environment"]["cpu_capability"] = other_cpu
     manifest["weights"]["target/model.safetensors"] = "0" * 16
     (root / "manifest.json").write_text(json.dumps(manifest))
     logs = []
