@@ -7,9 +7,9 @@ one core "reserved", so servers started together (as `experiments_vllm.launch_al
 suite do) all run on the same core. "nobind" leaves placement to the OS. tests/conftest.py sets
 "nobind" for the suite; a user's launches keep vLLM's default.
 
-Each round launches N servers of the ci lab at once (no speculation, then the healthy draft at
-num_steps 1, 3, 5, ...), waits until all answer /health, sends each two 32-token requests, stops
-them; the two settings alternate round by round, so both see the same machine. Prints each time
+Each round launches N servers of the ci lab at once the way the notebooks do
+(`experiments_vllm.launch_all`: no speculation, then the healthy draft at num_steps 1, 3, 5, ...),
+waits until all answer /health, sends each two 32-token requests, stops them; the two settings alternate round by round, so both see the same machine. Prints each time
 and the ratio of medians (nobind / auto).
 
     nice .venv/bin/python benchmarks/vllm_parallel_launch.py [--servers 4] [--rounds 2]
@@ -24,7 +24,6 @@ import os
 import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
@@ -35,33 +34,31 @@ BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 
 def one_round(lab, servers: int, binding: str, vllm_python) -> tuple[float, float]:
-    """(seconds until every server is healthy, seconds for their requests)."""
-    from eagle3lab import server
+    """(seconds until every server is healthy, seconds for their requests), the servers started
+    together by `experiments_vllm.launch_all` (the no-speculation server and servers - 1 points)."""
+    from eagle3lab.engines.vllm.experiments import launch_all
 
-    specs = [None] + [{"num_steps": 2 * i + 1} for i in range(servers - 1)]
-    env = {BIND: binding}
-    began = time.monotonic()
-    with contextlib.ExitStack() as stack:
-        with ThreadPoolExecutor(servers) as pool:
-            futures = [pool.submit(server.launch, "vllm", lab.target_dir,
-                                   None if spec is None else lab.draft_dir("healthy"), spec=spec,
-                                   env=env, vllm_python=vllm_python) for spec in specs]
-        handles = []
-        for future in futures:  # enter every one that started, so the stack stops them all
-            with contextlib.suppress(Exception):
-                handles.append(stack.enter_context(future.result()))
-        if len(handles) < servers:
-            raise SystemExit(f"{servers - len(handles)} of {servers} servers did not start ({binding})")
-        up = time.monotonic() - began
+    points = {f"k={2 * i + 1}": {"draft": "healthy", "num_steps": 2 * i + 1} for i in range(servers - 1)}
+    previous = os.environ.get(BIND)
+    os.environ[BIND] = binding  # the launched servers inherit it
+    try:
         began = time.monotonic()
-        for handle in handles:
-            model = handle.command[handle.command.index("--model") + 1]
-            for _ in range(2):
-                reply = requests.post(f"{handle.url}/v1/completions", timeout=300, json={
-                    "model": model, "prompt": "def main():", "max_tokens": 32, "temperature": 0,
-                    "ignore_eos": True})
-                reply.raise_for_status()
-        return up, time.monotonic() - began
+        with contextlib.ExitStack() as stack:
+            launched = launch_all(points, lab, stack, vllm_python=vllm_python)
+            up = time.monotonic() - began
+            began = time.monotonic()
+            for url, _ in launched.values():
+                for _ in range(2):
+                    reply = requests.post(f"{url}/v1/completions", timeout=300, json={
+                        "model": str(lab.target_dir), "prompt": "def main():", "max_tokens": 32,
+                        "temperature": 0, "ignore_eos": True})
+                    reply.raise_for_status()
+            return up, time.monotonic() - began
+    finally:
+        if previous is None:
+            os.environ.pop(BIND, None)
+        else:
+            os.environ[BIND] = previous
 
 
 def main(argv=None) -> int:
