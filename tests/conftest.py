@@ -15,6 +15,13 @@ from eagle3lab.engines.vllm import launch as vllm_launch
 # 2 alternating rounds, benchmarks/vllm_parallel_launch.py). The tests check behaviour, not vLLM's
 # speed; a user's launches keep vLLM's default (or their own setting).
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+# With "nobind" each vLLM worker runs as many OpenMP threads as the machine has cores (torch's
+# default): beside the other pytest worker, on 2 cores, its threads wait on each other at every
+# parallel region. One thread per process (vLLM servers, notebook kernels, CLI subprocesses; the lab
+# build and the lab server set their own count): the doctor's T = 0.7 test took 15 s against 104 s,
+# and the two doctor tests on the shared vLLM server 52 s against 192 s, with the other core kept
+# busy (`yes > /dev/null`), the same run otherwise.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
