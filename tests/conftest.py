@@ -18,9 +18,9 @@ os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 # With "nobind" each vLLM worker runs as many OpenMP threads as the machine has cores (torch's
 # default): beside the other pytest worker, on 2 cores, its threads wait on each other at every
 # parallel region. One thread per process (vLLM servers, notebook kernels, CLI subprocesses; the lab
-# build and the lab server set their own count): the doctor's T = 0.7 test took 15 s against 104 s,
-# and the two doctor tests on the shared vLLM server 52 s against 192 s, with the other core kept
-# busy (`yes > /dev/null`), the same run otherwise.
+# build and the lab server set their own count): one server answered 4.15x as fast with the other
+# core busy (88.5 against 21.3 tok/s, medians of 2 alternating rounds, benchmarks/vllm_busy_threads.py),
+# and the doctor's T = 0.7 test took 11 s in the suite against 99 s.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
