@@ -12,7 +12,7 @@ LAYERS = (
                     "eagle3lab.workers", "eagle3lab.glossary", "eagle3lab.chat_templates",
                     "eagle3lab.capture", "eagle3lab.layers", "eagle3lab.engines.base",
                     "eagle3lab.engine.model", "eagle3lab.sources.observation",
-                    "eagle3lab.sources.grammars")),
+                    "eagle3lab.sources.grammars", "eagle3lab.incident")),
     ("statistics and capture rules", ("eagle3lab.stats", "eagle3lab.predict", "eagle3lab.findings",
                                       "eagle3lab.diagnosis", "eagle3lab.boundaries",
                                       "eagle3lab.engines.sglang.capture", "eagle3lab.engines.vllm.capture",

@@ -30,7 +30,7 @@ def test_compare_resolutions_flags_a_disagreement():
 def test_budget_and_seed_flags():
     assert experiments.budget("ci", num_prompts=None)["num_prompts"] == experiments.BUDGETS["ci"]["num_prompts"]
     assert experiments.budget("default", max_new_tokens=7)["max_new_tokens"] == 7
-    assert experiments.SEED_FLAG_SETS["seed: steps 1, topk 1, 16 draft tokens"].to_flags()[-2:] == \
+    assert experiments.SEED_FLAG_SETS["steps 1, topk 1, 16 draft tokens"].to_flags()[-2:] == \
         ["--speculative-num-draft-tokens", "16"]
     assert experiments.config_grid([1, 3], [(5, 2, 8)]) == [(1, 1, 2), (3, 1, 4), (5, 2, 8)]
     from eagle3lab.engine.faults import seed_fix_ids
@@ -135,7 +135,7 @@ def test_experiments_ask_the_engine_record_not_its_name():
 
     names = r"['\"](vllm|sglang|lab)['\"]"
     compare = re.compile(rf"{names} *(==|!=)|(==|!=) *{names}|in \(({names}, *)+|backend *(==|!=|in )")
-    text = Path(experiments.__file__).read_text()
+    text = "".join(p.read_text() for p in sorted(Path(experiments.__file__).parent.glob("*.py")))
     assert [line for line in text.splitlines() if compare.search(line)] == []
     assert experiments.serve_engine(backend="lab") == ("sglang", LATEST_SGLANG)  # the lab emulates SGLang
     assert experiments.serve_engine(backend="vllm") == ("vllm", VLLM_VERSION)

@@ -381,7 +381,7 @@ def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tm
                                                     "machine": "2-core CPU",
                                                     "command": "eagle3lab sweep ...", "engine": "vLLM 0.32.0"}))
     (tmp_path / "orphan.jsonl").write_text(rows and json.dumps(rows[0]) + "\n")  # no manifest: skipped
-    monkeypatch.setattr(experiments, "stored_load_sweeps",
+    monkeypatch.setattr(experiments.load, "stored_load_sweeps",
                         lambda directory=None, _orig=experiments.stored_load_sweeps: _orig(tmp_path))
     result = experiments.under_load(backend="lab")
     assert result["measured"] is False and "one request at a time" in result["why"]

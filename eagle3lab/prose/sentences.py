@@ -1,187 +1,10 @@
-"""The sentences a notebook shows: every figure interpolated from a measurement, never typed
-in, and display helpers (Markdown, headlines the rendered report repeats, diffs, paths).
-"""
+"""The sentences each notebook shows, every figure interpolated from a measurement."""
 
 from __future__ import annotations
 
-from eagle3lab import engines
 from eagle3lab.experiments import BASELINE, SEED_AFTER_FIX, _int, closest_hypothesis
-
-def markdown(text: str):
-    """Display Markdown from a notebook (figures interpolated by the caller, never typed in)."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(text))
-
-
-def short_path(path) -> str:
-    """A path relative to the repo or home, for prose."""
-    from pathlib import Path
-
-    from eagle3lab.paths import REPO_DIR
-
-    text = str(path)
-    for root, name in ((REPO_DIR, "."), (Path.home(), "~")):
-        if text.startswith(str(root) + "/"):
-            return name + text[len(str(root)):]
-    return text
-
-
-def show_diff(diff_text: str, max_lines: int = 400):
-    """Display a unified diff, highlighted (or say there is nothing to change)."""
-    from IPython.display import Code, display
-
-    if not diff_text.strip():
-        return markdown("*No change: this SGLang already does what the patch would.*")
-    lines = diff_text.splitlines()
-    more = f"\n... ({len(lines) - max_lines} more lines)" if len(lines) > max_lines else ""
-    display(Code("\n".join(lines[:max_lines]) + more, language="diff"))
-
-
-# --------------------------------------------------------------------------- intervals
-
-
-def _finite(x) -> bool:
-    try:
-        return x is not None and x == x and abs(float(x)) != float("inf")
-    except (TypeError, ValueError):
-        return False
-
-
-def _ci(ci):
-    """(lo, hi) as floats, or None when absent or malformed."""
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and all(_finite(v) for v in ci):
-        return float(ci[0]), float(ci[1])
-    return None
-
-
-def interval_holds(point, ci) -> bool:
-    """True when an interval contains its own point estimate (or there is no interval)."""
-    ci = _ci(ci)
-    if ci is None or not _finite(point):
-        return True
-    lo, hi = ci
-    tol = 1e-9 * max(1.0, abs(float(point)))
-    return lo - tol <= float(point) <= hi + tol
-
-
-def ci_text(point, ci, fmt: str = ".2f", unit: str = "") -> str:
-    """`1.23 [1.10, 1.35]`: a figure with its 95 % interval (just the figure without one)."""
-    if not _finite(point):
-        return "n/a"
-    ci = _ci(ci)
-    text = f"{float(point):{fmt}}{unit}"
-    return text if ci is None else f"{text} [{ci[0]:{fmt}}, {ci[1]:{fmt}}]"
-
-
-def compare(a, a_ci, b, b_ci) -> str:
-    """"higher", "lower" or "same": a against b, a difference only when the intervals separate.
-
-    With no interval on either side, any difference is "same" unless it exceeds 5 % of |b|
-    (a figure without an interval is not allowed to win on noise).
-    """
-    if not (_finite(a) and _finite(b)):
-        return "unknown"
-    a, b = float(a), float(b)
-    ia, ib = _ci(a_ci), _ci(b_ci)
-    if ia is None and ib is None:
-        if abs(a - b) <= 0.05 * max(abs(b), 1e-12):
-            return "same"
-        return "higher" if a > b else "lower"
-    lo_a, hi_a = ia if ia is not None else (a, a)
-    lo_b, hi_b = ib if ib is not None else (b, b)
-    if lo_a > hi_b:
-        return "higher"
-    if hi_a < lo_b:
-        return "lower"
-    return "same"
-
-
-def compare_words(a, a_ci, b, b_ci, higher: str = "higher than", lower: str = "lower than",
-                  same: str = "not distinguishable from") -> str:
-    """The words for a against b, chosen by `compare` (intervals checked first)."""
-    return {"higher": higher, "lower": lower, "same": same}.get(
-        compare(a, a_ci, b, b_ci), "could not be compared with")
-
-
-def speedup_words(speedup, ci=None) -> str:
-    """A speed-up over no speculation in words: faster or slower only when its interval excludes 1."""
-    if not _finite(speedup):
-        return "could not be compared with"
-    verdict = compare(speedup, ci, 1.0, None) if _ci(ci) else (
-        "higher" if speedup > 1.05 else "lower" if speedup < 0.95 else "same")
-    figure = ci_text(speedup, ci, unit="×")
-    if verdict == "higher":
-        return f"faster ({figure}) than"
-    if verdict == "lower":
-        return f"slower ({figure}) than"
-    return f"not distinguishable ({figure}) from"
-
-
-def _ratio_words(ratio: float, ci=None) -> str:
-    return speedup_words(ratio, ci)
-
-
-def origin(where_: str, row=None, n=None, unit: str = "prompts") -> str:
-    """The tag every headline figure carries: who measured it, in this run, on how many units."""
-    if n is None and row is not None:
-        n = _get(row, unit)
-    return f"{where_}, measured in this run" + (f", n = {_int(n)} {unit}" if _finite(n) else "")
-
-
-INCIDENT = "incident, as reported"  # the tag of a figure quoted from the seed's story, never measured here
-
-
-def _prompts(row) -> str:
-    """`n = 6 prompts` from a measurement row (empty when it does not say)."""
-    n = _get(row, "prompts")
-    return f"n = {_int(n)} prompts" if _finite(n) else "n unknown"
-
-
-def _get(row, key, default=None):
-    value = row.get(key, default) if hasattr(row, "get") else default
-    return default if value is None else value
-
-
-def where(backend: str = "lab") -> tuple[str, str]:
-    """(the server, where) in words for a notebook BACKEND: what prose names the measured engine."""
-    eng = engines.lookup(backend)
-    if eng is not None and eng.resolves_configs:  # a deployed engine, not the lab's own
-        return (f"{eng.title} {eng.pinned}" if eng.pinned else eng.title), f"on {eng.title}"
-    if _in_report_store():
-        return "the lab engine (in process, once per configuration)", "on the lab"
-    return "the lab server", "on the lab"
-
-
-def _in_report_store() -> bool:
-    """Whether this kernel measures through a report's store (``eagle3lab.measurements``)."""
-    from eagle3lab import measurements
-
-    return measurements.active() is not None
-
-
-def measured_how(backend: str = "lab", server_url=None) -> str:
-    """How the numbers below were measured, true for this run: through the lab server, on the
-    lab engine in process (a rendered report's store), on vLLM, or on the user's servers."""
-    from eagle3lab import engines
-
-    if server_url:
-        return ("Measured on the server(s) at the URL given, with the same held-out prompts decoded greedily; "
-                "each speed-up is a ratio of interleaved runs with a 95 % interval over prompts.")
-    if not engines.get(backend).serves_one_request_at_a_time:
-        return (f"Measured on {where(backend)[0]}: one server per configuration, three at a time, each prompt "
-                "going to every one of them in turn (the order rotates), so every speed-up is a ratio of "
-                "interleaved runs with a 95 % interval over prompts.")
-    if _in_report_store():
-        return ("In this rendered report each configuration is measured once, on the lab engine in process (the "
-                "engine behind the lab server), with its own no-speculation baseline decoded prompt by prompt "
-                "beside it; every notebook reads that one measurement, so a configuration has one number "
-                "throughout. Accept length is the engine's mean per verify step.")
-    return ("Each configuration is served by the lab server (SGLang's HTTP API and log format); all servers run "
-            "at once and each prompt goes to every one of them in turn (the order rotates), so every speed-up is "
-            "a ratio of interleaved runs with a 95 % interval over prompts. Accept length here is "
-            "SGLang's `meta_info` (completion tokens / verify steps), which also counts the first token, produced "
-            "by prefill, so it reads slightly higher than the engine's mean per verify step (notebook 05).")
+from eagle3lab.prose.words import (_ci, _count, _depths, _finite, _get, _prompts, _vt, ci_text, compare,
+                                   compare_words, origin, rates_text, speedup_words, where)
 
 
 def flag_set_sentence(measured, backend: str = "lab") -> str:
@@ -271,13 +94,6 @@ def accuracy_sentence(right, served) -> str:
     return text
 
 
-def _depths(ds) -> str:
-    ds = list(ds)
-    if len(ds) > 2 and ds == list(range(ds[0], ds[-1] + 1)):
-        return f"{ds[0]}–{ds[-1]}"
-    return ", ".join(map(str, ds))
-
-
 def gap_sentence(gap) -> str:
     """Notebook 04: accept length predicted from standalone acc@k versus served, in words that
     name the two measures and the direction."""
@@ -294,6 +110,8 @@ def gap_sentence(gap) -> str:
             + (f" The draft's acc@2 ({float(gap['standalone'].iloc[1]):.1%}) is far below its acc@1 "
                f"({float(gap['standalone'].iloc[0]):.1%}): the pattern of a draft trained without TTT."
                if len(gap) > 1 and gap["standalone"].iloc[1] < 0.5 * gap["standalone"].iloc[0] else ""))
+
+
 def log_sentence(log, requested_draft_tokens: int | None = None, source: str = "the server log of this run") -> str:
     """Prose for the log section: how many decode lines, accept length range, throughput."""
     decode = log[log["accept_len"].notna()]
@@ -330,11 +148,6 @@ def diagnosis_sentence(findings, short: bool = False, standalone: bool = False,
     if len(findings) > 1:
         text += "\n\nAlso considered, in rank order: " + ", ".join(f.cause for f in findings[1:])
     return text
-
-
-def rates_text(rates) -> str:
-    """Per-position rates for prose: two decimals, a dash where no step reached the position."""
-    return "[" + ", ".join("–" if r != r else f"{r:.2f}" for r in rates) + "]"
 
 
 def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
@@ -388,15 +201,6 @@ def winner_sentence(sweep, backend: str = "lab") -> str:
     return text
 
 
-def headline(text: str):
-    """Display Markdown and mark it as a headline: the rendered post-mortem (eagle3lab.report)
-    repeats every headline at the top of the page, under the notebook it came from."""
-    from IPython.display import Markdown, display
-
-
-    display(Markdown(text), metadata={HEADLINE_KEY: True})
-
-
 def resolution_sentence(resolved) -> str:
     """Which flag sets run something else than asked, in words."""
     changed = resolved[resolved["changed"]]
@@ -409,11 +213,6 @@ def resolution_sentence(resolved) -> str:
             "in the table of warnings); the server starts and runs anyway." if warned else
             "SGLang prints no warning about it; the server starts and runs anyway.")
     return "; ".join(parts) + " — " + said
-
-
-def _count(n: int, noun: str) -> str:
-    """`1 warning line`, `2 warning lines`: a count that agrees with its noun."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
@@ -474,14 +273,6 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
     return text
 
 
-def _vt(v: str):
-    import re
-
-    return tuple(int(x) for x in re.findall(r"\d+", str(v))[:3])
-
-
-# --------------------------------------------------------------------------- on vLLM
-
 def vllm_resolution_sentence(on_vllm, check=None) -> str:
     """Notebook 01 on vLLM: what vLLM runs for each flag set (a chain of num_speculative_tokens),
     what it changes on its own, and whether vLLM's own resolver agrees."""
@@ -529,184 +320,6 @@ def source_sentence(obs) -> str:
     return f"Source: {where}; {n}{reqs}; per-position rates as counted: {counted}."
 
 
-# --------------------------------------------------------------------------- incident vs lab
-
-HEADLINE_KEY = "eagle3lab_headline"  # output metadata: a headline the report's index collects
-SYMPTOM_KEY = "eagle3lab_symptom"  # output metadata: one row of the "reproduced?" table
-REPRODUCED_COLUMNS = ("symptom of the incident", "incident (as reported)", "lab, measured in this run",
-                      "reproduced?")
-
-
-def _symptom(symptom: str, incident: str, lab: str, verdict: str) -> dict:
-    return dict(zip(REPRODUCED_COLUMNS, (symptom, incident, lab, verdict)))
-
-
-def _verdict(direction: str, expected: str) -> str:
-    """"reproduced" when the lab's difference goes the incident's way beyond its interval,
-    "opposite" when it goes the other way beyond it, "not reproduced" when it cannot be told."""
-    if direction == expected:
-        return "reproduced"
-    if direction in ("higher", "lower", "same") and expected != "same" and direction != "same":
-        return "not reproduced: the opposite"
-    if direction == "same" and expected == "same":
-        return "reproduced"
-    if direction == "unknown":
-        return "could not be measured"
-    return "not reproduced: " + ("not distinguishable" if direction == "same" else
-                                 f"{direction} beyond the interval")
-
-
-def steps1_symptom(measured, label: str, backend: str = "lab") -> dict:
-    """Notebook 01: the incident's steps-1 configuration ran slower than no speculation."""
-    row = measured.loc[label]
-    sp, ci = row["speedup"], _get(row, "speedup_ci95")
-    direction = compare(sp, ci, 1.0, None) if _ci(ci) else compare(sp, None, 1.0, None)
-    return _symptom("steps 1, topk 1, 16 draft tokens slower than no speculation",
-                    "slower than no speculation",
-                    f"speed-up {ci_text(sp, ci, unit='×')} ({origin(where(backend)[0], row)})",
-                    _verdict(direction, "lower"))
-
-
-def fix_symptom(measured, before: str, after: str, backend: str = "lab") -> dict:
-    """Notebook 03: after the embedding fix the incident's tokens/s stayed about the same."""
-    b, a = measured.loc[before], measured.loc[after]
-    direction = compare(a["tokens_per_s"], _get(a, "tokens_per_s_ci95"), b["tokens_per_s"],
-                        _get(b, "tokens_per_s_ci95"))
-    change = (a["tokens_per_s"] / b["tokens_per_s"] - 1) if _finite(b["tokens_per_s"]) and b["tokens_per_s"] else float("nan")
-    return _symptom("tokens/s after the embedding fix about the same as before",
-                    "roughly the same tokens/s as before the fix",
-                    f"{ci_text(b['tokens_per_s'], _get(b, 'tokens_per_s_ci95'), '.1f')} → "
-                    f"{ci_text(a['tokens_per_s'], _get(a, 'tokens_per_s_ci95'), '.1f')} tok/s "
-                    f"({change:+.0%}; {origin(where(backend)[0], a)})",
-                    _verdict(direction, "same"))
-
-
-def gap_symptom(per_pos, standalone, backend: str = "lab") -> dict:
-    """Notebook 04: the incident's served acceptance fell short of its training accuracy at the
-    first step; the lab compares its served position-1 rate (interval) with the draft's acc@1."""
-    row = per_pos.iloc[0]
-    n = _get(row, "n")
-    ci = (row["lo"], row["hi"]) if "lo" in per_pos and "hi" in per_pos else None
-    acc1 = float(standalone[0])
-    direction = compare(row["rate"], ci, acc1, None) if _ci(ci) else "unknown"
-    return _symptom("served acceptance below the draft's training accuracy at the first step",
-                    "accept length about 1.8 with 6 draft tokens, while training reported 75 % accuracy "
-                    "at the first step",
-                    f"position-1 served rate {ci_text(row['rate'], ci, '.3f')} against the draft's acc@1 "
-                    f"{acc1:.3f} ({origin(where(backend)[0], n=n, unit='steps')})",
-                    _verdict(direction, "lower"))
-
-
-def symptom(row: dict):
-    """Display one row of the incident-versus-lab table and mark it for the report's index."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(reproduced_markdown([row])), metadata={SYMPTOM_KEY: row})
-
-
-def symptom_rows(nb) -> list[dict]:
-    """The symptom rows a notebook recorded (`symptom`), in order."""
-    return [out["metadata"][SYMPTOM_KEY] for cell in nb.cells if cell.cell_type == "code"
-            for out in cell.get("outputs", []) if SYMPTOM_KEY in out.get("metadata", {})]
-
-
-def reproduced_markdown(rows) -> str:
-    """The "does the lab reproduce the incident?" table, as Markdown (empty without rows)."""
-    rows = list(rows)
-    if not rows:
-        return ""
-    cell = lambda v: str(v).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(REPRODUCED_COLUMNS) + " |", "|" + "---|" * len(REPRODUCED_COLUMNS)]
-    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in REPRODUCED_COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def reproduced_section(notebooks) -> str:
-    """The index's table near the top: every symptom row the notebooks recorded, with how
-    "reproduced?" is decided."""
-    rows = [r for nb in notebooks for r in symptom_rows(nb)]
-    if not rows:
-        return ""
-    return ("## Does the lab reproduce the incident?\n\n"
-            "Each symptom the incident reported, next to the lab's measurement in this run. "
-            "\"reproduced\" only when the lab's interval goes the incident's way; \"not distinguishable\" "
-            "when the interval cannot tell; \"the opposite\" when it goes the other way beyond it. "
-            "Incident figures are quoted as reported, never measured here.\n\n" + reproduced_markdown(rows))
-
-
-# --------------------------------------------------------------------------- tables for reading
-
-def with_exact_intervals(per_pos):
-    """Per-position rates whose interval is the wider of the jackknife over prompts and the exact
-    binomial over the n steps at risk; a position no step reached has no rate and no interval
-    (NaN, never 0), so a rate from one step cannot read as "0.000 [0.000, 0.000]"."""
-    import math
-
-    from eagle3lab import stats
-
-    out = per_pos.copy()
-    if "n" not in out:
-        return out
-    lo, hi = [], []
-    for _, row in out.iterrows():
-        n = int(row["n"]) if _finite(row["n"]) else 0
-        if n == 0 or not _finite(row["rate"]):
-            lo.append(math.nan), hi.append(math.nan)
-            continue
-        e_lo, e_hi = stats.exact_binomial_interval(int(round(float(row["rate"]) * n)), n)
-        b_lo = row["lo"] if "lo" in out and _finite(row["lo"]) else e_lo
-        b_hi = row["hi"] if "hi" in out and _finite(row["hi"]) else e_hi
-        lo.append(min(e_lo, float(b_lo))), hi.append(max(e_hi, float(b_hi)))
-    out["rate"] = [r if _finite(n) and n > 0 else math.nan for r, n in zip(out["rate"], out["n"])]
-    out["lo"], out["hi"] = lo, hi
-    return out
-
-
-def mask_unreached(gap, n):
-    """A gap table for reading: where no step reached a position (n = 0) the served rate, the gap
-    and the ratio are missing, not 0 (the accept-length columns keep their sums: such a position
-    adds nothing)."""
-    import numpy as np
-
-    out = gap.copy()
-    counts = (list(n) + [0] * len(out))[:len(out)]
-    unreached = np.array([not _finite(c) or int(c) == 0 for c in counts])
-    out.loc[unreached, [c for c in ("served", "gap", "ratio") if c in out]] = np.nan
-    return out
-
-
-def rate_text(rate, lo, hi, n) -> str:
-    """`0.818 [0.52, 0.95] (n = 11)`, or `no data (n = 0)` for a position no step reached."""
-    if not _finite(n) or int(n) == 0 or not _finite(rate):
-        return "no data (n = 0)"
-    return f"{ci_text(rate, (lo, hi), '.3f')} (n = {int(n)})"
-
-
-def per_position_display(per_pos):
-    """Per-position rates for reading: one text column, "no data (n = 0)" where nothing was
-    measured (the numeric columns stay in the frame the notebook holds)."""
-    import pandas as pd
-
-    return pd.DataFrame({
-        "position": per_pos["position"].astype(int),
-        "served rate [95 % interval] (n steps at risk)": [
-            rate_text(r["rate"], r.get("lo"), r.get("hi"), r.get("n")) for _, r in per_pos.iterrows()],
-    }).set_index("position")
-
-
-def wrapped_table(frame):
-    """Display a table whose long text cells wrap between words (never cut, never truncated)."""
-    import pandas as pd
-    from IPython.display import HTML, display
-
-    with pd.option_context("display.max_colwidth", None):
-        html = frame.to_html(escape=True)
-    display(HTML('<div class="eagle3lab-wrapped">'
-                 "<style>.eagle3lab-wrapped td,.eagle3lab-wrapped th{white-space:normal;"
-                 "word-break:normal;overflow-wrap:normal;text-align:left;vertical-align:top;"
-                 "min-width:8em;max-width:36em;}</style>" + html + "</div>"))
-
-
 def other_prompts_sentence(faults) -> str:
     """Which of `faults` decode other prompts than the notebooks' shared ones (computed from the
     fault table, so the sentence names only rows the sweep has)."""
@@ -747,6 +360,8 @@ def repetition_sentence(tokens, window: int = 4) -> str:
         return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
                 "for how each token was produced, not as text.*")
     return f"*{figure[0].upper()}{figure[1:]}.*"
+
+
 def under_load_markdown(result) -> str:
     """Notebook 05's load section in words: per draft and depth the crossover (from intervals) and
     which cost model the measurement follows, each with its origin; then what changes on a GPU."""
@@ -781,3 +396,4 @@ def under_load_markdown(result) -> str:
                 lines.append(f"- k = {config.get('num_steps', '?')}, {model['text']}.")
     lines.append("\n" + loadsweep.GPU_NOTE)
     return "\n".join(lines)
+

@@ -1,0 +1,13 @@
+"""The sentences a notebook shows: every figure interpolated from a measurement, never typed in.
+`words` chooses words from numbers and intervals, `sentences` holds each notebook's prose,
+`tables` the tables for reading; the names below are what notebooks call as `prose.X`."""
+
+from __future__ import annotations
+
+from eagle3lab.prose.sentences import *  # noqa: F401,F403
+from eagle3lab.prose.symptoms import *  # noqa: F401,F403
+from eagle3lab.prose.tables import *  # noqa: F401,F403
+from eagle3lab.prose.words import *  # noqa: F401,F403
+from eagle3lab.prose.words import (HEADLINE_KEY, INCIDENT, _ci, _count, _finite, _get, _in_report_store,  # noqa: F401
+                                   _prompts)
+from eagle3lab.prose.symptoms import SYMPTOM_KEY, _verdict  # noqa: F401
