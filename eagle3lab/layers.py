@@ -12,7 +12,7 @@ LAYERS = (
                     "eagle3lab.workers", "eagle3lab.glossary", "eagle3lab.chat_templates",
                     "eagle3lab.capture", "eagle3lab.layers", "eagle3lab.engines.base",
                     "eagle3lab.engine.model", "eagle3lab.sources.observation",
-                    "eagle3lab.sources.grammars", "eagle3lab.incident")),
+                    "eagle3lab.sources.grammars", "eagle3lab.incident", "eagle3lab.evidence")),
     ("statistics and capture rules", ("eagle3lab.stats", "eagle3lab.predict", "eagle3lab.findings",
                                       "eagle3lab.diagnosis", "eagle3lab.boundaries",
                                       "eagle3lab.engines.sglang.capture", "eagle3lab.engines.vllm.capture",
@@ -26,7 +26,8 @@ LAYERS = (
     ("serving", ("eagle3lab.server", "eagle3lab.loadtest", "eagle3lab.measurements", "eagle3lab.engines.lab.frontend",
                  "eagle3lab.engines.vllm.reference")),
     ("experiments", ("eagle3lab.experiments", "eagle3lab.engines.vllm.experiments", "eagle3lab.plots",
-                     "eagle3lab.widgets", "eagle3lab.loadsweep", "eagle3lab.report", "eagle3lab.prose")),
+                     "eagle3lab.widgets", "eagle3lab.loadsweep", "eagle3lab.report", "eagle3lab.prose",
+                     "eagle3lab.postmortem")),
     ("doctor", ("eagle3lab.doctor",)),
     ("front door", ("eagle3lab.commands", "eagle3lab.cli", "eagle3lab.__main__", "eagle3lab")),
 )

@@ -309,8 +309,11 @@ def _static_copy(nb):
     """A copy fit for a static page: widget views replaced by a note, widget state dropped."""
     import nbformat
 
+    from eagle3lab import evidence
+
     nb = copy.deepcopy(nb)
     nb.metadata.pop("widgets", None)
+    evidence.strip(nb)
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -435,132 +438,67 @@ def lab_facts(lab: str) -> dict:
             "cpus": os.cpu_count()}
 
 
-BOX_TERMS = ("the seed", "the lab", "accept length", "speed-up")  # defined in the box, used by all
-
-
 def served_by(backend: str = "lab") -> str:
-    """Who decoded: the lab server (SGLang's API, the lab engine) or an engine eagle3lab installs
+    """Who decoded: the lab engine (the one behind the lab server) or an engine eagle3lab installs
     itself (vLLM's CPU build)."""
     eng = engines.lookup(backend)
     if eng is not None and eng.pinned:
-        return f"**{eng.title} {eng.pinned}** ({eng.build}), serving the lab's checkpoints"
-    return ("the lab server (SGLang's HTTP API and log format over eagle3lab's reference engine; in a "
-            "report, tokens/s and acceptance are measured on that engine in process, once per "
-            "configuration, and the server serves the log notebook 04 reads)")
+        return f"{eng.title} {eng.pinned} ({eng.build}) serving the lab's checkpoints"
+    return "eagle3lab's reference engine, the one behind the lab server's SGLang API, in process"
 
 
-def deployment_box(lab: str, runs: list[NotebookRun] | None = None, backend: str = "lab") -> str:
-    """The index's opening box: what was run, on what, what carries over to a real deployment and
-    what does not, and the commands that rerun each notebook on one's own deployment."""
-    from eagle3lab import glossary
-
+def lab_sentence(lab: str, backend: str = "lab") -> str:
+    """The lab in one sentence: what it is, where it ran, what decoded it."""
     f = lab_facts(lab)
-    if f.get("parameters"):
-        what = (f"the **{lab}** lab: a **{f['parameters'] / 1e6:.1f} M-parameter Llama** target "
-                f"({f['layers']} layers, hidden size {f['hidden']}, vocabulary {f['vocab']}) trained on "
-                f"{f['train_tokens']:,} tokens of **Python source** (the standard library of Python "
-                f"{f['python']}), with EAGLE-3 drafts ({', '.join(f['drafts'])}) trained on it, decoded on "
-                f"**this machine's CPU ({f['cpus']} cores, no GPU)**")
-    else:
-        what = f"the **{lab}** lab (its manifest could not be read)"
-    what += f", served by {served_by(backend)}"
-    eng = engines.lookup(backend)
-    per_position = (f"> On {eng.title} the per-position tables of notebook 04 come from {eng.title}'s own "
-                    "`/metrics` counters; the hypotheses of notebook 05 are lab switches and run on the lab "
-                    "engine.\n>\n"
-                    if eng is not None and eng.observes_acceptance_via == "/metrics" else
-                    "> SGLang's logs carry only the mean accept length per batch: the per-position tables "
-                    "(notebooks 04 and 05) come from the lab engine decoding the same prompts.\n>\n")
-    names = {r.name[:2] for r in runs} if runs else set(RERUN)
-    cmds = "\n".join(f"> - `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
-                      for nb, items in RERUN.items() if nb in names for why, args in items)
-    return (
-        f"> **What this is.** The notebooks below were executed against {what}.\n"
-        + glossary.define_markdown(*BOX_TERMS).replace("> **Terms.**", ">\n> **Terms.**") + "\n>\n"
-        "> **What carries over to a real deployment:** acceptance behaviour (accept length, where the "
-        "chain breaks, what a wiring offset, a draft trained one step deep or a config override does to them), the wiring "
-        "rules and the configurations (SGLang's own resolver and capture rules, per version).\n>\n"
-        "> **What does not:** absolute tokens/s and the cost ratios behind them (a draft step against a "
-        "target step on a tiny model on a CPU is not a GPU's); speed-ups here give the direction of an "
-        "effect, not its size on your hardware.\n>\n"
-        + per_position +
-        "> **Rerun on your own deployment** (the parameters cells are hidden on this page; every "
-        "notebook also runs as is in JupyterLab):\n" + cmds + "\n>\n"
-        "> This page is self-contained (plots embedded, no links out). The same notebooks with their "
-        "code, one page each, sit next to it in the report folder.")
+    if not f.get("parameters"):
+        return f"the {lab} lab (its manifest could not be read), decoded by {served_by(backend)}"
+    return (f"the {lab} lab: a {f['parameters'] / 1e6:.1f} M-parameter Llama target ({f['layers']} layers, "
+            f"hidden size {f['hidden']}) trained on {f['train_tokens']:,} tokens of Python source, and EAGLE-3 "
+            f"drafts trained on it, on this machine's CPU ({f['cpus']} cores, no GPU), decoded by "
+            f"{served_by(backend)}")
 
 
-def combined_notebook(runs: list[NotebookRun], title: str = "EAGLE-3 post-mortem", intro: str = "",
-                      box: str = ""):
-    """All executed notebooks as one page, after the opening box and a summary table whose links
-    stay inside the page (the index can be sent alone)."""
-    import nbformat
-
-    from eagle3lab import glossary
-
+def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", store_text: str = "") -> str:
+    """The index's last section: the lab, what carries over to a GPU deployment and what does not,
+    every notebook's status, and the commands that rerun the notebooks on one's own deployment."""
     rows = ["| notebook | status | time |", "|---|---|---|"]
     for run in runs:
         status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
-        rows.append(f"| [{run.name}](#{run.name}) | {status} | {run.seconds:.0f} s |")
-    from eagle3lab import prose
+        rows.append(f"| [{run.name}]({run.name}.html) | {status} | {run.seconds:.0f} s |")
+    names = {r.name[:2] for r in runs} if runs else set(RERUN)
+    cmds = "\n".join(f"- `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
+                      for nb, items in RERUN.items() if nb in names for why, args in items)
+    return (f"Lab figures come from {lab_sentence(lab, backend)}.{store_text} The lab's acceptance "
+            "behaviour carries over to a real deployment (accept length, where the chain breaks, what a wiring "
+            "offset or a draft trained one step deep does); its tokens/s and step costs do not, which is why "
+            "speed is carried to the incident's hardware through the incident's own cost.\n\n"
+            + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
 
-    reproduced = prose.reproduced_section(run.notebook for run in runs)
-    header = (f"# {title}\n\n{intro}\n\n" + (f"{box}\n\n" if box else "")
-              + (f"{reproduced}\n\n" if reproduced else "") + "\n".join(rows))
-    glance = [f"**[{run.name}](#{run.name})**\n\n" + "\n\n".join(texts)
-              for run in runs if (texts := headlines(run.notebook))]
-    if glance:
-        glance_text = "\n\n## At a glance\n\n" + "\n\n".join(glance)
-        header += _glance_terms(header + glance_text) + glance_text  # terms before their first use
-    cells = [nbformat.v4.new_markdown_cell(header)]
-    defined = glossary.defined_in(header)
-    for n, run in enumerate(runs):
-        cells.append(nbformat.v4.new_markdown_cell(f'<a id="{run.name}"></a>\n\n---'))
-        for i, cell in enumerate(run.notebook.cells):
-            cell = copy.deepcopy(cell)
-            cell["id"] = f"n{n}-{i}"  # ids must be unique across the merged notebooks
-            _drop_known_terms(cell, defined)
-            cells.append(cell)
-        if run.error:
-            cells.append(nbformat.v4.new_markdown_cell(
-                f"> **This notebook stopped with an error:** `{run.error}`"))
+
+def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when: str = "",
+                   store_text: str = ""):
+    """The first page: the post-mortem (eagle3lab.postmortem) from the incident record and what the
+    notebooks recorded, as Markdown cells only (no code on the index)."""
+    import nbformat
+
+    from eagle3lab import evidence, postmortem
+
+    ev = evidence.collect(run.notebook for run in runs)
+    info = {"what": f"the {lab} lab on {served_by(backend).split(',')[0]}", "when": when,
+            "runs_ok": {run.name: run.ok for run in runs},
+            "about": about_markdown(lab, runs, backend, store_text)}
+    text = postmortem.index_markdown(ev, info)
+    errors = [f"> **{run.name} stopped with an error:** `{run.error}`" for run in runs if run.error]
+    cells = [nbformat.v4.new_markdown_cell(part) for part in text.split("\n\n## ")]
+    for i, cell in enumerate(cells[1:], 1):
+        cell.source = "## " + cell.source
+    if errors:
+        cells.insert(1, nbformat.v4.new_markdown_cell("\n\n".join(errors)))
     merged = nbformat.v4.new_notebook(cells=cells)
-    merged.metadata = copy.deepcopy(runs[0].notebook.metadata) if runs else merged.metadata
-    merged.metadata.pop("widgets", None)
+    if runs:
+        merged.metadata = copy.deepcopy(runs[0].notebook.metadata)
+        merged.metadata.pop("widgets", None)
     return merged
-
-
-def _glance_terms(header: str) -> str:
-    """Definitions of the terms the At-a-glance summary uses that the box has not defined, so
-    a reader who stops at the summary meets no undefined term."""
-    from eagle3lab import glossary
-
-    known = glossary.defined_in(header)
-    used = [t for t in glossary.TERMS if t not in known and glossary.uses(header, t)]
-    return ("\n\n" + glossary.define_markdown(*used)) if used else ""
-
-
-def _drop_known_terms(cell, defined: set) -> None:
-    """In the one-page index, a notebook's Terms output keeps only terms not defined earlier on
-    the page (each term is defined once); `defined` grows with what the cell defines."""
-    from eagle3lab import glossary
-
-    if cell.cell_type != "code":
-        return
-    outputs = []
-    for out in cell.get("outputs", []):
-        text = out.get("data", {}).get("text/markdown")
-        text = "".join(text) if isinstance(text, list) else text
-        terms = glossary.defined_in(text) if text else set()
-        if terms:
-            keep = [t for t in glossary.TERMS if t in terms and t not in defined]
-            defined.update(terms)
-            if not keep:
-                continue
-            out = copy.deepcopy(out)
-            out["data"]["text/markdown"] = glossary.define_markdown(*keep)
-        outputs.append(out)
-    cell["outputs"] = outputs
 
 
 # --------------------------------------------------------------------------- the whole report
@@ -604,14 +542,9 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
         runs.append(run)
     backend = str(params.get("BACKEND", "lab"))
     stored = store.records()
-    eng = engines.lookup(backend)
-    intro = (f"Executed against the **{lab}** lab"
-             + (f" on **{eng.title}**" if eng is not None and eng.resolves_configs else "")
-             + f" on {time.strftime('%Y-%m-%d %H:%M %Z')}; every figure and number below was computed "
-             "in this run." + store_sentence(stored))
     index = out_dir / "index.html"
-    index.write_text(render_html(combined_notebook(runs, intro=intro,
-                                                   box=deployment_box(lab, runs, backend)),
+    index.write_text(render_html(index_notebook(runs, lab, backend, time.strftime("%Y-%m-%d %H:%M %Z"),
+                                                store_sentence(stored)),
                                  title="EAGLE-3 post-mortem", exclude_input=True), encoding="utf-8")
     report = Report(runs, out_dir, index)
     (out_dir / "summary.json").write_text(json.dumps(

@@ -14,6 +14,7 @@ _MODEL = incident.load().model
 SEED_ARCH, SEED_LAYERS = _MODEL["architecture"], _MODEL["target_layers"]
 SEED_CONFIG_IDS, SEED_FIX_IDS = _MODEL["config_ids_before_fix"], _MODEL["config_ids_after_fix"]
 SEED_TRAINED = _MODEL["trained_boundaries"]
+SEED_SERVED = _MODEL["served_boundaries_before_fix"]  # what the story says the server fed
 
 
 def sglang_source_copy(sglang_dir=None, dest=None):

@@ -98,8 +98,11 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
 def stored_points(points: dict, lab: str, num_prompts: int = 4, max_new_tokens: int = 64):
     """`measure_points`' table for lab points, from the report's measurement store: each point is
     the lab engine (the one the lab server runs) at the configuration SGLang's rules make
-    effective, with the point's draft and faults, on the notebooks' shared prompts; the baseline
-    row is the stored no-speculation run those speed-ups divide by."""
+    effective, with the point's draft and faults, on the notebooks' shared prompts.
+
+    Each configuration is decoded prompt by prompt beside its own no-speculation run, so each
+    row carries the baseline its speed-up divides (`baseline_tokens_per_s`): there is no one
+    baseline row, because no one baseline is what every speed-up divides."""
     import dataclasses
 
     import pandas as pd
@@ -110,7 +113,7 @@ def stored_points(points: dict, lab: str, num_prompts: int = 4, max_new_tokens: 
 
     lab_obj = load_lab(lab, progress=False)
     prompts = bench_prompts(lab_obj, num_prompts)
-    rows, base = [], None
+    rows = []
     for label, point in points.items():
         faults = point.get("fault") or []
         faults = faults.split(",") if isinstance(faults, str) else list(faults)
@@ -121,16 +124,14 @@ def stored_points(points: dict, lab: str, num_prompts: int = 4, max_new_tokens: 
         res = asked.resolve(engine="sglang", version=LATEST_SGLANG)
         row = _bench_row(measurements.lab_bench(lab_obj, res.to_engine_params(), faults, engine=engine,
                                                 plan=plan, prompts=prompts, max_new_tokens=max_new_tokens))
-        base = base or {"run": BASELINE, "draft tokens run": None,
-                        "tokens_per_s": row["baseline_tokens_per_s"],
-                        "tokens_per_s_ci95": row["baseline_tokens_per_s_ci95"], "accept_length": float("nan"),
-                        "accept_length_ci95": None, "speedup": 1.0, "speedup_ci95": None,
-                        "prompts": row["prompts"], "requests": row["prompts"], "failed": False}
         rows.append({"run": label, "draft tokens run": res.num_draft_tokens,
-                     **{k: row[k] for k in ("tokens_per_s", "tokens_per_s_ci95", "accept_length",
-                                            "accept_length_ci95", "speedup", "speedup_ci95", "prompts")},
-                     "requests": row["prompts"], "failed": False})
-    return pd.DataFrame([base, *rows]).set_index("run")
+                     **{k: row[k] for k in PAIRED_COLUMNS}, "requests": row["prompts"], "failed": False})
+    return pd.DataFrame(rows).set_index("run")
+
+
+# What a measured row carries: its figures with intervals, and the paired baseline its speed-up divides.
+PAIRED_COLUMNS = ("tokens_per_s", "tokens_per_s_ci95", "baseline_tokens_per_s", "baseline_tokens_per_s_ci95",
+                  "speedup", "speedup_ci95", "accept_length", "accept_length_ci95", "prompts")
 
 
 def _point(cfg: SpecConfig, faults, draft) -> dict:
@@ -258,8 +259,9 @@ def interleaved_table(frame, infos: dict | None = None):
             row["accept_length_ci95"] = rate_ci(mine["tokens"], verify, digits=3, bounds=(1, None))
         if len(base) and not failed:
             both = mine.join(base.add_suffix("_base"), how="inner")
-            row["speedup"] = float((both["tokens"].sum() / both["seconds"].sum())
-                                   / (both["tokens_base"].sum() / both["seconds_base"].sum()))
+            row["baseline_tokens_per_s"] = float(both["tokens_base"].sum() / both["seconds_base"].sum())
+            row["baseline_tokens_per_s_ci95"] = rate_ci(both["tokens_base"], both["seconds_base"])
+            row["speedup"] = float((both["tokens"].sum() / both["seconds"].sum()) / row["baseline_tokens_per_s"])
             if label != BASELINE:
                 row["speedup_ci95"] = ratio_ci(both["tokens"], both["seconds"], both["tokens_base"],
                                                both["seconds_base"])

@@ -8,24 +8,25 @@ from eagle3lab.prose.words import (_ci, _count, _depths, _finite, _get, _prompts
 
 
 def flag_set_sentence(measured, backend: str = "lab") -> str:
-    """Prose for notebook 01, every figure taken from `measured` (intervals checked)."""
-    if BASELINE not in measured.index:
-        row = measured.iloc[0]
-        return (f"The server ran at **{row['tokens_per_s']:.1f} tok/s** with accept length "
-                f"**{row['accept_length']:.2f}**.")
-    base = measured.loc[BASELINE]
-    lines = [f"*{origin(where(backend)[0], base)}; the lab's seed-like draft (drafts/seed), not the "
-             "incident's:*", f"Without speculation {where(backend)[0]} decodes "
-             f"**{ci_text(base['tokens_per_s'], _get(base, 'tokens_per_s_ci95'), '.1f')} tok/s** "
-             f"(95 % interval over prompts in brackets; runs interleaved prompt by prompt)."]
+    """Prose for notebook 01, every figure taken from `measured`: each speed-up beside the
+    baseline it divides (a row's own paired run, or the one no-speculation server), intervals checked."""
+    runs = measured.drop(index=BASELINE, errors="ignore")
+    if not len(runs):
+        return "Nothing was measured."
+    shared = measured.loc[BASELINE] if BASELINE in measured.index else None
+    first = runs.iloc[0]
+    lines = [f"*{origin(where(backend)[0], first)}; {DRAFT_WORDS['seed']}, not the incident's; tokens/s of "
+             "whole requests, prefill included:*"]
     verdicts = []
-    for label, row in measured.drop(index=BASELINE).iterrows():
+    for label, row in runs.iterrows():
         sp, sp_ci = row["speedup"], _get(row, "speedup_ci95")
+        base = _get(row, "baseline_tokens_per_s", None if shared is None else shared["tokens_per_s"])
         verdicts.append(compare(sp, sp_ci, 1.0, None) if _ci(sp_ci) else
                         ("higher" if sp > 1.05 else "lower" if sp < 0.95 else "same"))
-        lines.append(f"- *{label}*: {_int(row['draft tokens run'])} draft tokens verified per step, accept "
-                     f"length **{ci_text(row['accept_length'], _get(row, 'accept_length_ci95'))}**, "
-                     f"**{row['tokens_per_s']:.1f} tok/s** — {speedup_words(sp, sp_ci)} no speculation.")
+        lines.append(f"- *{label}*: runs {_int(row['draft tokens run'])} draft tokens per step, accept length "
+                     f"**{ci_text(row['accept_length'], _get(row, 'accept_length_ci95'))}**, "
+                     f"**{row['tokens_per_s']:.1f} tok/s** against {ci_text(base, None, '.1f')} tok/s without "
+                     f"speculation on the same prompts: {speedup_words(sp, sp_ci)} no speculation.")
     if "higher" in verdicts:
         lines.append("\nAt least one flag set beats plain decoding on this draft, beyond the noise.")
     elif all(v == "lower" for v in verdicts):
@@ -34,6 +35,11 @@ def flag_set_sentence(measured, backend: str = "lab") -> str:
     elif verdicts:
         lines.append("\nNo flag set beats plain decoding beyond the noise.")
     return "\n".join(lines)
+
+
+# How prose names the lab's drafts: never by a name that reads as the incident's.
+DRAFT_WORDS = {"seed": "the lab's no-TTT draft", "healthy": "the lab's TTT draft",
+               "no-ttt": "the lab's second no-TTT draft"}
 
 
 def fix_sentence(measured, before: str, after: str, backend: str = "lab") -> str:

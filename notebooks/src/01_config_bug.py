@@ -1,15 +1,15 @@
 # %% [markdown]
 # # 01 · The silent draft-token adjustment
 #
-# The seed's deployment launched SGLang with `--speculative-num-steps 1 --speculative-eagle-topk 1
+# The incident launched SGLang with `--speculative-num-steps 1 --speculative-eagle-topk 1
 # --speculative-num-draft-tokens 16` and got fewer tokens per second than without speculation.
 # With `topk = 1` SGLang drafts a chain, and it quietly sets the number of draft tokens to
 # `num_steps + 1`, printing a single warning line. The investigator then tried 15 steps (slower
 # still) and later 5 steps with 6 draft tokens.
 #
-# This notebook asks the config resolver what each flag set really runs (and SGLang's own resolver
-# when the `sglang` package is installed), then **measures** each on the lab (its server, or in a
-# rendered report its engine in process: said below) against the no-speculation baseline, with the lab's seed-like draft (drafts/seed, a small stand-in, not the
+# This notebook asks SGLang's rules what each flag set really runs (and SGLang's own resolver
+# when the `sglang` package is installed), then **measures** each on the lab against no
+# speculation, with the lab's no-TTT draft (a small stand-in trained like the incident's, not the
 # incident's draft) served the way SGLang served the incident's.
 
 # %%
@@ -35,12 +35,15 @@ SGLANG_VERSION = None    # the SGLang version whose rules the resolver applies; 
 %matplotlib inline
 from IPython.display import display
 from eagle3lab import experiments, plots, prose
+from eagle3lab import postmortem
+from eagle3lab.postmortem import records
 from eagle3lab.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
 flag_sets = experiments.SEED_FLAG_SETS
-prose.markdown("\n".join(f"- *{label}*: `{' '.join(cfg.to_flags())}`" for label, cfg in flag_sets.items()))
+prose.markdown("The incident's flag sets, in the order it tried them:\n\n"
+               + "\n".join(f"- `{' '.join(cfg.to_flags())}`" for cfg in flag_sets.values()))
 
 # %% [markdown]
 # ## What will SGLang actually run?
@@ -68,6 +71,7 @@ prose.headline(prose.resolution_sentence(resolved))
 # %%
 ground_truth = experiments.resolve_flag_sets(flag_sets, version=SGLANG_VERSION, arch=arch, use_sglang=True) \
     if experiments.sglang_installed() else None
+agree = None
 if ground_truth is None:
     prose.markdown("*SGLang is not installed here; skipping the cross-check.*")
 else:
@@ -75,6 +79,7 @@ else:
     display(agree)
     prose.markdown(f"SGLang's resolver agrees with eagle3lab's on **{int(agree['agree'].sum())} of "
                    f"{len(agree)}** flag sets.")
+records.resolution(resolved, agree, version=SGLANG_VERSION or experiments.LATEST_SGLANG)
 
 # %% [markdown]
 # ## What will vLLM run?
@@ -104,8 +109,9 @@ else:
 # ## Measured: tokens/s and accept length against no speculation
 #
 # The same held-out prompts are decoded greedily for each flag set (these prompts are the same in
-# every notebook); the interval of each speed-up is in `speedup_ci95`. How they were measured in this
-# run:
+# every notebook). Each flag set is decoded prompt by prompt beside its own no-speculation run:
+# `baseline_tokens_per_s` is the baseline its `speedup` divides. Tokens/s are whole requests,
+# prefill included.
 
 # %%
 prose.markdown(prose.measured_how(BACKEND, SERVER_URL))
@@ -114,22 +120,20 @@ prose.markdown(prose.measured_how(BACKEND, SERVER_URL))
 measured = experiments.measure_flag_sets(
     flag_sets, lab=LAB, backend=BACKEND, server_url=SERVER_URL, target_dir=TARGET_DIR,
     draft_dir=DRAFT_DIR, draft="seed", faults=FAULTS, **budget)
+records.flag_sets(measured, flag_sets)
 measured
 
 # %%
-plots.speed_plot(measured, title=f"The seed's flag sets {prose.where(BACKEND)[1]}")
+plots.speed_plot(measured, title=f"The incident's flag sets {prose.where(BACKEND)[1]}")
 
 # %%
-prose.headline(prose.flag_set_sentence(measured, backend=BACKEND))
+prose.markdown(prose.flag_set_sentence(measured, backend=BACKEND))
 
 # %% [markdown]
-# ## The incident's symptom, on the lab
+# ## Beside the incident
 #
-# Does the lab reproduce what the incident reported for the steps-1 configuration? Decided from
-# the interval, never from the point estimate alone.
+# The incident's figures for these flag sets (as reported) next to the lab's of the same
+# definition; the verdict is decided from the lab's interval.
 
 # %%
-if experiments.BASELINE in measured.index:
-    prose.symptom(prose.steps1_symptom(measured, next(iter(flag_sets)), backend=BACKEND))
-else:
-    prose.markdown("*No no-speculation baseline was measured: the symptom cannot be compared.*")
+prose.markdown(postmortem.beside_incident(steps=(2, 3)))

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 02 · What training fed the draft versus what the server feeds it
 #
-# The seed's second bug was silent: training fed the draft's `fc` layer the concatenation of
+# The incident's second bug was silent: training fed the draft's `fc` layer the concatenation of
 # boundaries `[0, 3, 31]` (the embedding, the inputs of layers 3 and 31), while the SGLang it ran
 # (0.5.11 or 0.5.12, whose `deepseek_v2.py` adds 1 to every id) read the ids `[2, 30, 58]` in the
 # draft's config and fed boundaries `[3, 31, 59]`. (Notebook 03 shows, version by version, what
@@ -37,6 +37,7 @@ DEPTH = 5                # unrolled depth for standalone accuracy (the seed serv
 import pandas as pd
 from IPython.display import display
 from eagle3lab import experiments, plots, prose
+from eagle3lab.postmortem import records
 from eagle3lab.style import apply_style
 
 apply_style()
@@ -68,7 +69,7 @@ wiring_table
 
 # %%
 bad = wiring_table[wiring_table["verdict"] != "ok"]
-prose.headline(
+prose.markdown(
     f"**{len(bad)} of {len(wiring_table)} slots** are fed a different boundary than training used."
     if len(bad) else "Every slot is fed the boundary training used.")
 
@@ -142,4 +143,5 @@ plots.accuracy_plot(accuracy)
 
 # %%
 right, served = (accuracy[accuracy["wiring"] == w] for w in accuracy["wiring"].unique())
-prose.headline(prose.accuracy_sentence(right, served))
+records.wiring(train_b, serve_b, accuracy, serve)
+prose.markdown(prose.accuracy_sentence(right, served))

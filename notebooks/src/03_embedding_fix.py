@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 03 · The embedding-capture fix: what it feeds, what it buys, and why it is not enough
 #
-# Having found the wiring mismatch, the seed's investigator patched SGLang's model file so that an
+# Having found the wiring mismatch, the incident's investigator patched SGLang's model file so that an
 # id of `-1` in `eagle_aux_hidden_state_layer_ids` captures the embedding output (boundary 0),
 # rewrote the draft's ids from `[2, 30, 58]` to `[-1, 2, 30]`, restarted with 5 steps and 6 draft
 # tokens — and measured roughly the same tokens per second as before. Two things decide what that
@@ -26,7 +26,8 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import experiments, plots, prose
+from eagle3lab import experiments, plots, postmortem, prose
+from eagle3lab.postmortem import records
 from eagle3lab.spec import SpecConfig
 from eagle3lab.style import apply_style
 
@@ -76,6 +77,7 @@ capture_table
 
 # %%
 by_version = experiments.seed_ids_by_version()
+records.fix_ids(by_version, story_served=experiments.SEED_SERVED, latest=experiments.LATEST_SGLANG)
 by_version
 
 # %% [markdown]
@@ -93,7 +95,7 @@ wirings = experiments.measure_wirings(
 wirings[["boundaries", "accept_length", "accept_length_ci95", "speedup", "speedup_ci95", "prompts"]]
 
 # %%
-prose.headline(prose.seed_ids_sentence(by_version, wirings))
+prose.markdown(prose.seed_ids_sentence(by_version, wirings))
 
 # %% [markdown]
 # ## Served with embedding capture: measured
@@ -118,8 +120,14 @@ fix
 plots.speed_plot(fix, title=f"The fix {prose.where(BACKEND)[1]}")
 
 # %%
-prose.headline("**" + prose.fix_title(fix, before, after, backend=BACKEND) + "** "
+records.fix(fix, before, after)
+prose.markdown("**" + prose.fix_title(fix, before, after, backend=BACKEND) + "** "
                + prose.fix_sentence(fix, before, after, backend=BACKEND))
 
+# %% [markdown]
+# ## Beside the incident
+#
+# The incident's figures for the fix (as reported) next to the lab's of the same definition.
+
 # %%
-prose.symptom(prose.fix_symptom(fix, before, after, backend=BACKEND))
+prose.markdown(postmortem.beside_incident())

@@ -1,13 +1,12 @@
 # %% [markdown]
 # # 05 · What if? Sweeps over the configuration and over each hypothesis
 #
-# The seed's investigation ended with several open hypotheses for the gap between standalone
+# The incident's investigation ended with several open hypotheses for the gap between standalone
 # accuracy and served acceptance: a quantized target, a draft trained without training-time test,
 # prompts unlike the training data, longer contexts... On the lab each can be switched on alone,
-# so we measure which one reproduces the seed's signature, what fixes it, and which configuration
-# wins once it is fixed. Whether the incident's draft lacked TTT is one of those open hypotheses;
-# the lab's seed-like draft (drafts/seed) was trained without TTT by construction, so for it `no-ttt`
-# holds: the sweep shows how much of the lab's gap it accounts for alone.
+# so we measure which ones are consistent with the incident's reported accept length at its fixed
+# configuration, which are excluded, and which measurement on the real server would separate the
+# consistent ones; then which configuration wins once the draft is sound.
 
 # %%
 from eagle3lab import glossary
@@ -36,7 +35,8 @@ LOAD_LIVE = False                  # on the lab backend: measure under load on v
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import experiments, plots, prose
+from eagle3lab import experiments, plots, postmortem, prose
+from eagle3lab.postmortem import records
 from eagle3lab.style import apply_style
 
 apply_style()
@@ -66,8 +66,12 @@ experiments.per_position_table(hypotheses)
 # %%
 plots.fault_plot(hypotheses)
 
+# %% [markdown]
+# ## Which hypotheses are consistent with the incident?
+
 # %%
-prose.headline(prose.hypothesis_sentence(hypotheses))
+records.hypotheses(hypotheses)
+prose.markdown(postmortem.hypotheses_markdown())
 
 # %% [markdown]
 # ## What wins once it is fixed: depth, topk and draft tokens
@@ -97,7 +101,7 @@ plots.speedup_vs_depth(sweep, title=f"Speed-up over no speculation {prose.where(
 experiments.speedup_table(sweep)
 
 # %%
-prose.headline(prose.winner_sentence(sweep, backend=BACKEND))
+prose.markdown(prose.winner_sentence(sweep, backend=BACKEND))
 
 # %% [markdown]
 # ## Under load: does it still pay with many requests in flight?

@@ -1,0 +1,48 @@
+"""The post-mortem's one figure: each hypothesis' accept length with its interval, against the
+incident's reported range, embedded in the page as a PNG with alt text saying what it shows."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+
+def hypotheses_figure(rows: list[dict], low: float, high: float) -> str:
+    """An `<img>` tag: one row per hypothesis (its accept length and 95 % interval, the lab
+    measured in this run), the incident's reported range shaded. Empty without rows."""
+    rows = [r for r in rows if r["_row"].get("accept_length") is not None]
+    if not rows:
+        return ""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from eagle3lab.style import apply_style
+
+    apply_style()
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(rows) + 1.3))
+    ax.axvspan(low, high, color="#bbbbbb", alpha=0.6, lw=0, label="incident's reported range")
+    labels = []
+    for i, r in enumerate(reversed(rows)):
+        point = float(r["_row"]["accept_length"])
+        ci = r["_row"].get("accept_length_ci95") or [point, point]
+        fits = r["_verdict"] == "consistent"
+        colour = "#0072B2" if fits else "#D55E00"  # Okabe-Ito blue / vermillion: safe for colour-blind readers
+        ax.errorbar([point], [i], xerr=[[point - ci[0]], [ci[1] - point]], fmt="o" if fits else "s",
+                    color=colour, capsize=3, ms=5)
+        labels.append(r["stands for"].split(" (")[0] + ("" if r["name"].startswith("healthy") else f" [{r['name']}]"))
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlabel("accept length at 5/1/6 (tokens per verify step, bonus included)")
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    ax.set_title("Which hypotheses the incident's accept length excludes", fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    fits = [r["name"] for r in rows if r["_verdict"] == "consistent" and not r["name"].startswith("healthy")]
+    alt = (f"Accept length at 5/1/6 with 95 % intervals for {len(rows)} lab hypotheses against the incident's "
+           f"reported range {low:.2f} to {high:.2f}; not excluded: {', '.join(fits) or 'none'}.")
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img src="data:image/png;base64,{data}" alt="{alt}" style="max-width:100%">'

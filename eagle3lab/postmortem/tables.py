@@ -1,0 +1,315 @@
+"""The post-mortem's tables, computed from the incident record and the notebooks' recorded evidence.
+
+Each row sets an incident figure (as reported, `eagle3lab.incident`) beside the lab's figure of
+the same definition at the same configuration, measured in the run, and decides the verdict from
+the lab's interval: "consistent" when the interval meets the incident's reported range, "higher"
+or "lower" when it lies beyond it. Where the lab cannot measure the same thing (tokens/s on the
+incident's GPU), the row says why in numbers: the cost of one speculative step.
+"""
+
+from __future__ import annotations
+
+import math
+
+from eagle3lab import incident as incident_record
+from eagle3lab import predict
+
+# What each lab switch stands for in the incident (notebook 05's hypotheses). The lab's drafts:
+# `healthy` trained with TTT; `seed` trained without TTT on [embedding, low, mid] as the
+# incident's was; `no-ttt` trained without TTT on the standard boundaries.
+HYPOTHESES = {
+    "embed-patch": "trained without TTT, wiring fixed (the incident's draft as its story describes it)",
+    "no-ttt": "trained without TTT (standard wiring)",
+    "wiring-seed": "the wiring still off, as before the fix",
+    "quant-int4": "target quantized to int4 at serve time, draft trained on the unquantized target",
+    "quant-int8": "target quantized to int8 at serve time",
+    "domain-shift": "prompts unlike the training data",
+    "long-context": "prompts longer than the draft's training windows",
+    "no-d2t": "the draft's vocabulary map dropped",
+    "normed-last": "the final norm applied to the last captured state",
+    "healthy (no fault)": "none: a draft trained with TTT, served as trained (the reference)",
+}
+REFERENCE = "healthy (no fault)"
+
+DRAFTS = {"healthy": "the lab's TTT draft", "seed": "the lab's no-TTT draft",
+          "no-ttt": "the lab's second no-TTT draft"}
+
+
+def _ci(value):
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(_finite(v) for v in value):
+        return float(value[0]), float(value[1])
+    return None
+
+
+def _finite(x) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt(point, ci=None, digits: int = 2, unit: str = "") -> str:
+    """`1.90 [1.76, 2.08]`, `n/a` for a missing figure."""
+    if not _finite(point):
+        return "n/a"
+    text = f"{float(point):.{digits}f}{unit}"
+    ci = _ci(ci)
+    return text if ci is None else f"{text} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def against_range(point, ci, low: float, high: float) -> str:
+    """"consistent", "higher" or "lower": a lab figure (its interval) against a reported range.
+    Without an interval the point itself must fall inside the range to be called consistent."""
+    if not _finite(point):
+        return "not measured"
+    lo, hi = _ci(ci) or (float(point), float(point))
+    if hi < low:
+        return "lower"
+    if lo > high:
+        return "higher"
+    return "consistent"
+
+
+def against_one(ci, point, reference: float = 1.0) -> str:
+    """"above", "below" or "not distinguishable": a ratio's interval against 1."""
+    ci = _ci(ci)
+    if ci is None:
+        return "not measured" if not _finite(point) else "no interval"
+    if ci[0] > reference:
+        return "above"
+    if ci[1] < reference:
+        return "below"
+    return "not distinguishable"
+
+
+# --------------------------------------------------------------------------- the incident's own cost
+
+def incident_cost(rec=None) -> dict:
+    """What the incident's own figures say of its step cost at the fixed configuration:
+    one speculative step costs accept length × baseline / speculative tok/s plain steps, so
+    speculation there pays only above that accept length (assumption: the step's cost is set by
+    the configuration and the hardware, not by how much is accepted)."""
+    rec = rec or incident_record.load()
+    base, spec = rec.figure("baseline_tps").mid, rec.figure("after_fix_tps").mid
+    length = rec.figure("after_fix_accept_length")
+    k = rec.config("after_fix")["num_steps"]
+    cost = [L * base / spec for L in (length.low, length.mid, length.high)]
+    train = rec.figure("validation_accuracy").mid
+    return {"k": k, "baseline_tps": base, "spec_tps": spec, "accept_length": length.mid,
+            "cost": cost[1], "cost_range": (cost[0], cost[2]),
+            "iid_rate": predict.fit_iid_rate(length.mid, k),
+            "iid_rate_range": (predict.fit_iid_rate(length.low, k), predict.fit_iid_rate(length.high, k)),
+            "training_accuracy": train,
+            "accept_length_at_training_accuracy": float(predict.expected_accept_length(train, k))}
+
+
+def on_incident_hardware(accept_length, ci, cost: dict) -> dict:
+    """A measured accept length (and its interval) carried to the incident's hardware: the
+    speed-up L / C and tok/s baseline × L / C, a range from the interval."""
+    c = cost["cost"]
+    lo, hi = _ci(ci) or (accept_length, accept_length)
+    return {"speedup": accept_length / c, "speedup_range": (lo / c, hi / c),
+            "tps": cost["baseline_tps"] * accept_length / c,
+            "tps_range": (cost["baseline_tps"] * lo / c, cost["baseline_tps"] * hi / c)}
+
+
+def lab_cost(row: dict) -> float | None:
+    """The lab's own cost of one speculative step, in plain steps: accept length × paired
+    baseline tok/s / speculative tok/s (the incident's formula on the lab's measurement)."""
+    try:
+        return float(row["accept_length"]) * float(row["baseline_tokens_per_s"]) / float(row["tokens_per_s"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+# --------------------------------------------------------------------------- timeline, like for like
+
+def _speedup_cell(row: dict | None) -> str:
+    if not row:
+        return "not measured in this run"
+    return (f"{fmt(row.get('speedup'), row.get('speedup_ci95'), unit='×')} of its paired no-speculation run "
+            f"({fmt(row.get('tokens_per_s'), None, 1)} over {fmt(row.get('baseline_tokens_per_s'), None, 1)} tok/s)")
+
+
+def timeline_rows(ev: dict, rec=None) -> list[dict]:
+    """One row per incident figure in timeline order: the figure as reported, the lab's figure of
+    the same definition at the same configuration, and the verdict."""
+    rec = rec or incident_record.load()
+    flags = (ev.get("flag_sets") or {}).get("rows", {})
+    by_cfg = {tuple(r.get("asked") or ()): r for r in flags.values()}
+    fix = ev.get("fix") or {}
+    acc = ev.get("acceptance") or {}
+    wiring = ev.get("wiring") or {}
+    res = ev.get("resolution") or {}
+    cost = incident_cost(rec)
+    rows = []
+
+    def add(step, figure, lab, verdict):
+        rows.append({"step": step, "incident (as reported)": figure, "lab, same measure (this run)": lab,
+                     "verdict": verdict})
+
+    first = rec.config("first")
+    runs = next((r for r in res.get("rows", []) if r.get("asked") == [first["num_steps"], first["topk"],
+                                                                   first["num_draft_tokens"]]), None)
+    if runs:
+        same = runs["runs"][2] == rec.figure("draft_tokens_run_first").value
+        check = res.get("sglang_check")
+        by = (f"SGLang {check['version']}'s own resolver agrees on {check['agree']} of {check['of']} flag sets"
+              if check else f"SGLang {res.get('version', '')}'s rules, read in its wheel")
+        add(2, f"{incident_record.config_label(first)} runs **{rec.figure('draft_tokens_run_first').value}** draft tokens",
+            f"runs **{runs['runs'][2]}** ({by})", "same" if same else "differs")
+    tries = [("first", "first_tps", 2), ("steps15", "steps15_tps", 3)]
+    for name, fid, step in tries:
+        cfg = rec.config(name)
+        lab_row = by_cfg.get((cfg["num_steps"], cfg["topk"], cfg["num_draft_tokens"]))
+        inc = rec.figure(fid)
+        where = against_one((lab_row or {}).get("speedup_ci95"), (lab_row or {}).get("speedup"))
+        verdict = {"below": "reproduced: slower than no speculation",
+                   "above": "not reproduced: faster on the lab",
+                   "not distinguishable": "not distinguishable from no speculation on the lab"}.get(where, where)
+        add(step, f"{incident_record.config_label(cfg)}, wiring off: **{inc.text()}** = "
+                  f"{rec.speedup(fid):.2f}× of {rec.figure('baseline_tps').text()}",
+            _speedup_cell(lab_row), verdict)
+    s1 = by_cfg.get(tuple(rec.config("first")[k] for k in ("num_steps", "topk", "num_draft_tokens")))
+    s15 = by_cfg.get(tuple(rec.config("steps15")[k] for k in ("num_steps", "topk", "num_draft_tokens")))
+    if s1 and s15:
+        lo15, hi1 = (_ci(s15.get("speedup_ci95")) or (None, None))[1], (_ci(s1.get("speedup_ci95")) or (None, None))[0]
+        order = ("reproduced" if lo15 is not None and hi1 is not None and lo15 < hi1
+                 else "not distinguishable on the lab")
+        add(3, f"15 steps slower than 1 step ({rec.figure('steps15_tps').text()} < {rec.figure('first_tps').text()})",
+            f"{fmt(s15['speedup'], s15.get('speedup_ci95'), unit='×')} against {fmt(s1['speedup'], s1.get('speedup_ci95'), unit='×')}",
+            order)
+    ids = ev.get("fix_ids") or {}
+    model = rec.model
+    if ids.get("story_versions"):
+        add(4, f"the server fed **{model['served_boundaries_before_fix']}**, training used "
+               f"**{model['trained_boundaries']}** (ids {model['config_ids_before_fix']})",
+            f"SGLang's capture rule, read in its wheels, feeds {model['served_boundaries_before_fix']} for those ids "
+            f"on {ids['story_versions']}", "same (SGLang's code)")
+    if ids.get("fixed_on"):
+        add(5, f"ids rewritten to **{model['config_ids_after_fix']}** with the embedding patch",
+            f"they feed the trained boundaries on {ids['fixed_on']}; on {ids['latest']} they feed "
+            f"{ids['fed_latest']}", "depends on the SGLang version (the incident's is not stated)")
+    if wiring:
+        add(4, f"standalone first-token accuracy with the right wiring: **{rec.figure('standalone_accuracy').text()}**",
+            f"{DRAFTS['seed']}: acc@1 {fmt(100 * wiring['acc1_trained'], None, 1)} % as trained, "
+            f"{fmt(100 * wiring['acc1_served'], None, 1)} % as served (n = {wiring.get('positions', '?')} tokens)",
+            "not the same draft: the lab's is tiny; the wiring's cost is what carries over")
+    after = fix.get("after")
+    if after:
+        add(6, f"5/1/6 after the fix: **{rec.figure('after_fix_tps').text()}** = {rec.speedup('after_fix_tps'):.2f}×",
+            _speedup_cell(after),
+            f"differs in cost: a step costs {fmt(cost['cost'], cost['cost_range'], 1)} plain steps on the incident's "
+            f"GPU, {fmt(lab_cost(after), None, 1)} on the lab's CPU")
+    if acc or after:
+        src = acc if acc.get("accept_length") is not None else after
+        length = rec.figure("after_fix_accept_length")
+        add(6, f"accept length **{length.text()}** (SGLang's log, bonus token included)",
+            f"{fmt(src.get('accept_length'), src.get('accept_length_ci95'))} ({DRAFTS['seed']}, fixed)",
+            against_range(src.get("accept_length"), src.get("accept_length_ci95"), length.low, length.high))
+        rate = rec.figure("after_fix_accept_rate")
+        k1 = rec.config("after_fix")["num_steps"] + 1
+        ci = _ci(src.get("accept_length_ci95"))
+        lab_rate = None if not _finite(src.get("accept_length")) else float(src["accept_length"]) / k1
+        add(6, f"accept rate **{rate.text()}** (accept length / {k1})",
+            fmt(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1)),
+            against_range(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1), rate.low, rate.high))
+    rows.sort(key=lambda r: r["step"])
+    return rows
+
+
+def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    if not rows:
+        return ""
+    columns = columns or list(rows[0])
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows])
+
+
+# --------------------------------------------------------------------------- hypotheses
+
+def hypothesis_rows(ev: dict, rec=None) -> list[dict]:
+    """Each lab hypothesis at the incident's fixed configuration: its accept length and
+    per-position profile, consistent with the incident's reported range or excluded, and what it
+    would have given on the incident's hardware."""
+    rec = rec or incident_record.load()
+    table = (ev.get("hypotheses") or {}).get("rows", {})
+    length = rec.figure("after_fix_accept_length")
+    cost = incident_cost(rec)
+    rows = []
+    for name, row in table.items():
+        verdict = against_range(row.get("accept_length"), row.get("accept_length_ci95"), length.low, length.high)
+        there = on_incident_hardware(row["accept_length"], row.get("accept_length_ci95"), cost) \
+            if _finite(row.get("accept_length")) else None
+        rows.append({"name": name, "stands for": HYPOTHESES.get(name, name),
+                     "accept length": fmt(row.get("accept_length"), row.get("accept_length_ci95")),
+                     "per position": profile_text(row),
+                     "vs incident": ("reference" if name == REFERENCE else
+                                     "**not excluded**" if verdict == "consistent" else f"excluded ({verdict})"),
+                     "on the incident's GPU": "n/a" if there is None else
+                     f"{there['speedup']:.2f}× [{there['speedup_range'][0]:.2f}, {there['speedup_range'][1]:.2f}]",
+                     "_verdict": verdict, "_row": row})
+    return rows
+
+
+def profile_text(row: dict) -> str:
+    rates = row.get("per_position") or []
+    return " · ".join("–" if r is None else f"{r:.2f}" for r in rates) or "n/a"
+
+
+def consistent(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["_verdict"] == "consistent" and r["name"] != REFERENCE]
+
+
+MIN_AT_RISK = 30  # steps that reached a position: below it a rate's interval says little
+
+
+def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | None:
+    """Among the hypotheses not excluded, the draft position whose rates differ most between them,
+    counting only positions every one of them reached at least `min_n` times: the one
+    measurement on the real server that would tell them apart."""
+    cands = consistent(rows)
+    if len(cands) < 2:
+        return None
+    best = None
+    depth = max(len(r["_row"].get("per_position") or []) for r in cands)
+    for i in range(depth):
+        vals = {}
+        for r in cands:
+            rates, ns = r["_row"].get("per_position") or [], r["_row"].get("per_position_n") or []
+            if i < len(rates) and rates[i] is not None and i < len(ns) and (ns[i] or 0) >= min_n:
+                vals[r["name"]] = rates[i]
+        if len(vals) < len(cands):
+            continue
+        spread = max(vals.values()) - min(vals.values())
+        if best is None or spread > best["spread"]:
+            best = {"position": i + 1, "spread": spread, "rates": vals}
+    return best
+
+
+# --------------------------------------------------------------------------- the method's blind score
+
+HELD_OUT = "lab6"  # the newest lab built after the diagnosis rules froze (docs/report-method.md)
+
+
+def blind_score(name: str = HELD_OUT) -> dict | None:
+    """The diagnosis' strict top-1 score on a held-out lab (data/validation/<name>.txt, written
+    by benchmarks/validate_diagnosis.py): what a reader should trust, rather than its verdict on
+    a lab draft whose fault is known by construction."""
+    import re
+
+    from eagle3lab.paths import DATA_DIR
+
+    path = DATA_DIR / "validation" / f"{name}.txt"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    m = re.search(r"^all\s+strict top-1 (\d+) % \((\d+)/(\d+); 95 % CI (\d+)-(\d+) %\)", text, re.M)
+    built = re.search(r"built (\d{4}-\S+)", text)
+    if not m:
+        return None
+    return {"lab": name, "top1": int(m.group(1)), "right": int(m.group(2)), "of": int(m.group(3)),
+            "ci": (int(m.group(4)), int(m.group(5))), "built": built.group(1) if built else "?",
+            "file": f"data/validation/{name}.txt"}
