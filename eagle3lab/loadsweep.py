@@ -175,7 +175,7 @@ def _verdict(row) -> str:
 
 def _fmt(row) -> str:
     ci = row.get("speedup_ci95")
-    return (f"{row['concurrency']} (speed-up {row['speedup']:.2f}"
+    return (f"{row['concurrency']} (total tokens/s speed-up {row['speedup']:.2f}"
             + (f" [{ci[0]:.2f}, {ci[1]:.2f}])" if ci else ", no interval)"))
 
 
@@ -554,7 +554,7 @@ def _model_text(rows, shares, c0) -> str:
         fits = [name for name in MODELS if row[f"agrees_{name}"]]
         verdict = (" and ".join(fits) + " model" + ("s" if len(fits) > 1 else "") + " within the interval"
                    if fits else "neither model within the measured interval")
-        parts.append(f"at {row['concurrency']} measured {row['measured']:.2f} [{row['measured_ci95'][0]:.2f}, "
+        parts.append(f"at {row['concurrency']} measured decode speed-up {row['measured']:.2f} [{row['measured_ci95'][0]:.2f}, "
                      f"{row['measured_ci95'][1]:.2f}], tokens {row['predicted_tokens']:.2f}, requests "
                      f"{row['predicted_requests']:.2f}: {verdict}")
     extra = [str(r["concurrency"]) for r in rows if r["extrapolated"]]

@@ -370,9 +370,9 @@ def _html_unescape(text: str) -> str:
     return html.unescape(text)
 
 
-def broken_links(html: str) -> list[str]:
-    """Links in a page that would break when the page is sent alone: in-page anchors with no
-    matching id, and relative links to other files."""
+def broken_links(html: str, folder=None) -> list[str]:
+    """Links in a page that would break: in-page anchors with no matching id, and relative links
+    to files that are not in `folder` (the report folder the page sits in; none when not given)."""
     ids = set(re.findall(r'\b(?:id|name)="([^"]+)"', html))
     bad = []
     for href in re.findall(r'\bhref="([^"]*)"', html):
@@ -383,7 +383,8 @@ def broken_links(html: str) -> list[str]:
             if target and target not in ids and href[1:] not in ids:
                 bad.append(href)
         elif not re.match(r"^(https?:|mailto:|data:)", href):
-            bad.append(href)
+            if folder is None or "/" in href or not (Path(folder) / href).is_file():
+                bad.append(href)
     return bad
 
 
@@ -475,6 +476,14 @@ def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", stor
             + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
 
 
+def terms_used(text: str) -> str:
+    """Definitions of the glossary terms a page uses (the index's last section)."""
+    from eagle3lab import glossary
+
+    used = [term for term in glossary.TERMS if glossary.uses(text, term)]
+    return glossary.define_markdown(*used).replace("> **Terms.** ", "") if used else ""
+
+
 def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when: str = "",
                    store_text: str = ""):
     """The first page: the post-mortem (eagle3lab.postmortem) from the incident record and what the
@@ -488,6 +497,7 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
             "runs_ok": {run.name: run.ok for run in runs},
             "about": about_markdown(lab, runs, backend, store_text)}
     text = postmortem.index_markdown(ev, info)
+    text += "\n\n## Terms\n\n" + terms_used(text)
     errors = [f"> **{run.name} stopped with an error:** `{run.error}`" for run in runs if run.error]
     cells = [nbformat.v4.new_markdown_cell(part) for part in text.split("\n\n## ")]
     for i, cell in enumerate(cells[1:], 1):

@@ -229,7 +229,7 @@ def test_rendered_report_explorer_moves_without_a_kernel(browser, ci_report):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1200, "height": 1000})
     page.route("http*://**", lambda route: route.abort())  # the page must need nothing from outside
-    for html in (ci_report.index_path, next(r for r in ci_report.runs if r.name.startswith("04")).html_path):
+    for html in (next(r for r in ci_report.runs if r.name.startswith("04")).html_path,):
         page.goto(Path(html).resolve().as_uri(), wait_until="load")
         explorer = page.locator(".eagle3lab-explorer").first
         explorer.scroll_into_view_if_needed()
@@ -251,3 +251,21 @@ def test_rendered_report_explorer_moves_without_a_kernel(browser, ci_report):
         assert role("depth-value").inner_text() == depth.get_attribute("max")
         page.screenshot(path=str(ARTIFACTS / "browser_report_explorer.png"))
     page.close()
+
+
+INDEX_WORDS = 3500  # the post-mortem's first page: about ten minutes of reading (issue 31)
+
+
+def test_the_index_reads_in_ten_minutes_and_shows_no_code(browser, ci_report):
+    """The index's visible text as Chromium renders it, counted as `wc -w` counts (whitespace-
+    separated words; tables included, figures excluded): at most INDEX_WORDS, and no code cell."""
+    page = browser.new_page(viewport={"width": 1200, "height": 1000})
+    page.route("http*://**", lambda route: route.abort())
+    page.goto(ci_report.index_path.resolve().as_uri(), wait_until="load")
+    words = len(page.evaluate("() => document.body.innerText").split())
+    code_cells = page.locator(".jp-CodeCell").count()
+    images = page.evaluate("() => Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt])")
+    page.close()
+    assert 300 < words <= INDEX_WORDS, f"the index has {words} words (at most {INDEX_WORDS})"
+    assert code_cells == 0, f"the index shows {code_cells} code cells"
+    assert images and all(done and width > 0 and alt for done, width, alt in images), images

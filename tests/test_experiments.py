@@ -52,18 +52,6 @@ def test_prose_states_only_the_measured_figures():
     assert "**1.50** before" in fix and "**1.90** after" in fix and "56.8" in fix and "46.7" in fix
 
 
-def test_closest_hypothesis_matches_the_per_position_profile():
-    table = pd.DataFrame({
-        "per_position": [[0.9, 0.8, 0.8], [0.9, 0.3, 0.1], [0.9, 0.35, 0.15], [0.1, 0.0, 0.0]],
-        "accept_length": [3.3, 2.0, 2.1, 1.1], "speedup": [1.8, 0.9, 0.95, 0.6]},
-        index=["healthy (no fault)", experiments.SEED_AFTER_FIX, "no-ttt", "wiring-seed"])
-    name, distance = experiments.closest_hypothesis(table)
-    assert name == "no-ttt" and distance == pytest.approx(0.05 / 3 * 2)
-    text = prose.hypothesis_sentence(table)
-    assert "**no-ttt**" in text and "**3.30**" in text and "**1.80×**" in text
-    assert "no-TTT draft by construction" in text
-
-
 def test_winner_sentence_names_the_fastest_point():
     sweep = pd.DataFrame({"num_steps": [1, 3, 5], "topk": [1, 1, 2], "num_draft_tokens": [2, 4, 8],
                           "accept_length": [1.8, 3.1, 3.5], "tokens_per_s": [120.0, 190.0, 150.0],

@@ -44,31 +44,10 @@ def _source_blocks(path: Path) -> list[str]:
 
 
 def test_the_notebooks_define_each_term_where_first_used_and_once():
-    blocks = [report.deployment_box("ci")]
+    blocks = []
     for path in sorted(SRC.glob("0[1-5]_*.py")):
         blocks += _source_blocks(path)
     assert glossary.undefined_before_use(blocks) == []
     assert glossary.defined_twice(blocks) == []
 
 
-def test_the_index_defines_summary_terms_once_and_drops_repeated_definitions(tmp_path):
-    import nbformat
-
-    def run(name, headline, terms):
-        nb = nbformat.v4.new_notebook()
-        cell = nbformat.v4.new_code_cell("x")
-        cell.outputs = [nbformat.v4.new_output("display_data", data={"text/markdown": headline},
-                                               metadata={prose.HEADLINE_KEY: True}),
-                        nbformat.v4.new_output("display_data",
-                                               data={"text/markdown": glossary.define_markdown(*terms)})]
-        nb.cells = [cell]
-        return report.NotebookRun(name, tmp_path / f"{name}.ipynb", nb, 1.0)
-
-    runs = [run("01_a", "The draft was trained without TTT.", ["TTT", "d2t"]),
-            run("02_b", "Nothing new.", ["TTT"])]
-    merged = report.combined_notebook(runs, box=report.deployment_box("ci"))
-    header = merged.cells[0].source
-    assert "TTT" in glossary.defined_in(header)  # the summary uses it, so it is defined right there
-    outputs = [o for c in merged.cells if c.cell_type == "code" for o in c.outputs]
-    later = [glossary.defined_in(o["data"].get("text/markdown", "")) for o in outputs]
-    assert {"d2t"} in later and not any("TTT" in t for t in later)

@@ -172,8 +172,8 @@ def test_the_crossover_is_bracketed_by_the_last_point_before_it():
     cross = loadsweep.crossover(_rows((8, 0.8, [0.7, 0.9]), (1, 1.5, [1.3, 1.7]), (2, 1.2, [1.1, 1.3]),
                                       (4, 0.9, [0.85, 0.95])))
     assert cross["status"] == "reached" and cross["concurrency"] == 4 and cross["below"]["concurrency"] == 2
-    assert cross["text"] == ("speculation stops paying between concurrency 2 (speed-up 1.20 [1.10, 1.30]) "
-                             "and 4 (speed-up 0.90 [0.85, 0.95])")
+    assert cross["text"] == ("speculation stops paying between concurrency 2 (total tokens/s speed-up 1.20 [1.10, 1.30]) "
+                             "and 4 (total tokens/s speed-up 0.90 [0.85, 0.95])")
 
 
 def test_a_point_below_one_with_a_paying_point_above_is_no_crossover():
@@ -196,8 +196,8 @@ def test_straddling_intervals_at_the_top_are_undecided_not_a_crossover():
     assert cross["at"]["concurrency"] == 2 and cross["below"]["concurrency"] == 1
     assert "from concurrency 2" in cross["text"] and "up to 4" in cross["text"]
     top = loadsweep.crossover(_rows((4, 1.3, [1.1, 1.5]), (8, 1.06, [0.98, 1.13])))
-    assert top["text"] == ("undecided: at concurrency 8 (speed-up 1.06 [0.98, 1.13]) the speed-up's interval "
-                           "straddles 1 (it pays at 4 (speed-up 1.30 [1.10, 1.50])); more prompts narrow it")
+    assert top["text"] == ("undecided: at concurrency 8 (total tokens/s speed-up 1.06 [0.98, 1.13]) the speed-up's interval "
+                           "straddles 1 (it pays at 4 (total tokens/s speed-up 1.30 [1.10, 1.50])); more prompts narrow it")
     one_prompt = loadsweep.crossover(_rows((1, 0.5, None)))  # no interval: nothing decided
     assert one_prompt["status"] == "undecided" and "no interval" in one_prompt["text"]
     assert loadsweep.crossover(_rows((1, float("nan"), None)))["status"] == "no baseline"
@@ -286,8 +286,8 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
     assert lines[2].split()[0] == "4" and "[" in lines[2]  # figures carry their intervals
     assert "4 prompts per window" in out and "busy" in lines[0]
     assert "at concurrency 4 a window holds fewer than 2 rounds of 4 prompts" in out
-    assert "crossover (speculation): speculation stops paying between concurrency 1 (speed-up" in out
-    assert "and 4 (speed-up 0." in out
+    assert "crossover (speculation): speculation stops paying between concurrency 1 (total tokens/s speed-up" in out
+    assert "and 4 (total tokens/s speed-up 0." in out
     # the stand-in slows with requests in flight, not with tokens per forward: the cost model,
     # anchored at 1, cannot explain concurrency 4 and says so
     assert "decode speed-up, measured vs predicted by two cost models (speculation; k = 3):" in out
@@ -339,8 +339,8 @@ def test_the_load_cost_models_calibrate_at_the_anchor_and_predict_the_rest():
     assert by[2]["agrees_tokens"] is True and by[2]["agrees_requests"] is False  # 0.92-1.00 vs 0.7-0.9
     assert by[4]["agrees_tokens"] is False and by[8]["agrees_tokens"] is None
     assert not by[2]["extrapolated"] and by[4]["extrapolated"]  # 16 tokens in one forward; the baseline ran 8
-    assert "at 2 measured 1.00 [0.70, 0.90], tokens 0.81, requests 0.96: tokens model within the interval" in model["text"]
-    assert "at 4 measured 3.00 [2.50, 3.50]" in model["text"] and "neither model" in model["text"]
+    assert "at 2 measured decode speed-up 1.00 [0.70, 0.90], tokens 0.81, requests 0.96: tokens model within the interval" in model["text"]
+    assert "at 4 measured decode speed-up 3.00 [2.50, 3.50]" in model["text"] and "neither model" in model["text"]
     assert "the tokens model extrapolates" in model["text"]
 
 

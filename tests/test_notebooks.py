@@ -38,40 +38,51 @@ def test_each_notebook_ran_with_the_ci_lab_and_produced_figures(ci_report):
         assert pngs >= 1, f"{run.name} produced no figure"
 
 
-def test_the_post_mortem_embeds_every_notebook_and_its_plots(ci_report):
+def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
+    import re
+
     index = ci_report.index_path.read_text()
     for run in ci_report.runs:
-        assert f'id="{run.name}"' in index
+        assert f'href="{run.name}.html"' in index
         assert run.html_path.exists() and run.ipynb_path.exists()
-    pngs = sum(sum("image/png" in o.get("data", {}) for c in run.notebook.cells for o in c.get("outputs", []))
-               for run in ci_report.runs)
-    assert index.count("data:image/png;base64,") >= pngs
+    assert not re.search(r'class="[^"]*jp-CodeCell', index), "the index shows code cells"
+    heads = re.findall(r"<h2[^>]*>(.*?)<", index)
+    assert heads[:4] == ["Summary", "Causes and their status", "What to change in your own deployment",
+                         "The next measurement"], heads
+    assert "data:image/png;base64," in index and 'alt="Accept length at 5/1/6' in index
     summary = json.loads((ci_report.out_dir / "summary.json").read_text())
     assert summary["ok"] is True and summary["lab"] == "ci"
 
 
-def test_the_index_can_be_sent_alone_and_carries_no_local_path(ci_report):
+def test_the_index_links_resolve_and_carry_no_local_path(ci_report):
     index = ci_report.index_path.read_text()
-    assert report.broken_links(index) == []
+    assert report.broken_links(index, folder=ci_report.out_dir) == []
     assert report.local_paths(index) == []
-    assert "What carries over" in index
+    assert "carries over to a real deployment" in index
 
 
-def test_the_rendered_index_defines_terms_before_use_and_intervals_hold(ci_report):
+def test_every_page_defines_terms_before_use_and_intervals_hold(ci_report):
     import re
 
     from eagle3lab import glossary, prose
 
-    index = ci_report.index_path.read_text()
-    body = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", index, flags=re.S)
-    body = re.sub(r'<dfn title="([^"]+)"[^>]*>', "\x00\\1\x01", body)  # keep the definitions' marks
-    blocks = [re.sub(r"<[^>]+>", "", b) for b in re.split(r'<div class="jp-Cell ', body)]
-    blocks = [re.sub("\x00(.*?)\x01", r'<dfn title="\1">', b) for b in blocks]
-    assert glossary.undefined_before_use(blocks, slack=2) == []
-    # every "x [lo, hi]" a sentence prints has its estimate inside its interval
-    plain = re.sub(r"<[^>]+>", "", index).replace("**", "")
-    for point, lo, hi in re.findall(r"(\d+\.\d+)×? \[(\d+\.\d+), (\d+\.\d+)\]", plain):
-        assert prose.interval_holds(float(point), [float(lo), float(hi)]), (point, lo, hi)
+    def blocks_of(html):
+        body = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", html, flags=re.S)
+        body = re.sub(r'<dfn title="([^"]+)"[^>]*>', "\x00\\1\x01", body)  # keep the definitions' marks
+        blocks = [re.sub(r"<[^>]+>", "", b) for b in re.split(r'<div class="jp-Cell ', body)]
+        return [re.sub("\x00(.*?)\x01", r'<dfn title="\1">', b) for b in blocks]
+
+    index = blocks_of(ci_report.index_path.read_text())
+    used = {t for t in glossary.TERMS if any(glossary.uses(b, t) for b in index)}
+    defined = glossary.defined_in("".join(index))
+    assert used <= defined, used - defined  # a post-mortem defines its terms once, in its last section
+    pages = [blocks_of(run.html_path.read_text()) for run in ci_report.runs]  # read in order, 01 to 05
+    assert glossary.undefined_before_use([b for page in pages for b in page], slack=2) == []
+    for path in [ci_report.index_path] + [run.html_path for run in ci_report.runs]:
+        # every "x [lo, hi]" a sentence prints has its estimate inside its interval
+        plain = re.sub(r"<[^>]+>", "", path.read_text()).replace("**", "")
+        for point, lo, hi in re.findall(r"(\d+\.\d+)×? \[(\d+\.\d+), (\d+\.\d+)\]", plain):
+            assert prose.interval_holds(float(point), [float(lo), float(hi)]), (path.name, point, lo, hi)
 
 
 def test_05_says_the_lab_server_has_no_load_and_where_to_measure_it(ci_report):

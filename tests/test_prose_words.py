@@ -139,27 +139,6 @@ def test_resolution_sentence_counts_the_warnings_it_mentions():
     assert "1 distinct warning line," in prose.resolution_sentence(resolved)
 
 
-def test_reproduced_is_decided_from_intervals():
-    import pandas as pd
-
-    measured = pd.DataFrame({"speedup": [1.0, 1.04], "speedup_ci95": [None, [0.95, 1.12]], "prompts": [6, 6]},
-                            index=["no speculation", "steps 1"])
-    row = prose.steps1_symptom(measured, "steps 1")
-    assert row["reproduced?"].startswith("not reproduced") and "n = 6 prompts" in row["lab, measured in this run"]
-    measured.loc["steps 1", "speedup_ci95"] = [0.80, 0.95]
-    measured.loc["steps 1", "speedup"] = 0.88
-    assert prose.steps1_symptom(measured, "steps 1")["reproduced?"] == "reproduced"
-    fix = pd.DataFrame({"tokens_per_s": [100.0, 147.0], "tokens_per_s_ci95": [[90, 110], [135, 160]],
-                        "prompts": [6, 6]}, index=["before", "after"])
-    assert prose.fix_symptom(fix, "before", "after")["reproduced?"].startswith("not reproduced")
-    assert "+47%" in prose.fix_symptom(fix, "before", "after")["lab, measured in this run"]
-    per_pos = pd.DataFrame({"position": [1], "rate": [0.818], "lo": [0.78], "hi": [0.85], "n": [400]})
-    assert prose.gap_symptom(per_pos, [0.56])["reproduced?"] == "not reproduced: the opposite"
-    assert prose.gap_symptom(per_pos, [0.95])["reproduced?"] == "reproduced"
-    table = prose.reproduced_markdown([prose.gap_symptom(per_pos, [0.56])])
-    assert table.splitlines()[0].startswith("| symptom of the incident | incident (as reported) |")
-
-
 def test_a_position_without_steps_reads_no_data_and_small_n_gets_a_wide_interval():
     import pandas as pd
 

@@ -97,11 +97,12 @@ def test_report_executes_renders_and_names_the_failing_cell(tmp_path):
     assert "lab is ci" in json.dumps(executed.cells[2].outputs)
     assert any("image/png" in o.get("data", {}) for o in executed.cells[2].outputs)
     index = (out / "index.html").read_text()
-    assert index.count("data:image/png;base64,") >= 1
-    assert "broken on ci" in index and "02_fails" in index
+    # the index is the post-mortem: the failing notebook is named there, its page linked, no code shown
+    assert "02_fails stopped with an error" in index and "broken on ci" in index
+    assert 'href="01_plot.html"' in index and 'href="02_fails.html"' in index
+    assert not re.search(r'class="[^"]*jp-CodeCell', index) and "Summary" in index
+    assert report.broken_links(index, folder=out) == []
     assert report.headlines(executed) == ["the lab was **ci**"]
-    glance = index.index("At a glance")
-    assert glance < index.index("the lab was <strong>ci</strong>") < index.index('id="01_plot"')
     assert 'src="http' not in index  # self-contained: no CDN scripts
     page = (out / "01_plot.html").read_text()
     assert "data:image/png;base64," in page and "lab is ci" in page
@@ -151,16 +152,19 @@ def test_local_paths_are_found_in_visible_text_only():
     assert report.local_paths("<p>./data/lab/ci and ~/models</p>") == []
 
 
-def test_broken_links_flags_missing_anchors_and_links_out():
+def test_broken_links_flags_missing_anchors_and_links_to_pages_not_beside_it(tmp_path):
     html = ('<a id="01_a"></a><h2 id="Intro">Intro</h2><a href="#01_a">ok</a><a href="#Intro">ok</a>'
-            '<a href="#02_b">missing</a><a href="02_b.html">out</a><a href="https://x.org">ok</a>')
-    assert report.broken_links(html) == ["#02_b", "02_b.html"]
+            '<a href="#02_b">missing</a><a href="02_b.html">out</a><a href="https://x.org">ok</a>'
+            '<a href="03_c.html">beside</a>')
+    (tmp_path / "03_c.html").write_text("<p>the evidence page</p>")
+    assert report.broken_links(html) == ["#02_b", "02_b.html", "03_c.html"]
+    assert report.broken_links(html, folder=tmp_path) == ["#02_b", "02_b.html"]
 
 
-def test_deployment_box_says_what_carries_over_and_reruns_with_real_parameters():
-    box = report.deployment_box("ci")
+def test_about_section_says_what_carries_over_and_reruns_with_real_parameters():
+    box = report.about_markdown("ci", [])
     assert "M-parameter Llama" in box and "Python source" in box and "no GPU" in box
-    assert "What carries over" in box and "What does not" in box and "only the mean accept length" in box
+    assert "carries over to a real deployment" in box and "do not" in box
     for nb, items in report.RERUN.items():
         path = next((REPO / "notebooks").glob(f"{nb}_*.ipynb"))
         declared = report.read_parameters(report.read_notebook(path))

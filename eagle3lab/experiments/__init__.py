@@ -26,5 +26,5 @@ from eagle3lab.experiments.measure import (fix_labels, interleaved_table, measur
                                            measure_interleaved, measure_points, measure_variants,
                                            stored_points)
 from eagle3lab.experiments.served import ServedRun, cost_ratio, serve_and_log  # noqa: F401
-from eagle3lab.experiments.sweeps import (chain_rows, closest_hypothesis, config_grid,  # noqa: F401
+from eagle3lab.experiments.sweeps import (chain_rows, config_grid,  # noqa: F401
                                           config_sweep, fault_sweep, per_position_table, speedup_table)

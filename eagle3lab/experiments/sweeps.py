@@ -31,23 +31,6 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
     return pd.DataFrame(rows).set_index("hypothesis")
 
 
-def closest_hypothesis(table, reference: str = SEED_AFTER_FIX) -> tuple[str, float]:
-    """The hypothesis whose per-position profile is nearest the reference's (mean |difference|)."""
-    import numpy as np
-
-    ref = np.nan_to_num(np.asarray(table.loc[reference, "per_position"], dtype=float))
-    best, best_d = None, float("inf")
-    for name, row in table.drop(index=reference).iterrows():
-        if name.startswith("healthy"):
-            continue
-        rates = np.nan_to_num(np.asarray(row["per_position"], dtype=float))
-        n = min(len(rates), len(ref))
-        d = float(np.mean(np.abs(rates[:n] - ref[:n]))) if n else float("inf")
-        if d < best_d:
-            best, best_d = name, d
-    return best, best_d
-
-
 def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
     """(num_steps, topk, num_draft_tokens) points: chains at each depth, then the given trees."""
     return [(int(s), 1, int(s) + 1) for s in chain_steps] + [tuple(int(x) for x in t) for t in trees]

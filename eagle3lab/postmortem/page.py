@@ -18,8 +18,14 @@ PAGES = {"01": ("01_config_bug", "What configuration did the server run?"),
          "05": ("05_what_if_sweeps", "Which hypothesis fits, what fixes it, which configuration wins")}
 
 
+_PRESENT: set = set()  # the notebook pages of the report being written (set by index_markdown)
+
+
 def _link(nb: str, text: str | None = None) -> str:
+    """A link to notebook `nb`'s page, or just its number when this report has no such page."""
     name, _ = PAGES[nb]
+    if _PRESENT and name not in _PRESENT:
+        return text or nb
     return f"[{text or nb}]({name}.html)"
 
 
@@ -223,17 +229,20 @@ def trust_section(ev: dict) -> str:
 
 
 def evidence_section(runs_ok: dict) -> str:
+    """A link per notebook page of this report, with the question it answers."""
+    questions = {name: q for name, q in PAGES.values()}
     lines = []
-    for nb, (name, question) in PAGES.items():
-        status = runs_ok.get(name)
-        mark = "" if status is None else " — **this notebook failed in this run**" if status is False else ""
-        lines.append(f"- {_link(nb, nb + ' · ' + question)}{mark}")
+    for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
+        failed = " — **this notebook failed in this run**" if ok is False else ""
+        lines.append(f"- [{name[:2]} · {questions.get(name, name)}]({name}.html){failed}")
     return "\n".join(lines)
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     """The whole first page, as Markdown (the report renders it with no code cells)."""
     rec = rec or incident_record.load()
+    _PRESENT.clear()
+    _PRESENT.update(run_info.get("runs_ok") or {})
     hyp_rows = t.hypothesis_rows(ev, rec)
     timeline = t.timeline_rows(ev, rec)
     parts = [

@@ -5,9 +5,7 @@
 from __future__ import annotations
 
 from eagle3lab.prose.sentences import *  # noqa: F401,F403
-from eagle3lab.prose.symptoms import *  # noqa: F401,F403
 from eagle3lab.prose.tables import *  # noqa: F401,F403
 from eagle3lab.prose.words import *  # noqa: F401,F403
 from eagle3lab.prose.words import (HEADLINE_KEY, INCIDENT, _ci, _count, _finite, _get, _in_report_store,  # noqa: F401
                                    _prompts)
-from eagle3lab.prose.symptoms import SYMPTOM_KEY, _verdict  # noqa: F401

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from eagle3lab.experiments import BASELINE, SEED_AFTER_FIX, _int, closest_hypothesis
+from eagle3lab.experiments import BASELINE, _int
 from eagle3lab.prose.words import (_ci, _count, _depths, _finite, _get, _prompts, _vt, ci_text, compare,
-                                   compare_words, origin, rates_text, speedup_words, where)
+                                   compare_words, origin, speedup_words, where)
 
 
 def flag_set_sentence(measured, backend: str = "lab") -> str:
@@ -54,7 +54,7 @@ def fix_sentence(measured, before: str, after: str, backend: str = "lab") -> str
             f"**{b['tokens_per_s']:.1f}** → **{a['tokens_per_s']:.1f} tok/s**. With the fix the server is "
             f"{speedup_words(a['speedup'], _get(a, 'speedup_ci95'))} plain decoding (before: "
             f"{speedup_words(b['speedup'], _get(b, 'speedup_ci95'))} it). *({origin(where(backend)[0], a)}; "
-            "the lab's seed-like draft, drafts/seed, not the incident's.)*")
+            "the lab's no-TTT draft, not the incident's.)*")
 
 
 def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
@@ -64,7 +64,7 @@ def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
     al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
                  _get(b, "accept_length_ci95"))
     if al == "higher":
-        return (f"The fix works {on} for the lab's seed-like draft (accept length {b['accept_length']:.2f} "
+        return (f"The fix works {on} for the lab's no-TTT draft (accept length {b['accept_length']:.2f} "
                 f"→ {a['accept_length']:.2f}); that draft was trained without TTT by construction, and "
                 "notebooks 04 and 05 measure how much that limits it.")
     if al == "lower":
@@ -156,35 +156,6 @@ def diagnosis_sentence(findings, short: bool = False, standalone: bool = False,
     return text
 
 
-def hypothesis_sentence(table, reference: str = SEED_AFTER_FIX) -> str:
-    """Which hypothesis reproduces the seed-after-fix signature (saying that the fixed seed is a
-    no-TTT draft by construction), with per-position sample sizes and speed-up intervals."""
-    ref = table.loc[reference]
-    name, distance = closest_hypothesis(table, reference)
-    healthy = table.loc[[n for n in table.index if n.startswith("healthy")][0]]
-    other = table.loc[name]
-    n_ref = _get(ref, "per_position_n", [])
-    n_other = _get(other, "per_position_n", [])
-    text = (f"*{origin('the lab', ref)}.* "
-            f"The lab's seed-like draft after the fix (`{reference}`, drafts/seed) accepts **{ci_text(ref['accept_length'], _get(ref, 'accept_length_ci95'))}** "
-            f"tokens per step (per position {rates_text(ref['per_position'])}"
-            + (f", steps at risk n = {list(n_ref)}" if len(n_ref) else "") + "), a speed-up of "
-            f"**{ci_text(ref['speedup'], _get(ref, 'speedup_ci95'), unit='×')}**. "
-            f"Of the other hypotheses, **{name}** has the closest per-position profile (mean "
-            f"difference {distance:.2f}; per position {rates_text(other['per_position'])}"
-            + (f", n = {list(n_other)}" if len(n_other) else "") + "). ")
-    if name == "no-ttt":
-        text += ("That is expected rather than discovered: the lab's seed-like draft is a no-TTT draft by "
-                 "construction, and after the fix it reads the boundaries it was trained on, so it "
-                 "differs from `no-ttt` only in which boundaries it was trained on. ")
-    text += (f"The lab's healthy draft (trained with TTT, served with the wiring it was trained on) accepts "
-             f"**{ci_text(healthy['accept_length'], _get(healthy, 'accept_length_ci95'))}** at the same "
-             f"configuration, a speed-up of **{ci_text(healthy['speedup'], _get(healthy, 'speedup_ci95'), unit='×')}**; "
-             f"its speed-up is {compare_words(healthy['speedup'], _get(healthy, 'speedup_ci95'), ref['speedup'], _get(ref, 'speedup_ci95'))} "
-             "the fixed seed-like draft's. Rates at positions with a small n are noisy.")
-    return text
-
-
 def winner_sentence(sweep, backend: str = "lab") -> str:
     """The measured best configuration, and which others its interval does not separate from."""
     best_i = sweep["speedup"].idxmax()
@@ -222,7 +193,7 @@ def resolution_sentence(resolved) -> str:
 
 
 def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
-    """Notebook 03: what the seed's fixed ids feed on `version`, per version, and what the
+    """Notebook 03: what the incident's fixed ids feed on `version`, per version, and what the
     one-layer offset costs on the lab (accept length and speed-up, intervals compared)."""
     from eagle3lab.experiments import SEED_FIX_IDS, SEED_TRAINED
 
@@ -240,7 +211,7 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
     text = ""
     if row is not None:
         fed = row[fed_col]
-        text += (f"On SGLang **{version}**, the seed's fixed ids {SEED_FIX_IDS} feed **{fed}** on its "
+        text += (f"On SGLang **{version}**, the incident's fixed ids {SEED_FIX_IDS} feed **{fed}** on its "
                  f"DeepSeek-V3-style target, " + ("exactly the boundaries it was trained on. " if bool(row[ok_col])
                                                   else f"not the **{SEED_TRAINED}** it was trained on"))
         if not bool(row[ok_col]) and isinstance(fed, list):
@@ -248,7 +219,7 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
             text += f": {off} of {len(SEED_TRAINED)} slots are one layer off. "
         text += (f"The ids that feed the trained boundaries there: **{row['ids that feed the trained boundaries']}**. ")
     if good:
-        text += (f"The seed's ids were right only on SGLang {', '.join(good)} (deepseek_v2.py adds 1 to every id "
+        text += (f"The incident's ids were right only on SGLang {', '.join(good)} (deepseek_v2.py adds 1 to every id "
                  "there; from 0.5.13 it adds 1 only when the first id is 1). ")
     names = list(measured.index)
     if len(names) == 2:
@@ -267,9 +238,9 @@ def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
         if direction == "same":
             text += ("So on the lab a one-layer offset costs nothing measurable (neighbouring boundaries of "
                      "the residual stream carry nearly the same state), and the offset alone does not "
-                     "explain why the seed's fix disappointed. Why it did is an open question: one "
+                     "explain why the incident's fix disappointed. Why it did is an open question: one "
                      "hypothesis is that its draft was trained without TTT, tested with the others in "
-                     "notebook 05 (the lab's seed-like draft is trained without TTT by construction). The "
+                     "notebook 05 (the lab's no-TTT draft is trained without TTT by construction). The "
                      "offset is still not the wiring the draft was trained on, and a real target may be "
                      "less forgiving: use the ids above and measure.")
         elif direction == "lower":

@@ -15,7 +15,7 @@
 # %%
 from eagle3lab import glossary
 
-glossary.define("depth", "bonus token", "topk")
+glossary.define("the seed", "TTT", "the lab", "accept length", "speed-up", "depth", "bonus token", "topk")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
@@ -24,7 +24,7 @@ SERVER_URL = None        # a running SGLang server, e.g. "http://gpu-box:30000":
 BACKEND = "lab"          # "lab"; "vllm": one vLLM server per flag set (its CPU build here, yours on a GPU);
                          # "sglang" on a GPU machine: one SGLang server per flag set
 TARGET_DIR = None        # target model for BACKEND="sglang"/"vllm"; None = the lab's target
-DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"/"vllm"; None = the lab's seed draft
+DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"/"vllm"; None = the lab's no-TTT draft (drafts/seed)
 FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft as SGLang feeds it;
                          # on vLLM: the draft's own ids, as vLLM reads them)
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget

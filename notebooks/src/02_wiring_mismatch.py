@@ -18,19 +18,19 @@
 # %%
 from eagle3lab import glossary
 
-glossary.define("boundary", "slot", "fc", "lossless", "acc@k", "TTT")
+glossary.define("boundary", "slot", "fc", "lossless", "acc@k")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own checkpoints.
 LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
-DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's seed draft
+DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's no-TTT draft (drafts/seed)
 TARGET_DIR = None        # your target model directory (config.json + weights); None = the lab's
 TRAIN = None             # how the draft was trained, e.g. ("specforge", "0.2.0"); None = the lab draft's record
 SERVE = None             # the engine and version that serves it, e.g. ("sglang", "0.5.23");
                          # None = SGLang's newest read, or vLLM's with BACKEND="vllm"
 BACKEND = "lab"          # "vllm": also measure which states the running vLLM captures (its CPU build here)
 EVAL_TEXTS = None        # held-out texts for standalone accuracy; None = the preset's budget
-DEPTH = 5                # unrolled depth for standalone accuracy (the seed served 5 steps)
+DEPTH = 5                # unrolled depth for standalone accuracy (the incident served 5 steps)
 
 # %%
 %matplotlib inline

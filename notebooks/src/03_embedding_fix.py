@@ -19,7 +19,7 @@ LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
 SERVER_URL = None        # a running (patched) SGLang server to measure as is; None = the lab server
 SGLANG_DIR = None        # an `sglang` package directory to diff against; None = the installed one
 BACKEND = "lab"          # "lab", or "vllm": measure the fix on vLLM (there it is other ids, not a patch)
-STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6   # the seed's configuration after the fix
+STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6   # the incident's configuration after the fix
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 
@@ -89,7 +89,7 @@ by_version
 # %%
 trained_lab = list(lab.load_draft("seed").train_boundaries)
 wirings = experiments.measure_wirings(
-    {"the seed's ids on SGLang ≥ 0.5.13": experiments.lab_analog(trained_lab),
+    {"the incident's ids on SGLang ≥ 0.5.13": experiments.lab_analog(trained_lab),
      "ids that feed the trained boundaries": trained_lab},
     lab=LAB, spec=(STEPS, TOPK, DRAFT_TOKENS), draft="seed", **budget)
 wirings[["boundaries", "accept_length", "accept_length_ci95", "speedup", "speedup_ci95", "prompts"]]

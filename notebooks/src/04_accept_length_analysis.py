@@ -19,7 +19,7 @@ LOG_FILE = None          # a server log (SGLang, vLLM, llama.cpp) to read; None 
 SERVER_URL = None        # a running SGLang server to benchmark and read back; None = the lab server
 BACKEND = "lab"          # "lab", or "vllm": serve on vLLM (its CPU build here) and read its /metrics
 DRAFT = "seed"           # lab draft to serve
-FAULTS = ["embed-patch"] # lab faults: the seed's draft served after the embedding fix
+FAULTS = ["embed-patch"] # lab faults: the lab's no-TTT draft served after the embedding fix
                          # (on vLLM: the ids that feed its training boundaries)
 STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6
 NUM_PROMPTS = None       # prompts to decode; None = the preset's budget
@@ -83,6 +83,9 @@ prose.headline(prose.log_sentence(log, run.effective_draft_tokens,
 # not a conditional rate, drawn on the same 0–1 scale for comparison.
 
 # %%
+glossary.define("steps at risk")
+
+# %%
 per_pos, standalone = run.per_position, run.standalone_acc
 prose.markdown(prose.source_sentence(run.observation))
 if run.per_position_unconditional is not None:
@@ -100,7 +103,7 @@ else:
                                     title="Served acceptance by draft position vs standalone accuracy"))
 
 # %%
-glossary.define("steps at risk", "gap columns")
+glossary.define("gap columns")
 
 # %%
 if per_pos is not None and standalone is not None:

@@ -1,0 +1,91 @@
+"""The post-mortem's tables: incident figures beside the lab's of the same definition, verdicts
+from intervals, the incident's own cost, hypotheses against the incident."""
+
+from __future__ import annotations
+
+import pytest
+
+from eagle3lab import incident, predict
+from eagle3lab.postmortem import tables as t
+from eagle3lab.postmortem.page import index_markdown
+
+
+def _row(L, ci, sp=1.0, sp_ci=(0.9, 1.1), base=100.0, pp=(0.8, 0.1, 0.0, None, None), n=(400, 320, 30, 0, 0)):
+    return {"accept_length": L, "accept_length_ci95": list(ci), "speedup": sp, "speedup_ci95": list(sp_ci),
+            "tokens_per_s": base * sp, "baseline_tokens_per_s": base, "per_position": list(pp),
+            "per_position_n": list(n), "prompts": 6}
+
+
+EVIDENCE = {
+    "resolution": {"rows": [{"label": "a", "asked": [1, 1, 16], "runs": [1, 1, 2], "changed": True, "warnings": 2}],
+                   "version": "0.5.23", "sglang_check": {"agree": 3, "of": 3, "version": "0.5.23"}},
+    "flag_sets": {"rows": {"s1": {**_row(1.3, (1.2, 1.5), sp=0.99, sp_ci=(0.8, 1.2)), "asked": [1, 1, 16]},
+                           "s15": {**_row(1.3, (1.2, 1.5), sp=0.58, sp_ci=(0.44, 0.78)), "asked": [15, 1, 16]}}},
+    "fix": {"before": _row(1.31, (1.17, 1.58), sp=0.71, sp_ci=(0.61, 0.82)),
+            "after": _row(1.90, (1.76, 2.08), sp=1.13, sp_ci=(1.02, 1.24))},
+    "hypotheses": {"rows": {"healthy (no fault)": _row(4.22, (3.11, 5.90), pp=(0.9, 0.8, 0.8, 0.8, 0.7),
+                                                       n=(400, 360, 290, 230, 180)),
+                            "embed-patch": _row(1.90, (1.76, 2.08)),
+                            "quant-int4": _row(4.1, (3.0, 5.5)),
+                            "domain-shift": _row(1.7, (1.5, 1.9), pp=(0.45, 0.4, 0.3, 0.2, 0.1),
+                                                 n=(300, 135, 54, 16, 3)),
+                            "no-d2t": _row(1.0, (1.0, 1.0), pp=(0.0,), n=(500,))}},
+}
+
+
+def test_the_incident_cost_is_the_arithmetic_of_its_own_figures():
+    rec = incident.load()
+    cost = t.incident_cost(rec)
+    L = sum(rec.figure("after_fix_accept_length").values) / 3
+    assert cost["cost"] == pytest.approx(L * rec.figure("baseline_tps").value / rec.figure("after_fix_tps").value)
+    assert cost["cost_range"][0] < cost["cost"] < cost["cost_range"][1]
+    assert predict.expected_accept_length(cost["iid_rate"], 5) == pytest.approx(L, abs=1e-6)
+    there = t.on_incident_hardware(cost["cost"], None, cost)
+    assert there["speedup"] == pytest.approx(1.0) and there["tps"] == pytest.approx(rec.figure("baseline_tps").value)
+
+
+def test_a_verdict_against_a_reported_range_is_decided_from_the_interval():
+    assert t.against_range(1.90, [1.76, 2.08], 1.73, 1.85) == "consistent"
+    assert t.against_range(4.2, [3.1, 5.9], 1.73, 1.85) == "higher"
+    assert t.against_range(1.0, [1.0, 1.0], 1.73, 1.85) == "lower"
+    assert t.against_range(1.9, None, 1.73, 1.85) == "higher"  # no interval: the point must fall inside
+    assert t.against_one([0.44, 0.78], 0.58) == "below" and t.against_one([0.8, 1.2], 0.99) == "not distinguishable"
+
+
+def test_the_timeline_sets_each_incident_figure_beside_the_same_measure():
+    rows = t.timeline_rows(EVIDENCE)
+    assert [r["step"] for r in rows] == sorted(r["step"] for r in rows)
+    by = {r["incident (as reported)"].split(":")[0]: r for r in rows}
+    text = "\n".join(f"{r['incident (as reported)']} || {r['lab, same measure (this run)']} || {r['verdict']}"
+                     for r in rows)
+    assert "runs **2** (SGLang 0.5.23's own resolver agrees on 3 of 3 flag sets) || same" in text
+    assert "reproduced: slower than no speculation" in text  # steps 15: 0.58 [0.44, 0.78]
+    assert "not distinguishable from no speculation on the lab" in text  # steps 1: 0.99 [0.8, 1.2]
+    accept = next(r for r in rows if r["incident (as reported)"].startswith("accept length"))
+    assert accept["verdict"] == "consistent" and accept["lab, same measure (this run)"].startswith("1.90 [1.76, 2.08]")
+    assert any("differs in cost" in r["verdict"] for r in rows) and by
+
+
+def test_hypotheses_are_excluded_only_beyond_their_interval_and_carried_to_the_incident_cost():
+    rows = {r["name"]: r for r in t.hypothesis_rows(EVIDENCE)}
+    assert rows["embed-patch"]["_verdict"] == "consistent" and rows["domain-shift"]["_verdict"] == "consistent"
+    assert rows["quant-int4"]["vs incident"] == "excluded (higher)" and rows["no-d2t"]["vs incident"] == "excluded (lower)"
+    assert rows["healthy (no fault)"]["vs incident"] == "reference"
+    cost = t.incident_cost()["cost"]
+    assert rows["embed-patch"]["on the incident's GPU"] == (
+        f"{1.90 / cost:.2f}× [{1.76 / cost:.2f}, {2.08 / cost:.2f}]")
+    sep = t.separating_position(list(rows.values()))
+    # position 1 is the only one both hypotheses reached 30 times: 0.8 (no TTT) against 0.45 (domain)
+    assert sep["position"] == 1 and sep["rates"] == {"embed-patch": 0.8, "domain-shift": 0.45}
+
+
+def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch):
+    text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads[:4] == ["## Summary", "## Causes and their status", "## What to change in your own deployment",
+                         "## The next measurement"]
+    rec = incident.load()
+    for fid in ("baseline_tps", "first_tps", "steps15_tps", "after_fix_tps", "validation_accuracy"):
+        assert rec.figure(fid).text() in text, fid
+    assert "2 cannot be excluded" in text and "eagle3lab bench --url" in text
+    assert "alt=\"Accept length at 5/1/6" in text
