@@ -18,7 +18,7 @@ LAYERS = (
                                       "eagle3lab.engines.sglang.capture", "eagle3lab.engines.vllm.capture",
                                       "eagle3lab.engines.lab.capture")),
     ("sources", ("eagle3lab.sources", "eagle3lab.engines.sglang.meta_info",
-                 "eagle3lab.engines.vllm.metrics")),
+                 "eagle3lab.engines.vllm.metrics", "eagle3lab.byprompt")),
     ("engines", ("eagle3lab.engines", "eagle3lab.conventions", "eagle3lab.config", "eagle3lab.known_defects",
                  "eagle3lab.wiring", "eagle3lab.patching")),
     ("lab engine", ("eagle3lab.engine",)),
