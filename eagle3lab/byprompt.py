@@ -147,14 +147,19 @@ def _with_categories(records, skipped: Counter, allowed, source: str) -> PromptS
 # --------------------------------------------------------------------------- grouping
 
 def length_buckets(lengths, n: int = LENGTH_BUCKETS) -> pd.Series:
-    """Equal-count prompt-length buckets labelled '32-48 tokens'; one bucket when the longest
-    prompt is under MIN_LENGTH_SPREAD x the shortest (nothing to compare)."""
+    """Prompt-length buckets labelled '32-48 tokens': one per distinct length when there are at
+    most n, else n of equal count; one bucket when the longest prompt is under MIN_LENGTH_SPREAD
+    x the shortest (nothing to compare)."""
     lengths = pd.Series(lengths, dtype=float)
     if lengths.isna().all():
         return pd.Series(["unknown length"] * len(lengths), index=lengths.index)
     lo, hi = lengths.min(), lengths.max()
-    codes = pd.Series(0, index=lengths.index) if hi < MIN_LENGTH_SPREAD * max(lo, 1) else \
-        pd.qcut(lengths.rank(method="first"), q=min(n, len(lengths)), labels=False)
+    if hi < MIN_LENGTH_SPREAD * max(lo, 1):
+        codes = pd.Series(0, index=lengths.index)
+    elif lengths.nunique() <= n:  # a few lengths (a test set of short and long prompts): one each
+        codes = lengths.rank(method="dense") - 1
+    else:
+        codes = pd.qcut(lengths.rank(method="first"), q=min(n, len(lengths)), labels=False)
     labels = {}
     for code in sorted(codes.dropna().unique()):
         part = lengths[codes == code]
@@ -222,14 +227,43 @@ class ByPrompt:
 
 def by_prompt(steps: pd.DataFrame, requests: pd.DataFrame, k: int, source: str, notes=()) -> ByPrompt:
     """The breakdown from verify steps (request, accepted) and requests (request, prompt_tokens,
-    category)."""
+    category). Each comparison holds the other factor still: with categories, lengths are
+    compared within the largest category, and categories at matched prompt lengths
+    (`_length_matched`), so a category of long prompts does not pass for a category gap."""
     requests = requests.copy()
-    requests["length"] = length_buckets(requests["prompt_tokens"]) if "prompt_tokens" in requests \
-        else "unknown length"
+    notes = list(notes)
     has_cats = "category" in requests and requests["category"].notna().any()
-    return ByPrompt(breakdown(steps, requests, "length", k),
-                    breakdown(steps, requests, "category", k) if has_cats else None,
-                    k, int(steps["request"].nunique()), source, list(notes))
+    lengths = requests
+    if has_cats:
+        largest = requests["category"].value_counts().index[0]
+        lengths = requests[requests["category"] == largest]
+        if requests["category"].nunique() > 1:
+            notes.append(f"prompt lengths compared within the largest category ({largest})")
+    lengths = lengths.assign(length=length_buckets(lengths["prompt_tokens"]) if "prompt_tokens" in lengths
+                             else "unknown length")
+    by_category = None
+    if has_cats:
+        matched, note = _length_matched(requests)
+        notes += [note] if note else []
+        by_category = breakdown(steps, matched, "category", k)
+    return ByPrompt(breakdown(steps, lengths, "length", k), by_category, k,
+                    int(steps["request"].nunique()), source, notes)
+
+
+def _length_matched(requests: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
+    """The requests of comparable prompt length across categories: those no longer than
+    MIN_LENGTH_SPREAD x the longest of the categories' shortest prompts (all of them when a
+    category would keep fewer than two, or lengths are unknown), and a note when some are left out."""
+    if "prompt_tokens" not in requests or requests["prompt_tokens"].isna().any():
+        return requests, None
+    cap = MIN_LENGTH_SPREAD * requests.groupby("category")["prompt_tokens"].min().max()
+    kept = requests[requests["prompt_tokens"] <= cap]
+    if kept["category"].value_counts().reindex(requests["category"].dropna().unique()).fillna(0).min() < 2:
+        return requests, "categories compared over every prompt length (too few prompts of matched length)"
+    if len(kept) == len(requests):
+        return requests, None
+    return kept, (f"categories compared at matched prompt lengths (up to {int(cap)} tokens: "
+                  f"{len(kept)} of {len(requests)} requests)")
 
 
 def from_load_test(result, prompts: PromptSet | None, k: int | None, source: str,

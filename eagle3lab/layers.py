@@ -26,7 +26,7 @@ LAYERS = (
     ("serving", ("eagle3lab.server", "eagle3lab.loadtest", "eagle3lab.measurements", "eagle3lab.engines.lab.frontend",
                  "eagle3lab.engines.vllm.reference")),
     ("experiments", ("eagle3lab.experiments", "eagle3lab.engines.vllm.experiments", "eagle3lab.plots",
-                     "eagle3lab.widgets", "eagle3lab.loadsweep", "eagle3lab.report", "eagle3lab.prose")),
+                     "eagle3lab.widgets", "eagle3lab.loadsweep", "eagle3lab.byprompt_lab", "eagle3lab.report", "eagle3lab.prose")),
     ("doctor", ("eagle3lab.doctor",)),
     ("front door", ("eagle3lab.commands", "eagle3lab.cli", "eagle3lab.__main__", "eagle3lab")),
 )
