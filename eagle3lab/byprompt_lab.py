@@ -185,3 +185,37 @@ def plot_by_prompt(found: byprompt.ByPrompt, title: str | None = None):
     fig.suptitle(title or f"Acceptance by prompt: {found.source}, {found.n_requests} requests, 95 % intervals")
     fig.tight_layout()
     return _close(fig)
+
+
+def run_by_prompt(lab_name: str = "ci", server_url: str | None = None, via: str = "server",
+                  draft: str = "healthy") -> tuple[byprompt.ByPrompt, dict]:
+    """(breakdown, draft config) of the lab's prompts: through the lab server (via="server", what
+    a user's SGLang gives), the lab engine's step records (via="engine"), or a running server at
+    `server_url` (the same prompts as text)."""
+    from eagle3lab.lab import load_lab
+
+    lab = load_lab(lab_name)
+    pset, ids = lab_prompts(lab, draft=draft)
+    config = json.loads((lab.draft_dir(draft) / "config.json").read_text())
+    if server_url:
+        from eagle3lab import server
+
+        from eagle3lab.spec import SpecConfig
+
+        srv = server.connect(server_url)
+        running = SpecConfig.from_server_info(srv.server_info() or {})
+        return measure_server(srv, pset, pset.texts, running.num_steps if running else None), config
+    if via == "engine":
+        return measure_engine(lab, pset, ids, draft=draft), config
+    return measure_lab_server(lab, pset, ids, draft=draft), config
+
+
+def markdown(found: byprompt.ByPrompt, draft_config: dict) -> str:
+    """What the breakdown shows, in words built from its values."""
+    rows = hypothesis_rows(found, draft_config)
+    lines = [f"Measured in this run ({found.source}, {found.n_requests} requests, 95 % intervals over requests):"]
+    for row in rows.to_dict("records"):
+        verdict = "the intervals separate" if row["intervals separate"] else "the intervals overlap: no claim"
+        lines.append(f"- {row['hypothesis']}: {row['measured']}; {verdict}"
+                     + (f" ({row['draft']})" if row["draft"] else "") + ".")
+    return "\n".join(lines + [f"- note: {n}" for n in found.notes])
