@@ -360,16 +360,15 @@ def measure(srv, prompts, **kwargs) -> tuple:
     """(LoadTestResult, Observation or None) for a server (url or eagle3lab.server handle). A
     vLLM server with speculation is observed through its /metrics counters around the run
     (eagle3lab.engines.vllm.metrics); SGLang and the lab server through each request's meta_info
-    (`meta_info.observe_server`: per-position rates from the histograms); None without speculation."""
+    (`meta_info.observe_server`, histograms included); None without speculation."""
     if getattr(srv, "api", None) == "openai":
         from eagle3lab.engines.vllm import metrics as vllm_metrics
 
         if vllm_metrics.scrape(srv).present:
             obs, result = observe_metrics(srv, prompts, **kwargs)
             return result, obs
-        return run(srv, prompts, **kwargs), None
     result = run(srv, prompts, **kwargs)  # SGLang, the lab: meta_info, histograms included
-    return result, observe_server(srv, result)
+    return result, None if getattr(srv, "api", None) == "openai" else observe_server(srv, result)
 
 
 def observe_metrics(server, prompts, max_new_tokens: int = 64, temperature: float = 0.0, concurrency: int = 1,
