@@ -95,10 +95,12 @@ def window_figures(result) -> dict:
 
 
 def acceptance_figures(result, obs) -> dict:
-    """Accept length and per-position rates (unconditional, vLLM's P(at least i accepted)) with
-    their intervals: from the /metrics window where there is one, else per request (SGLang)."""
-    if obs is None:
-        return {"accept_length": result.accept_length, "accept_length_ci95": None}
+    """Accept length and per-position rates with their intervals: vLLM's /metrics window
+    (unconditional, P(at least i accepted)), or SGLang's / the lab server's per-request histograms
+    (conditional; `per_position_conditional` says which)."""
+    if obs is None or obs.per_position is None:  # no speculation, or a server without histograms
+        return {"accept_length": result.accept_length if obs is None else obs.accept_length,
+                "accept_length_ci95": None if obs is None else _interval(obs.accept_length_ci95)}
     table = obs.per_position
     lo, hi, method = table["lo"].to_numpy(float), table["hi"].to_numpy(float), "jackknife over requests"
     if any(math.isnan(v) for v in lo):
@@ -110,7 +112,8 @@ def acceptance_figures(result, obs) -> dict:
     return {"accept_length": obs.accept_length, "accept_length_ci95": _interval(obs.accept_length_ci95),
             "per_position": [float(r) for r in table["rate"]],
             "per_position_ci95": [[float(a), float(b)] for a, b in zip(lo, hi)],
-            "per_position_ci_method": method, "verify_steps": obs.n_steps,
+            "per_position_ci_method": method, "per_position_conditional": obs.conditional,
+            "verify_steps": obs.n_steps,
             "acceptance_warnings": list(obs.warnings)}
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eagle3lab import engines, stats
+from eagle3lab.engines.sglang.meta_info import histogram_of, observe_server
 from eagle3lab.spec import SPEC_NAMES, server_info_fields
 from eagle3lab.errors import EagleLabError
 from eagle3lab.spec import LATEST_SGLANG
@@ -39,9 +40,9 @@ from eagle3lab.spec import LATEST_SGLANG
 REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
                    "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
                    "started_s", "text", "output_ids", "spec_accepted", "spec_histogram"]
-# output_ids, spec_accepted (accepted draft tokens) and spec_histogram (verify steps by number of
-# drafts accepted) come from vLLM's /v1/completions (return_token_ids; per-request
-# spec-decode metrics), NaN/None elsewhere.
+# output_ids and spec_accepted (accepted draft tokens) come from vLLM's /v1/completions
+# (return_token_ids; per-request spec-decode metrics), NaN/None elsewhere; spec_histogram (verify
+# steps by drafts accepted) from vLLM's per-request metrics or SGLang's meta_info (>= 0.5.9).
 
 
 class LoadTestError(EagleLabError):
@@ -215,6 +216,7 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
     row.update(ok=True, prompt_tokens=meta.get("prompt_tokens"), completion_tokens=completion,
                ttft_s=ttft, latency_s=latency, tokens_per_s=completion / latency if latency > 0 else math.nan,
                spec_verify_ct=meta.get("spec_verify_ct"), accept_length=stats.request_accept_length(meta),
+               spec_histogram=histogram_of(meta),
                finish_reason=finish.get("type") if isinstance(finish, dict) else finish,
                text=last.get("text"))
     return row
@@ -356,15 +358,17 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
 
 def measure(srv, prompts, **kwargs) -> tuple:
     """(LoadTestResult, Observation or None) for a server (url or eagle3lab.server handle). A
-    vLLM server with speculation is also observed through its /metrics counters around the run
-    (eagle3lab.engines.vllm.metrics); other servers report acceptance per request."""
+    vLLM server with speculation is observed through its /metrics counters around the run
+    (eagle3lab.engines.vllm.metrics); SGLang and the lab server through each request's meta_info
+    (`meta_info.observe_server`, histograms included); None without speculation."""
     if getattr(srv, "api", None) == "openai":
         from eagle3lab.engines.vllm import metrics as vllm_metrics
 
         if vllm_metrics.scrape(srv).present:
             obs, result = observe_metrics(srv, prompts, **kwargs)
             return result, obs
-    return run(srv, prompts, **kwargs), None
+    result = run(srv, prompts, **kwargs)  # SGLang, the lab: meta_info, histograms included
+    return result, None if getattr(srv, "api", None) == "openai" else observe_server(srv, result)
 
 
 def observe_metrics(server, prompts, max_new_tokens: int = 64, temperature: float = 0.0, concurrency: int = 1,

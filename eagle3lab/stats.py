@@ -519,6 +519,25 @@ def per_position(steps, k: int | None = None, *, conditional: bool, ci: float = 
                          "n": at_risk.astype(int)})
 
 
+def accepted_distribution(steps, k: int | None = None, level: float = 0.95) -> pd.DataFrame:
+    """Verify steps by drafts accepted, n = 0..k: DataFrame(accepted, steps, share, lo, hi), the
+    share's interval `share_interval`'s (requests as the unit where a ``request`` column names
+    two or more). For a chain, share n = r_n - r_(n+1); for a tree (topk > 1) it is the
+    distribution of accepted path lengths, the only per-step figure a tree's counts give."""
+    k = draft_depth(steps, k)
+    hist = accept_histogram(steps, k).astype(float)
+    per_request = None
+    if isinstance(steps, pd.DataFrame) and "request" in steps and steps["request"].nunique() > 1:
+        _, per_request = _per_request(steps, k + 1)
+    total = hist.sum()
+    lo, hi = np.full(k + 1, np.nan), np.full(k + 1, np.nan)
+    for n in range(k + 1):
+        by_request = None if per_request is None else np.column_stack([per_request[:, n], per_request.sum(1)])
+        lo[n], hi[n] = share_interval((int(hist[n]), int(total)), by_request, level)
+    return pd.DataFrame({"accepted": np.arange(k + 1), "steps": hist.astype(int),
+                         "share": hist / total, "lo": lo, "hi": hi})
+
+
 def share_interval(counts, request_counts=None, level: float = 0.95) -> tuple[float, float]:
     """Interval of a pooled share hits / n: the exact binomial interval of `counts` (hits, n),
     widened by the jackknife-t over requests where `request_counts` [requests, (hits, n)] names

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-HELP = "benchmark a server: tokens/s, time to first token, latency, accept length"
+HELP = ("benchmark a server: tokens/s, time to first token, latency, accept length, per-position "
+        "acceptance and acceptance by prompt length and category")
 
 
 def add_server_arguments(parser) -> None:
@@ -14,7 +15,8 @@ def add_server_arguments(parser) -> None:
     parser.add_argument("--model-path", help="target model (default for lab and vllm: the lab's target)")
     parser.add_argument("--draft", help="draft folder, or a lab draft name (healthy, seed, no-ttt)")
     parser.add_argument("--lab", default="ci", help="lab preset for defaults and prompts (default ci)")
-    parser.add_argument("--prompts", help="text file, one prompt per line "
+    parser.add_argument("--prompts", help="text file, one prompt per line, or JSON lines with text (or "
+                        "messages) and an optional category "
                         "(default: the lab's held-out passages, cut to --prompt-tokens tokens)")
     parser.add_argument("--num-prompts", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=64, help="lab prompt length in tokens")
@@ -149,7 +151,7 @@ def run(args) -> int:
 
     faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
     check_faults(args, faults)
-    prompts = load_prompts(args)
+    prompts, prompt_set = categorised_prompts(args, load_prompts(args))
     spec = {"num_steps": args.num_steps, "topk": args.topk, "num_draft_tokens": args.num_draft_tokens,
             "fault": ",".join(faults) if faults else None}
     if args.draft_layer_ids:
@@ -174,9 +176,74 @@ def run(args) -> int:
     if args.requests:
         print(results["run"].requests.drop(columns=["text", "output_ids", "spec_histogram"]).to_string(index=False))
     summary = summarize(results, obs)
+    breakdown = acceptance_by_prompt(results["run"], obs, prompt_set)
     if args.json:
-        print(json.dumps(summary, default=str))
+        print(json.dumps({**summary, **acceptance_json(obs, breakdown)}, default=str))
     else:
         for key, value in summary.items():
             print(f"{key:>22}: {value:.3f}" if isinstance(value, float) else f"{key:>22}: {value}")
+        print_acceptance(obs, breakdown)
     return 1 if summary["failed"] else 0
+
+
+def categorised_prompts(args, prompts: list):
+    """(prompts to send, PromptSet or None): a prompts file's texts and categories
+    (`byprompt.read_prompts`: JSON lines with text/messages and category, or plain lines)."""
+    if not args.prompts:
+        return prompts, None
+    from eagle3lab import byprompt
+
+    pset = byprompt.read_prompts(args.prompts)
+    if args.num_prompts:
+        pset = byprompt.PromptSet(pset.texts[: args.num_prompts], pset.categories[: args.num_prompts],
+                                  pset.skipped, pset.source)
+    return pset.texts, pset
+
+
+def acceptance_by_prompt(run, obs, prompt_set):
+    """The breakdown by prompt length and category from the run's per-request histograms
+    (SGLang, the lab server, vLLM with per-request metrics); None when no request has one."""
+    from eagle3lab import byprompt
+
+    k = None if obs is None else obs.effective.get("num_steps")
+    source = "per-request histograms" if obs is None else f"per-request histograms, {obs.engine}"
+    return byprompt.from_load_test(run, prompt_set, k, source)
+
+
+def per_position_lines(obs) -> list[str]:
+    """Per-position acceptance with its 95 % intervals, the convention and the source named."""
+    if obs is None:
+        return []
+    if obs.per_position is None:
+        return [f"per-position acceptance: none ({w})" for w in obs.warnings if "histogram" in w][:1]
+    kind = "conditional P(accept i | 1..i-1 accepted)" if obs.conditional else "unconditional P(at least i accepted)"
+    origin = {"meta_info": "each request's acceptance histogram (meta_info)",
+              "vllm-metrics": "vLLM's /metrics counters"}.get(obs.source, obs.source)
+    lines = [f"per-position acceptance, {kind}, from {origin}; 95 % intervals over {obs.n_requests} requests:"]
+    for row in obs.per_position.itertuples():
+        ci = "" if row.lo != row.lo else f" [{row.lo:.2f}, {row.hi:.2f}]"
+        lines.append(f"  position {row.position}: {row.rate:.3f}{ci}  (n = {row.n})")
+    return lines
+
+
+def print_acceptance(obs, breakdown) -> None:
+    for line in per_position_lines(obs):
+        print(line)
+    if obs is not None and obs.per_position is None and obs.distribution is not None:
+        print("accepted drafts per verify step (a tree: accepted path lengths, not per-position acceptance): "
+              + " ".join(f"{r.accepted}: {r.share:.2f}" for r in obs.distribution.itertuples()))
+    if breakdown is not None:
+        print(breakdown.text())
+
+
+def acceptance_json(obs, breakdown) -> dict:
+    """What --json adds: the per-position intervals, the distribution and the breakdown."""
+    out = {}
+    if obs is not None and obs.per_position is not None:
+        out["per_position_ci95"] = [[round(float(a), 4), round(float(b), 4)]
+                                    for a, b in zip(obs.per_position["lo"], obs.per_position["hi"])]
+    if obs is not None and obs.distribution is not None:
+        out["accepted_distribution"] = [round(float(v), 4) for v in obs.distribution["share"]]
+    if breakdown is not None:
+        out["by_prompt"] = breakdown.summary()
+    return out

@@ -8,7 +8,8 @@ finding of the same severity (`findings.SOURCE_RANK`). A statistical guess is ne
 
 Endpoints read, per engine (the sourced table `ENDPOINTS`; docs/doctor.md):
 * SGLang and the lab server: `/server_info` (`/get_server_info`), a speculative window through
-  `/generate` (per-request `meta_info`);
+  `/generate` (per-request `meta_info`: accept length, and per-position rates from each request's
+  acceptance histogram where SGLang returns it, >= 0.5.9);
 * vLLM: `/v1/models`, `/metrics` (spec-decode counters), `/server_info?config_format=json` when the
   server runs with `VLLM_SERVER_DEV_MODE=1`; a window through `/v1/completions` only when the
   counters hold no speculative traffic yet.
@@ -37,7 +38,9 @@ ENDPOINTS = {
                         "resolution), launch_command (the flags as given), internal_states[]"
                         ".avg_spec_accept_length (srt/managers/scheduler_components/internal_state.py), "
                         "version; /get_server_info is its deprecated alias",
-        "/generate": "meta_info.completion_tokens and spec_verify_ct per request",
+        "/generate": "meta_info.completion_tokens and spec_verify_ct per request, and "
+                     "spec_correct_drafts_histogram (sglang 0.5.23 srt/managers/tokenizer_manager.py; "
+                     "spec_accept_histogram in 0.5.9-0.5.20): eagle3lab/engines/sglang/meta_info.py",
     },
     "vllm": {
         "/v1/models": "vllm 0.32.0 entrypoints/openai/models/api_router.py: ModelCard "
@@ -200,8 +203,9 @@ def _sglang(served: Served, serve, spec, tspec, flags, prompts, facts):
     findings += _acceptance(obs, window, served)
     guesses, diagnosed = _statistics(obs, facts, ours=True)
     extra["server"]["observation"] = obs.summary()
-    return findings + guesses, [status, CheckStatus("server acceptance", True, window, round(result.wall_s, 2)),
-                                diagnosed], extra
+    f, c = _by_prompt(served, prompts, spec, running.num_steps, extra)
+    return findings + guesses + f, [status, CheckStatus("server acceptance", True, window, round(result.wall_s, 2)),
+                                    diagnosed] + c, extra
 
 
 def _running_sglang(info: dict):
@@ -335,7 +339,22 @@ def _vllm(served: Served, serve, spec, tspec, flags, prompts, facts, temperature
         findings += f
         checks.append(c)
         extra["server"]["defect_probe"] = probe
-    return findings, checks, extra
+    f, c = _by_prompt(served, prompts, spec, k, extra)
+    return findings + f, checks + c, extra
+
+
+def _by_prompt(served: Served, prompts, spec, k, extra) -> tuple[list[Finding], list[CheckStatus]]:
+    """--prompts with --url: acceptance by prompt length and category, named only where the
+    intervals separate (doctor/byprompt.py); nothing without --prompts."""
+    if not prompts:
+        return [], []
+    from eagle3lab.doctor.byprompt import NEW_TOKENS, by_prompt_checks
+
+    cap = int(served.info.get("max_new_tokens") or NEW_TOKENS)  # the lab server's cap
+    f, c, facts = by_prompt_checks(served.server, "openai" if _speaks_openai(served) else "generate",
+                                   prompts, spec.config, k, min(NEW_TOKENS, cap))
+    extra["server"].update(facts)
+    return f, [c]
 
 
 PROBE_NEW_TOKENS = 64

@@ -351,7 +351,10 @@ def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, l
             draft_vocab_ids=draft_vocab_ids, ttt_steps=k,
             intermediate_size=cfg["draft_intermediate_size"],
             embed_weight=target.model.embed_tokens.weight,
-            extra={"target": "../../target", "preset": cfg["preset"], "role": w["role"]})
+            # train_seq_len: tokens per training sequence, recorded so the doctor can name it
+            # (SpecForge and speculators write none into config.json: docs/sources.md section 7)
+            extra={"target": "../../target", "preset": cfg["preset"], "role": w["role"],
+                   "train_seq_len": int(sequences.shape[1])})
         init_weights(draft)
         # Drafts without TTT cost one unroll per step instead of ttt_steps; a what-if lab
         # can train them longer (`--set plain_draft_steps=1500`; default: draft_steps).

@@ -1,8 +1,9 @@
 """One observation of a speculative deployment: what ran, and how much of each draft it kept.
 
-Why one type: accept length and per-position rates come from server logs (SGLang logs only the
-mean, vLLM and llama.cpp per position), per-request `meta_info`, Prometheus counters or the lab
-engine's step records, with different conventions. An `Observation` states its convention
+Why one type: accept length and per-position rates come from server logs (SGLang's log prints
+only the mean, vLLM's and llama.cpp's per position), per-request `meta_info` (SGLang >= 0.5.9
+returns each request's acceptance histogram there), Prometheus counters or the lab engine's step
+records, with different conventions. An `Observation` states its convention
 (`conditional`) and its sample size, so a consumer never guesses.
 """
 
@@ -29,6 +30,9 @@ class Observation:
         warning, server info); requested: what the user asked for, when known.
     per_position: DataFrame(position, rate, lo, hi, n), position 1..k; `conditional` says whether
         rate is P(accept i | 1..i-1 accepted) (True) or P(at least i accepted) (False).
+    distribution: DataFrame(accepted, steps, share, lo, hi): verify steps by drafts accepted
+        (0..k), from per-request histograms; for a tree (topk > 1) the accepted path lengths,
+        which are not per-position acceptance.
     accept_length: mean tokens per verify step, bonus token included.
     n_steps / n_requests: the sample size behind the figures (verify steps or drafts; requests).
     """
@@ -41,6 +45,7 @@ class Observation:
     accept_length_ci95: tuple[float, float] | None = None
     per_position: pd.DataFrame | None = None
     conditional: bool | None = None
+    distribution: pd.DataFrame | None = None
     tokens_per_s: float | None = None
     costs: dict = field(default_factory=dict)
     n_steps: int | None = None
@@ -61,5 +66,7 @@ class Observation:
                 **{f"requested_{k}": self.requested.get(k) for k in SPEC_KEYS},
                 "accept_length": self.accept_length, "accept_length_ci95": self.accept_length_ci95,
                 "per_position": rates, "per_position_conditional": self.conditional,
+                "accepted_distribution": None if self.distribution is None
+                else [round(float(r), 4) for r in self.distribution["share"]],
                 "tokens_per_s": self.tokens_per_s, "n_steps": self.n_steps, "n_requests": self.n_requests,
                 "warnings": list(self.warnings)}

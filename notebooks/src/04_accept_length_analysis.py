@@ -180,3 +180,21 @@ if view is None:
 else:
     display(view)
     prose.markdown(prose.repetition_sentence(run.tokens))
+
+# %% [markdown]
+# ## On which prompts is acceptance lost?
+#
+# Every per-request source gives each request's acceptance histogram: SGLang from 0.5.9 in
+# `meta_info` (the lab server returns it the same way), vLLM with `--per-request-spec-decode-metrics`,
+# the lab engine its step records. Broken down by prompt length (within one category) and by
+# category (at matched prompt lengths), with 95 % intervals over requests. On the lab, through the
+# lab server: held-out code of two lengths (the long ones several times the drafts' training length)
+# and the domain-shift fault's numbers; with `SERVER_URL`, the same prompts sent to your server.
+
+# %%
+from eagle3lab import byprompt_lab
+
+by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, server_url=SERVER_URL)
+display(byprompt_lab.plot_by_prompt(by_prompt))
+prose.markdown(byprompt_lab.markdown(by_prompt, by_prompt_draft))
+

@@ -2,6 +2,9 @@
 
 Endpoints (SGLang 0.5.23 names and schemas): GET /health, GET /health_generate,
 POST /generate, POST /v1/completions, GET /get_server_info, GET /get_model_info, GET /v1/models.
+/generate's meta_info carries what 0.5.23's carries for speculation, the per-request acceptance
+histogram `spec_correct_drafts_histogram` included, built from the engine's step records
+(`eagle3lab.engines.sglang.meta_info` cites where SGLang builds it).
 Requests are served one at a time under a lock (the others queue), so concurrent clients all
 get correct answers. Scheduler lines are logged in SGLang's format
 (`srt/managers/scheduler_components/metrics_reporter.py`, 0.5.23) so `eagle3lab.sources.logfile.read_log`
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from eagle3lab import stats
+from eagle3lab.engines.sglang.meta_info import histogram_from_counts
 from eagle3lab.errors import EagleLabError
 from eagle3lab.spec import LAB_FIELDS, LATEST_SGLANG, SPEC_NAMES
 
@@ -229,6 +233,10 @@ class ServerState:
                              correct, verify_ct, self.spec.num_draft_tokens - 1) if proposed else 0.0,
                          "spec_num_correct_drafts": correct,
                          "spec_num_proposed_drafts": proposed})
+            # 0.5.23: steps by drafts accepted (bonus excluded), set only when non-empty
+            hist = histogram_from_counts(s.accepted for s in gen.steps)
+            if hist:
+                meta["spec_correct_drafts_histogram"] = hist
         elif self.spec is not None:
             meta.update({"spec_verify_ct": 0})
         return {"text": text, "output_ids": out_ids, "meta_info": meta}
