@@ -56,12 +56,17 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     engine = engines.get(backend)
     if server_url:
         prompts = bench_prompts(lab, num_prompts, backend="sglang")
-        info = server.connect(server_url).server_info()
-        result = loadtest.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
+        srv = server.connect(server_url)
+        info = srv.server_info()
+        result, obs = loadtest.measure(srv, prompts, max_new_tokens=max_new_tokens, progress=False)
         s = result.summary()
+        per_position = [] if obs is None or obs.per_position is None else \
+            [round(float(r), 3) for r in obs.per_position["rate"]]
         return pd.DataFrame([{"run": f"{server_url} as running",
                               "draft tokens run": info.get("speculative_num_draft_tokens"),
                               "tokens_per_s": s["tokens_per_s"], "accept_length": s["accept_length"],
+                              "accept_length_ci95": None if obs is None else obs.accept_length_ci95,
+                              "per_position": per_position,
                               "speedup": float("nan"), "completion_tokens": s["completion_tokens"],
                               "failed": s["failed"], "error": s["error"]}]).set_index("run")
     if engine.in_process and target_dir is None and draft_dir is None and measurements.active() is not None:

@@ -31,8 +31,8 @@ def cost_ratio(run=None, default: float = 0.1) -> float:
 @dataclass
 class ServedRun:
     """A served configuration read back: its `Observation` (on the lab, the engine's step
-    records for the same prompts: per-position acceptance needs them, SGLang logs only the
-    mean accept length; else the server log), the log itself, and what the notebook shows."""
+    records for the same prompts; from a running server, each request's acceptance histogram;
+    else the server log), the log itself, and what the notebook shows."""
 
     observation: Observation
     log: Any                     # the server log, read_log's frame
@@ -125,6 +125,14 @@ class ServedRun:
                                                           "was produced")
 
 
+def _no_log():
+    """An empty log frame (a server measured through its per-request data, no log file read)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns=["line", "engine", "kind", "time", "accept_len", "accept_rate_raw",
+                                 "gen_throughput"])
+
+
 def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: str = "seed",
                   faults=(), spec: SpecConfig | None = None, num_prompts: int = 4,
                   max_new_tokens: int = 64, eval_texts: int = 8, backend: str = "lab", **_) -> ServedRun:
@@ -141,14 +149,16 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
 
     spec = spec or SpecConfig()
     if server_url or log_file:
-        if server_url:
-            if not log_file:
-                raise EagleLabError("with SERVER_URL, also set LOG_FILE (the server's log, as a file "
-                                    "this notebook can read) so the decode lines can be read back")
+        observed = None
+        if server_url:  # each request's acceptance histogram (SGLang >= 0.5.9, vLLM's /metrics): no log needed
             prompts = bench_prompts(lab, num_prompts, backend="sglang")
-            loadtest.run(server_url, prompts, max_new_tokens=max_new_tokens, progress=False)
-        observation = observe_log(log_file, requested=spec)
-        return ServedRun(observation, observation.frame)
+            _, observed = loadtest.measure(server.connect(server_url), prompts, max_new_tokens=max_new_tokens,
+                                           progress=False)
+        logged = observe_log(log_file, requested=spec) if log_file else None
+        if observed is None and logged is None:
+            raise EagleLabError("the server at SERVER_URL returned no acceptance (no speculation, or an SGLang "
+                                "before 0.5.9 without per-request histograms): set LOG_FILE to its log")
+        return ServedRun(observed or logged, logged.frame if logged is not None else _no_log())
 
     from eagle3lab import measurements
     from eagle3lab.lab import evaluate_draft, load_lab

@@ -21,7 +21,7 @@ BACKEND = "lab"          # "lab", or "vllm": the configuration sweep on vLLM ser
 DRAFT = "healthy"        # lab draft for the configuration sweep
 CHAIN_STEPS = [1, 2, 3, 5, 7]        # chain depths (topk 1, draft tokens = steps + 1)
 TREES = [(3, 2, 6), (5, 2, 8), (5, 4, 12)]  # (steps, topk, draft tokens) tree configurations
-FAULTS = ["wiring-seed", "no-ttt", "quant-int4", "domain-shift", "no-d2t", "normed-last"]
+FAULTS = ["wiring-seed", "no-ttt", "quant-int4", "domain-shift", "long-context", "no-d2t", "normed-last"]
 SEED_SPEC = (5, 1, 6)    # the seed's configuration after its fix
 NUM_PROMPTS = None       # prompts per point; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
