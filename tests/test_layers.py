@@ -90,3 +90,12 @@ def test_no_upward_import():
 def test_the_checks_can_fail():
     assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b"]]
     assert layer_of("eagle3lab.cli") > layer_of("eagle3lab.spec")
+
+
+MAX_LINES = 700  # a module longer than this holds more than one concern: split it
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"

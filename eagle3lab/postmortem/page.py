@@ -18,15 +18,13 @@ PAGES = {"01": ("01_config_bug", "What configuration did the server run?"),
          "05": ("05_what_if_sweeps", "Which hypothesis fits, what fixes it, which configuration wins")}
 
 
-_PRESENT: set = set()  # the notebook pages of the report being written (set by index_markdown)
-
-
-def _link(nb: str, text: str | None = None) -> str:
-    """A link to notebook `nb`'s page, or just its number when this report has no such page."""
+def _link(nb: str, present=None) -> str:
+    """A link to notebook `nb`'s page, or just its number when the report (whose pages are
+    `present`; None: all of them) has no such page."""
     name, _ = PAGES[nb]
-    if _PRESENT and name not in _PRESENT:
-        return text or nb
-    return f"[{text or nb}]({name}.html)"
+    if present is not None and name not in present:
+        return nb
+    return f"[{nb}]({name}.html)"
 
 
 def _commands(lines: list[tuple[str, str]]) -> str:
@@ -83,7 +81,7 @@ def _names(rows: list[dict]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def causes_table(ev: dict, rec) -> str:
+def causes_table(ev: dict, rec, present=None) -> str:
     res = ev.get("resolution") or {}
     fix = ev.get("fix") or {}
     wiring = ev.get("wiring") or {}
@@ -94,7 +92,7 @@ def causes_table(ev: dict, rec) -> str:
          "status": "verified in SGLang's code",
          "evidence": (f"SGLang's own resolver agrees ({res['sglang_check']['agree']} of {res['sglang_check']['of']} "
                       "flag sets)" if res.get("sglang_check") else "SGLang's rules read in its wheels")
-                     + f"; {_link('01')}",
+                     + f"; {_link('01', present)}",
          "fix": "with topk 1, set draft tokens = steps + 1"},
         {"cause": "wiring mismatch: trained on [embedding, layer 3, layer 31], served layers 3, 31, 59",
          "status": "verified in SGLang's code; its cost measured on the lab",
@@ -102,16 +100,16 @@ def causes_table(ev: dict, rec) -> str:
                       f"as served; accept length {t.fmt(before.get('accept_length'), before.get('accept_length_ci95'))} → "
                       f"{t.fmt(after.get('accept_length'), after.get('accept_length_ci95'))} with the fix"
                       if wiring and before and after else "see notebook 02")
-                     + f"; {_link('02')}, {_link('03')}",
+                     + f"; {_link('02', present)}, {_link('03', present)}",
          "fix": "ids that feed the trained boundaries for your SGLang version; the embedding needs the patch"},
         {"cause": "the fix's ids one layer off on newer SGLang",
          "status": "verified in SGLang's code; no measurable cost on the lab",
          "evidence": (f"the ids feed the trained boundaries on {ids.get('fixed_on', '?')} only" if ids else "")
-                     + f"; {_link('03')}",
+                     + f"; {_link('03', present)}",
          "fix": "use the ids notebook 03 lists for your version"},
         {"cause": "accept length near 1.8 after the fix",
          "status": "open: hypotheses tested on the lab",
-         "evidence": f"the hypotheses table below; {_link('04')}, {_link('05')}",
+         "evidence": f"the hypotheses table below; {_link('04', present)}, {_link('05', present)}",
          "fix": "measure per-position acceptance on the server (below)"},
     ]
     return t.markdown_table(rows, ["cause", "status", "evidence", "fix"])
@@ -144,9 +142,13 @@ def actions(ev: dict, rec, hyp_rows) -> str:
 def next_measurement(hyp_rows: list[dict]) -> str:
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
-    text = ("SGLang (0.5.23, the version this project pins) returns with every request how many of its verify "
-            "steps accepted exactly n draft tokens (`meta_info[\"spec_correct_drafts_histogram\"]`); for a "
-            "chain (topk 1) that is the acceptance of each draft position. `eagle3lab bench --url` reads it.")
+    from eagle3lab.engines.sglang.meta_info import FIRST_HISTOGRAM_RELEASE
+
+    text = (f"SGLang from {FIRST_HISTOGRAM_RELEASE} returns with every request how many of its verify steps "
+            "accepted exactly n draft tokens (`meta_info[\"spec_correct_drafts_histogram\"]`, read in its "
+            "released wheels); for a chain (topk 1) that is the acceptance of each draft position. "
+            "`eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl` reads it and prints each "
+            "position's rate with its interval, and the same by prompt length and category.")
     if sep:
         rates = ", ".join(f"*{HYP(n)}* {r:.2f}" for n, r in sep["rates"].items())
         text += (f"\n\nOn the lab the hypotheses not excluded differ most at **position {sep['position']}** "
@@ -212,14 +214,14 @@ def _range() -> str:
     return incident_record.load().figure("after_fix_accept_length").text()
 
 
-def trust_section(ev: dict) -> str:
+def trust_section(ev: dict, present=None) -> str:
     acc = ev.get("acceptance") or {}
     top = (acc.get("diagnosis") or [None])[0]
     score = t.blind_score()
     lines = []
     if top:
         lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, which lacks TTT by "
-                     f"construction, the diagnosis ranks *{top}* first ({_link('04')}).")
+                     f"construction, the diagnosis ranks *{top}* first ({_link('04', present)}).")
     if score:
         lines.append(f"- **What to trust:** the diagnosis' blind score, strict top-1 **{score['top1']} %** "
                      f"({score['right']}/{score['of']}; 95 % interval {score['ci'][0]}–{score['ci'][1]} %) on a lab "
@@ -241,8 +243,7 @@ def evidence_section(runs_ok: dict) -> str:
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     """The whole first page, as Markdown (the report renders it with no code cells)."""
     rec = rec or incident_record.load()
-    _PRESENT.clear()
-    _PRESENT.update(run_info.get("runs_ok") or {})
+    present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
     hyp_rows = t.hypothesis_rows(ev, rec)
     timeline = t.timeline_rows(ev, rec)
     parts = [
@@ -252,7 +253,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         "accept length is tokens per verify step, the bonus token included; brackets are 95 % intervals over "
         "prompts.*",
         "## Summary", summary(ev, rec, hyp_rows),
-        "## Causes and their status", causes_table(ev, rec),
+        "## Causes and their status", causes_table(ev, rec, present),
         "## What to change in your own deployment", actions(ev, rec, hyp_rows),
         "## The next measurement", next_measurement(hyp_rows),
         "## Timeline, figure by figure",
@@ -261,7 +262,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         + t.markdown_table(timeline),
         "## The incident's own cost", cost_section(ev, rec),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),
-        "## Can the diagnosis be trusted?", trust_section(ev),
+        "## Can the diagnosis be trusted?", trust_section(ev, present),
         "## The evidence", "One page per notebook, with its code, in this folder:\n\n"
         + evidence_section(run_info.get("runs_ok", {})),
     ]

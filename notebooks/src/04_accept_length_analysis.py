@@ -192,6 +192,9 @@ else:
 # and the domain-shift fault's numbers; with `SERVER_URL`, the same prompts sent to your server.
 
 # %%
+glossary.define("domain-shift")
+
+# %%
 from eagle3lab import byprompt_lab
 
 by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, server_url=SERVER_URL)

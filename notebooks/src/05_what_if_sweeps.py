@@ -11,7 +11,7 @@
 # %%
 from eagle3lab import glossary
 
-glossary.define("d2t", "normed-last", "quant-int4", "domain-shift")
+glossary.define("d2t", "normed-last", "quant-int4")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
