@@ -78,6 +78,8 @@ class Timing:
     interval: list | None
     spec_s: list = field(repr=False, default_factory=list)
     base_s: list = field(repr=False, default_factory=list)
+    draft_name: str | None = None
+    switches: str = ""
 
 
 @dataclass
@@ -128,6 +130,66 @@ class LabCosts:
     def as_dict(self) -> dict:
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
+    def curve(self) -> "CostCurve":
+        """The chain part of these costs as the explorer's CostCurve (same step cost at every k)."""
+        return CostCurve(draft=self.d1, verify=self.v0, growth=self.v_log * math.log(2),
+                         fixed=self.d0 - self.d1 + self.other, prefill_base=self.prefill_base,
+                         prefill_spec=self.prefill_spec + self.first_extra, tokens=self.tokens,
+                         source=f"calibrated on {self.calibrated_on} measured configurations")
+
+
+@dataclass
+class CostCurve:
+    """A chain's step cost against depth, in target (plain decode) steps, and what a request pays
+    outside its decode loop: the model both explorers draw and a reader edits.
+
+        C(k) = fixed + draft * k + verify + growth * log2(k + 1)
+        speed-up (total tokens/s, requests of `tokens` new tokens)
+                 = (prefill_base + tokens - 1) / (prefill_spec + (tokens - 1) / L(k) * C(k))
+        speed-up (decode tokens/s, or `tokens` None) = L(k) / C(k)
+
+    draft: each draft forward; verify: a verify pass of one token; growth: what a verify pass adds
+    per doubling of the tokens it verifies; fixed: the rest of a step (the first draft forward's
+    extra, emitting tokens). On a GPU a verify pass of a few tokens costs about one target step
+    (verify about 1, growth about 0) and a draft step a few hundredths."""
+
+    draft: float
+    verify: float = 1.0
+    growth: float = 0.0
+    fixed: float = 0.0
+    prefill_base: float = 0.0
+    prefill_spec: float = 0.0
+    tokens: int | None = None
+    source: str = "assumed"
+
+    def step_cost(self, k):
+        k = np.asarray(k, dtype=float)
+        return self.fixed + self.draft * k + self.verify + self.growth * np.log2(k + 1)
+
+    def speedup(self, accept_length, k):
+        """Total tokens/s speed-up when `tokens` is set (what the report measures), else decode."""
+        L = np.asarray(accept_length, dtype=float)
+        if not self.tokens:
+            return L / self.step_cost(k)
+        t = float(self.tokens)
+        return (self.prefill_base + t - 1) / (self.prefill_spec + (t - 1) / L * self.step_cost(k))
+
+    def decode_speedup(self, accept_length, k):
+        return np.asarray(accept_length, dtype=float) / self.step_cost(k)
+
+    @property
+    def kind(self) -> str:
+        return "total" if self.tokens else "decode"
+
+    @classmethod
+    def assumed(cls, cost_ratio: float) -> "CostCurve":
+        """The old explorer's model: a verify pass costs one target step and nothing else does
+        (speed-up L / (1 + k r)); what the lab measures is more (see the module docstring)."""
+        return cls(draft=float(cost_ratio), source="assumed: a verify pass costs one target step")
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
 
 # --------------------------------------------------------------------------- from the store
 
@@ -148,9 +210,16 @@ def pairs(records: list[dict]) -> list[tuple[dict, dict]]:
 
 
 def label_of(key: dict, usual_prompts: str | None = None) -> str:
-    """A configuration's name from what determines it: draft, steps/topk/draft tokens, switches."""
+    """A configuration's name from what determines it: draft, steps/topk/draft tokens, boundaries
+    fed, switches."""
     parts = [str(key.get("draft")), "/".join(str(v) for v in key.get("spec", []))]
     parts += [f"b={key['boundaries']}"] if key.get("boundaries") is not None else []
+    return " ".join(parts + switches_of(key, usual_prompts))
+
+
+def switches_of(key: dict, usual_prompts: str | None = None) -> list[str]:
+    """The lab switches a measurement ran with, in words (empty: the draft as trained, usual prompts)."""
+    parts = []
     switches = {"quant_bits": lambda v: f"int{v} target", "use_d2t": lambda v: None if v else "no d2t",
                 "normed_last": lambda v: "normed last" if v else None,
                 "greedy_draft": lambda v: "greedy draft" if v else None,
@@ -162,7 +231,7 @@ def label_of(key: dict, usual_prompts: str | None = None) -> str:
             parts += [text] if text else []
     if usual_prompts is not None and key.get("prompts") != usual_prompts:
         parts.append("other prompts")
-    return " ".join(parts)
+    return parts
 
 
 def timing(spec: dict, base: dict, label: str = "") -> Timing:
@@ -196,7 +265,8 @@ def timing(spec: dict, base: dict, label: str = "") -> Timing:
                   verify=float(steps["verify_s"].mean()) / unit, other=other / unit,
                   prefill_spec=outside_spec / len(rows) / unit, prefill_base=outside_base / len(rows) / unit,
                   spec_tokens=spec_tokens, base_tokens=base_tokens, steps=n_steps, measured=measured,
-                  interval=ratio_ci(spec_tokens, spec_s, base_tokens, base_s), spec_s=spec_s, base_s=base_s)
+                  interval=ratio_ci(spec_tokens, spec_s, base_tokens, base_s), spec_s=spec_s, base_s=base_s,
+                  draft_name=spec["key"].get("draft"))
 
 
 def timings(records: list[dict]) -> list[Timing]:
@@ -205,7 +275,12 @@ def timings(records: list[dict]) -> list[Timing]:
     found = pairs(records)
     usual = Counter(s["key"].get("prompts") for s, _ in found).most_common(1)
     usual = usual[0][0] if usual else None
-    return [timing(s, b, label_of(s["key"], usual)) for s, b in found]
+    out = []
+    for s, b in found:
+        t = timing(s, b, label_of(s["key"], usual))
+        t.switches = ", ".join(switches_of(s["key"], usual))
+        out.append(t)
+    return out
 
 
 # --------------------------------------------------------------------------- calibration
@@ -252,9 +327,10 @@ def predict_speedup(costs: LabCosts, t: Timing) -> float:
 
 
 def prediction_table(records: list[dict], calibration: str = "leave-one-out") -> pd.DataFrame:
-    """One row per configuration of a store: configuration, accept_length (measured), predicted
-    and measured speed-up (total tokens/s over its own interleaved no-speculation run), the
-    measured 95 % interval over prompts, and whether it holds the prediction (`inside`)."""
+    """One row per configuration of a store: configuration (its name; also as draft, switches,
+    num_steps, topk, num_draft_tokens), accept_length (measured), predicted and measured speed-up
+    (total tokens/s over its own interleaved no-speculation run), the measured 95 % interval over
+    prompts, and whether it holds the prediction (`inside`)."""
     if calibration not in CALIBRATIONS:
         raise StatsError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {calibration!r}")
     measured = timings(records)
@@ -267,7 +343,9 @@ def prediction_table(records: list[dict], calibration: str = "leave-one-out") ->
         costs = calibrate(measured[:i] + measured[i + 1:]) if calibration == "leave-one-out" else pooled
         predicted = predict_speedup(costs, t)
         lo, hi = t.interval if t.interval else (math.nan, math.nan)
-        rows.append({"configuration": t.label, "accept_length": round(t.accept_length, 3),
+        rows.append({"configuration": t.label, "draft": t.draft_name, "switches": t.switches,
+                     "num_steps": t.num_steps, "topk": t.topk,
+                     "num_draft_tokens": t.num_draft_tokens, "accept_length": round(t.accept_length, 3),
                      "predicted": round(predicted, 3), "measured": round(t.measured, 3),
                      "interval": t.interval, "inside": bool(lo <= predicted <= hi),
                      "prompts": len(t.steps)})
@@ -296,6 +374,24 @@ def error_summary(table: pd.DataFrame) -> str:
 def lab_costs(records: list[dict]) -> LabCosts:
     """The cost model calibrated on every configuration of a store (what the explorer starts from)."""
     return calibrate(timings(records))
+
+
+def point_for(records: list[dict], draft: str, spec, accept_length: float | None = None) -> dict | None:
+    """The measured speed-up (total tokens/s) of one configuration of a store, with its interval:
+    the record of `draft` at `spec` (steps, topk, draft tokens) whose accept length equals
+    `accept_length` (the same steps give the same figure), else the one without switches. None
+    when the store has no such configuration."""
+    spec = [int(v) for v in spec]
+    found = [t for t in timings(records) if t.draft_name == draft and
+             [t.num_steps, t.topk, t.num_draft_tokens] == spec]
+    if accept_length is not None:
+        found = [t for t in found if abs(t.accept_length - accept_length) < 1e-6] or found
+    found = sorted(found, key=lambda t: bool(t.switches))
+    if not found:
+        return None
+    t = found[0]
+    return {"depth": t.num_steps, "accept_length": t.accept_length, "speedup": t.measured,
+            "interval": t.interval, "configuration": t.label}
 
 
 def costs_table(measured: list[Timing]) -> pd.DataFrame:

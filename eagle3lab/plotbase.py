@@ -86,8 +86,11 @@ def interval_text(ci) -> str:
 def label_overlaps(fig, pad_px: float = 0.0) -> list[str]:
     """Texts (annotations, legends inside an axes) drawn over a marker or an error bar, as
     "text / what it covers" strings; empty when every label is clear."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)  # a closed figure's
+    canvas.draw()
+    renderer = canvas.get_renderer()
     found = []
     for ax in fig.axes:
         obstacles = _markers(ax) + _error_bars(ax)

@@ -47,7 +47,8 @@ def speed_plot(measured, title: str = "Tokens/s and accept length", kind: str = 
     fig, (left, right) = figure(1, 2, figsize=(12, 1.6 + 1.05 * len(runs)), gridspec_kw={"width_ratios": [3, 2]})
     y = np.arange(len(runs))
     spec_err = ci_errors(runs, "tokens_per_s")
-    base_err = ci_errors(pd.DataFrame({"b": base, "b_ci95": base_ci}), "b")
+    base_err = ci_errors(pd.DataFrame({"b": base, "b_ci95": base_ci}), "b") if any(
+        isinstance(ci, (list, tuple)) for ci in base_ci) else None
     cap = max(axis_cap(runs["tokens_per_s"], spec_err), axis_cap(base, base_err))
     spec_err, spec_cut = capped(runs["tokens_per_s"], spec_err, cap)
     base_err, base_cut = capped(base, base_err, cap)
@@ -68,7 +69,7 @@ def speed_plot(measured, title: str = "Tokens/s and accept length", kind: str = 
     left.set_xlim(0, cap * 1.55)
     left.set_yticks(y, runs.index)
     left.invert_yaxis()
-    left.set(xlabel=f"{KIND_WORDS[kind]}; bars: 95 % interval over prompts",
+    left.set(xlabel=f"{KIND_WORDS[kind]}\nerror bars: 95 % interval over prompts",
              title="Throughput, and the speed-up over each run's own baseline")
     right.barh(y, runs["accept_length"], color=COLORS["accepted"], xerr=ci_errors(runs, "accept_length"),
                ecolor="0.2", capsize=3, label="accept length")
@@ -77,7 +78,7 @@ def speed_plot(measured, title: str = "Tokens/s and accept length", kind: str = 
                       label="draft tokens verified per step", zorder=5)
     right.set_yticks(y, [""] * len(y))
     right.invert_yaxis()
-    right.set(xlabel="accept length (tokens per verify step, bonus included)", title="Accept length")
+    right.set(xlabel="accept length\n(tokens per verify step, bonus included)", title="Accept length")
     fig.suptitle(title, fontweight="bold")
     for ax in (left, right):  # legends below the axes, never over the bars
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(1, len(runs)) - 0.12),

@@ -125,11 +125,11 @@ class StepCost:
         check_accept_length(value, self.steps, self.draft_tokens)
         lo, hi = (value, value) if interval is None else _interval(interval, self.steps, self.draft_tokens)
         sp = [x / self.cost for x in (value, lo, hi)]
+        tps = [self.baseline_tps * x / self.cost for x in (value, lo, hi)]  # B * L' / C
         pays = "yes" if sp[1] > 1 else "no" if sp[2] < 1 else "undecided"
         return {"accept_length": value, "accept_length_range": None if interval is None else [lo, hi],
                 "speedup": sp[0], "speedup_range": None if interval is None else sp[1:],
-                "tokens_per_s": self.baseline_tps * sp[0],
-                "tokens_per_s_range": None if interval is None else [self.baseline_tps * s for s in sp[1:]],
+                "tokens_per_s": tps[0], "tokens_per_s_range": None if interval is None else tps[1:],
                 "pays": pays}
 
     def as_dict(self, iid=(), what_if=()) -> dict:
