@@ -377,7 +377,8 @@ def lab_costs(records: list[dict]) -> LabCosts:
 
 
 def point_for(records: list[dict], draft: str, spec, accept_length: float | None = None) -> dict | None:
-    """The measured speed-up (total tokens/s) of one configuration of a store, with its interval:
+    """The measured speed-up (total tokens/s) of one configuration of a store, with its interval
+    and its measured step parts in plain steps (one draft forward, one verify pass, the whole step):
     the record of `draft` at `spec` (steps, topk, draft tokens) whose accept length equals
     `accept_length` (the same steps give the same figure), else the one without switches. None
     when the store has no such configuration."""
@@ -390,8 +391,10 @@ def point_for(records: list[dict], draft: str, spec, accept_length: float | None
     if not found:
         return None
     t = found[0]
-    return {"depth": t.num_steps, "accept_length": t.accept_length, "speedup": t.measured,
-            "interval": t.interval, "configuration": t.label}
+    return {"depth": t.num_steps, "topk": t.topk, "num_draft_tokens": t.num_draft_tokens,
+            "accept_length": t.accept_length, "speedup": t.measured, "interval": t.interval,
+            "configuration": t.label, "draft_over_target": t.draft / t.num_steps, "verify_over_target": t.verify,
+            "step_cost_measured": t.draft + t.verify + t.other}
 
 
 def costs_table(measured: list[Timing]) -> pd.DataFrame:

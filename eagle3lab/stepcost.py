@@ -225,19 +225,25 @@ def what_if_table(cost: StepCost, accept_lengths: Mapping) -> pd.DataFrame:
 def lab_step_cost(measurement) -> dict:
     """The same arithmetic on a lab measurement, with the step's measured parts beside it.
 
-    measurement: a `LabBenchResult` (its `.summary()`), or a mapping with its keys (tokens_per_s,
-    baseline_tokens_per_s, accept_length, num_steps, topk, num_draft_tokens, and when measured
-    draft_over_target / verify_over_plain, the engine's timings). Returns step_cost (C = L*B/S,
-    total tokens/s), break_even_accept_length, draft_over_target (one draft forward / one plain
-    target step), verify_over_target (one verify pass / one plain step), and the configuration."""
+    measurement: a `LabBenchResult` (its `.summary()`), a notebook row (a fault sweep's, a
+    configuration sweep's) or `costfit.point_for`'s dict: accept_length, and speedup or
+    tokens_per_s and baseline_tokens_per_s, and num_steps (or depth), topk, num_draft_tokens (or
+    "draft tokens run"); draft_over_target and verify_over_plain / verify_over_target where the
+    engine timed them. C = L * B / S = L / speed-up (total tokens/s). Returns configuration,
+    accept_length, speedup, step_cost, break_even_accept_length, draft_over_target (one draft
+    forward / one plain target step) and verify_over_target (one verify pass / one plain step)."""
     row = measurement.summary() if hasattr(measurement, "summary") else dict(measurement)
-    missing = [k for k in ("tokens_per_s", "baseline_tokens_per_s", "accept_length", "num_steps")
-               if row.get(k) is None]
+    speed = row.get("speedup")
+    if speed is None and row.get("tokens_per_s") is not None and row.get("baseline_tokens_per_s"):
+        speed = row["tokens_per_s"] / row["baseline_tokens_per_s"]
+    steps = row.get("num_steps", row.get("depth"))
+    missing = [name for name, v in (("accept_length", row.get("accept_length")), ("speed-up", speed),
+                                    ("num_steps", steps)) if v is None]
     if missing:
         raise StatsError(f"the measurement has no {', '.join(missing)}")
-    cost = StepCost(row["baseline_tokens_per_s"], row["tokens_per_s"], row["accept_length"],
-                    int(row["num_steps"]), int(row.get("topk") or 1),
-                    None if row.get("num_draft_tokens") is None else int(row["num_draft_tokens"]))
+    tokens = row.get("num_draft_tokens", row.get("draft tokens run"))
+    cost = StepCost(1.0, speed, row["accept_length"], int(steps), int(row.get("topk") or 1),
+                    None if tokens is None else int(tokens))
     verify = row.get("verify_over_plain", row.get("verify_over_target"))
     return {"configuration": f"{cost.steps}/{cost.topk}/{cost.draft_tokens}",
             "accept_length": cost.accept_length, "speedup": cost.speedup, "step_cost": cost.cost,

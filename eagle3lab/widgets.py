@@ -277,6 +277,39 @@ def _measured_from(observed) -> dict | None:
             "interval": None}
 
 
+# --------------------------------------------------------------------------- a notebook's inputs
+
+def lab_curve(run=None, store=None) -> CostCurve:
+    """The explorers' step costs for a notebook: calibrated on every configuration of the
+    report's measurement store (`costfit.lab_costs`) when there is one with at least 3; else this
+    run's own timings (a draft step and a verify pass relative to a plain step, the verify pass
+    taken as flat in depth: one configuration cannot say how it grows); else the old assumption."""
+    from eagle3lab import costfit, measurements
+
+    store = measurements.active(store)
+    records = store.records() if store is not None else []
+    if len(costfit.timings(records)) >= 3:
+        return costfit.lab_costs(records).curve()
+    costs = getattr(getattr(run, "observation", None), "costs", None) or {}
+    if costs.get("draft_over_target") and costs.get("verify_over_plain"):
+        return CostCurve(draft=float(costs["draft_over_target"]), verify=float(costs["verify_over_plain"]),
+                         source="measured by this run alone (a verify pass taken as flat in depth)")
+    return CostCurve.assumed(0.1)
+
+
+def measured_point(run, draft: str, spec, store=None) -> dict | None:
+    """The run's configuration as measured in the report's store (speed-up of total tokens/s with
+    its interval, `costfit.point_for`), else its accept length alone (no speed-up)."""
+    from eagle3lab import costfit, measurements
+
+    store = measurements.active(store)
+    accept = getattr(run, "accept_length", None)
+    point = costfit.point_for(store.records(), draft, spec, accept) if store is not None else None
+    if point is None and accept is not None and accept == accept:
+        point = {"depth": int(list(spec)[0]), "accept_length": float(accept), "speedup": None, "interval": None}
+    return point
+
+
 # --------------------------------------------------------------------------- in the page itself
 
 def explorer_curves(rates: Sequence[float] | None, max_depth: int = 10, curve: CostCurve | None = None,

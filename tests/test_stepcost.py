@@ -85,14 +85,14 @@ def test_the_labs_own_step_cost_beside_the_incidents():
     lab = stepcost.lab_step_cost({"tokens_per_s": 124.2, "baseline_tokens_per_s": 111.5, "accept_length": 1.9,
                                   "num_steps": 5, "topk": 1, "num_draft_tokens": 6, "draft_over_target": 0.06,
                                   "verify_over_plain": 1.4})
-    assert lab["step_cost"] == 1.9 * 111.5 / 124.2 and lab["configuration"] == "5/1/6"
+    assert lab["step_cost"] == 1.9 / (124.2 / 111.5) and lab["configuration"] == "5/1/6"  # L / speed-up = L B / S
     assert lab["draft_over_target"] == 0.06 and lab["verify_over_target"] == 1.4
     frame = stepcost.compare_costs(INCIDENT, lab)
     assert frame.loc["one speculative step, in no-speculation steps", "incident"] == INCIDENT.cost
     assert frame.loc["one speculative step, in no-speculation steps", "lab"] == lab["step_cost"]
     assert frame.loc["one draft step / one target step", "incident"] != frame.loc[
         "one draft step / one target step", "incident"]  # NaN: the incident reported no draft cost
-    with pytest.raises(StatsError, match="no tokens_per_s"):
+    with pytest.raises(StatsError, match="no speed-up"):
         stepcost.lab_step_cost({"accept_length": 2.0, "num_steps": 3, "baseline_tokens_per_s": 1.0})
 
 
@@ -139,3 +139,10 @@ def test_bench_with_a_baseline_prints_the_step_cost():
     # a server that reports no accept length: said, not raised
     assert "not computed" in bench.step_cost({**summary, "accept_length": float("nan")})["note"]
     assert "4 requests ran at once" in bench.step_cost({**summary, "concurrency": 4})["assumptions"]
+
+
+def test_the_labs_step_cost_from_a_measured_point():
+    point = {"depth": 5, "topk": 1, "num_draft_tokens": 6, "accept_length": 1.9, "speedup": 0.95,
+             "draft_over_target": 0.07, "verify_over_target": 1.3}
+    lab = stepcost.lab_step_cost(point)
+    assert lab["step_cost"] == 1.9 / 0.95 and lab["verify_over_target"] == 1.3 and lab["configuration"] == "5/1/6"

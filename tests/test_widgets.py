@@ -127,3 +127,20 @@ def test_curve_frame_is_depth_zero_then_the_model():
     assert frame.loc[2, "accept_length"] == 1.75
     assert frame.loc[2, "decode_speedup"] == pytest.approx(1.75 / float(LAB.step_cost(2)))
     assert np.isclose(frame.loc[1, "speedup"], float(LAB.speedup(1.5, 1)))
+
+
+def test_a_notebooks_curve_and_point_come_from_the_store_else_from_the_run(tmp_path):
+    from types import SimpleNamespace as NS
+
+    from test_costfit import TRUE, _store
+
+    path = tmp_path / "measurements.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _store()) + "\n")
+    curve = widgets.lab_curve(store=path)
+    assert curve.step_cost(5) == pytest.approx(float(TRUE.step_cost(5))) and curve.tokens == TRUE.tokens
+    run = NS(accept_length=4.0, observation=NS(costs={"draft_over_target": 0.07, "verify_over_plain": 1.4}))
+    point = widgets.measured_point(run, "healthy", (5, 1, 6), store=path)
+    assert point["accept_length"] == 4.0 and point["speedup"] > 1 and len(point["interval"]) == 2
+    alone = widgets.lab_curve(run=run, store=tmp_path / "none.jsonl")
+    assert (alone.draft, alone.verify, alone.growth, alone.tokens) == (0.07, 1.4, 0.0, None)
+    assert widgets.measured_point(run, "healthy", (5, 1, 6), store=tmp_path / "none.jsonl")["speedup"] is None
