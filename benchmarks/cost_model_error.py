@@ -112,7 +112,8 @@ def main(argv=None) -> int:
         return 2
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(f"Cost model against measurement, {where}; calibration: {args.calibration}")
-        print(table.to_string(index=False))
+        print(table[["configuration", "accept_length", "predicted", "measured", "interval", "inside"]]
+              .to_string(index=False))
     print(costfit.error_summary(table))
     print("calibrated costs (plain decode steps), all configurations:", json.dumps(costs.as_dict()))
     if args.json:

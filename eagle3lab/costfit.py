@@ -379,15 +379,14 @@ def lab_costs(records: list[dict]) -> LabCosts:
 def point_for(records: list[dict], draft: str, spec, accept_length: float | None = None) -> dict | None:
     """The measured speed-up (total tokens/s) of one configuration of a store, with its interval
     and its measured step parts in plain steps (one draft forward, one verify pass, the whole step):
-    the record of `draft` at `spec` (steps, topk, draft tokens) whose accept length equals
-    `accept_length` (the same steps give the same figure), else the one without switches. None
+    the record of `draft` at `spec` (steps, topk, draft tokens) whose accept length is nearest
+    `accept_length` (the same steps give the same figure), then the one without switches. None
     when the store has no such configuration."""
     spec = [int(v) for v in spec]
     found = [t for t in timings(records) if t.draft_name == draft and
              [t.num_steps, t.topk, t.num_draft_tokens] == spec]
-    if accept_length is not None:
-        found = [t for t in found if abs(t.accept_length - accept_length) < 1e-6] or found
-    found = sorted(found, key=lambda t: bool(t.switches))
+    closeness = (lambda t: abs(t.accept_length - accept_length)) if accept_length is not None else (lambda t: 0.0)
+    found = sorted(found, key=lambda t: (closeness(t), bool(t.switches)))
     if not found:
         return None
     t = found[0]

@@ -44,7 +44,7 @@ def speed_plot(measured, title: str = "Tokens/s and accept length", kind: str = 
 
     runs = measured[measured.index != BASELINE]
     base, base_ci = own_baselines(runs, measured)
-    fig, (left, right) = figure(1, 2, figsize=(12, 1.6 + 1.05 * len(runs)), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right) = figure(1, 2, figsize=(12, max(3.6, 1.6 + 1.05 * len(runs))), gridspec_kw={"width_ratios": [3, 2]})
     y = np.arange(len(runs))
     spec_err = ci_errors(runs, "tokens_per_s")
     base_err = ci_errors(pd.DataFrame({"b": base, "b_ci95": base_ci}), "b") if any(
@@ -84,7 +84,8 @@ def speed_plot(measured, title: str = "Tokens/s and accept length", kind: str = 
         ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(1, len(runs)) - 0.12),
                   frameon=False, ncol=1)
     fig.tight_layout()
-    pairs = "; ".join(f"{label}: {t:.1f} against {b:.1f} tok/s" + (f", {s:.2f}×" if s == s else "")
+    pairs = "; ".join(f"{label}: {t:.1f} " + (f"against {b:.1f} tok/s" if b == b else "tok/s, no baseline measured")
+                      + (f", {s:.2f}×" if s == s else "")
                       for label, t, b, s in zip(runs.index, runs["tokens_per_s"], base, speedups))
     return close(fig, f"{title}. Left, per run, {KIND_WORDS[kind]} with speculation beside its own "
                       f"no-speculation run, with 95 % intervals: {pairs}. Right: accept length per run "
@@ -176,7 +177,7 @@ def fault_plot(table, title: str = "Each hypothesis at the seed's configuration"
     left.set_yticks(y, table.index)
     left.invert_yaxis()
     left.set(xlabel="accept length (in brackets: speed-up of total tokens/s over the row's own\n"
-                    "no-speculation run); bars: 95 % interval over prompts", title="Accept length")
+                    "no-speculation run); bars: 95% CI over prompts", title="Accept length")
     width = 0.8 / max(len(table), 1)
     for j, (name, row) in enumerate(table.iterrows()):
         _position_points(right, row, name, lines[j], MARKERS[j % len(MARKERS)],
