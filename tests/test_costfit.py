@@ -147,3 +147,18 @@ def test_the_ci_reports_store(ci_report):
     assert 0.5 < costs.v0 < 2.0, f"a verify pass of one token should cost about one plain step: {costs.v0:.2f}"
     inside, n, share = costfit.share_inside(table)
     assert share >= costfit.TARGET_SHARE, f"{inside} of {n} inside: {table.to_string()}"
+
+
+def test_a_store_written_before_spec_rows_carried_their_decode_time():
+    """Older stores: the speculative rows had no prefill_s/decode_s. Their prefill is taken as the
+    baseline's, and the difference lands in the per-step rest O (so the totals still add up)."""
+    records = _store()
+    for r in records:
+        if r["key"]["kind"] == "spec":
+            for row in r["prompts"]:
+                row.pop("decode_s"), row.pop("prefill_s")
+    fitted = costfit.lab_costs(records)
+    assert fitted.prefill_spec == pytest.approx(TRUE.prefill_base)
+    assert fitted.other > TRUE.other
+    table = costfit.prediction_table(records, calibration="pooled")
+    assert np.allclose(table["predicted"], table["measured"], atol=0.02)
