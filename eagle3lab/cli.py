@@ -8,14 +8,14 @@ import signal
 import sys
 import threading
 
-from eagle3lab.commands import (bench, config, doctor, lab, logs, patch, report, serve, sweep,
+from eagle3lab.commands import (bench, config, cost, doctor, lab, logs, patch, report, serve, sweep,
                                 wiring)
 from eagle3lab.errors import EagleLabError
 
 # name -> module under eagle3lab.commands (each has HELP, add_arguments, run).
 COMMANDS = {"logs": logs, "config": config, "wiring": wiring, "lab": lab, "serve": serve,
             "bench": bench, "sweep": sweep, "patch": patch, "report": report,
-            "doctor": doctor}
+            "doctor": doctor, "cost": cost}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,7 +81,8 @@ TERMS: dict[str, tuple[str, str]] = {
         r"\bsteps at risk\b|\bper_position_n\b"),
     "draft_over_target": (
         "the measured cost ratio: seconds of one draft step over seconds of one target decode step, "
-        "on this machine (the speed-up model divides accept length by 1 + k × this ratio).",
+        "on this machine. One part of a speculative step's cost: the step also pays one verify pass, "
+        "which on the lab costs more than a target step (eagle3lab.costfit measures each part).",
         r"draft_over_target|\bcost ratio\b"),
     "gap columns": (
         "in the gap table, per draft position i: `standalone` (acc@i), `served` (conditional served "

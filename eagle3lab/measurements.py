@@ -212,10 +212,9 @@ def _measure(lab, engine, spec, prompts, max_new_tokens, temperature, seed, *, b
             g = engine.generate_plain(prompt, max_new_tokens, sp) if w == "base" else \
                 engine.generate(prompt, max_new_tokens, spec, sp)
             row = {"prompt": r, "prompt_tokens": len(prompt), "tokens": len(g.output_ids),
-                   "seconds": time.perf_counter() - t0, "output": _digest(g.output_ids)}
-            if w == "base":
-                row["decode_s"] = g.decode_s
-            else:
+                   "seconds": time.perf_counter() - t0, "output": _digest(g.output_ids),
+                   "prefill_s": g.prefill_s, "decode_s": g.decode_s}  # both: costfit calibrates on them
+            if w == "spec":
                 row["verify_steps"], row["accept_length"] = g.num_verify, g.accept_length
                 steps += steps_frame_rows(g, r)
                 tokens += token_frame_rows(g, r, lab.tokenizer)

@@ -141,7 +141,53 @@ def summarize(results: dict, obs) -> dict:
         summary["speedup"] = loadtest.speedup(run, results["baseline"])
         summary.update(lossless(run, results["baseline"]))
         summary["failed"] = bool(run.failed or results["baseline"].failed)
+        summary["step_cost"] = step_cost(summary)
     return summary
+
+
+def step_cost(summary: dict) -> dict:
+    """The cost arithmetic (`eagle3lab cost`, eagle3lab.stepcost) on this bench's own figures: one
+    speculative step in no-speculation steps, its break-even accept length, the i.i.d. rate its
+    accept length corresponds to; or why it cannot be computed (`note`)."""
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.stepcost import StepCost
+
+    try:
+        cost = StepCost(summary.get("baseline_tokens_per_s"), summary.get("tokens_per_s"),
+                        summary.get("accept_length"), _int(summary.get("num_steps")),
+                        _int(summary.get("topk")) or 1, _int(summary.get("num_draft_tokens")), "total")
+    except EagleLabError as exc:
+        return {"note": f"not computed: {exc}"}
+    out = cost.as_dict()
+    out = {k: out[k] for k in ("kind", "step_cost", "break_even_accept_length", "iid_rate",
+                               "break_even_iid_rate", "assumptions")}
+    if (summary.get("concurrency") or 1) > 1:
+        out["assumptions"] += (f" Here {summary['concurrency']} requests ran at once: the step cost is that "
+                               "batch's, and holds for that concurrency only.")
+    return out
+
+
+def _int(value):
+    try:
+        return None if value is None or value != value else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def cost_lines(summary: dict) -> list[str]:
+    """The step cost as text under the bench's figures (with --baseline)."""
+    cost = summary.get("step_cost")
+    if not cost:
+        return []
+    if "note" in cost:
+        return [f"{'step cost':>22}: {cost['note']}"]
+    be = cost["break_even_iid_rate"]
+    return [f"{'step cost':>22}: one speculative step costs {cost['step_cost']:.2f} no-speculation steps "
+            f"(accept length x baseline tok/s / speculative tok/s)",
+            f"{'break-even':>22}: accept length {cost['break_even_accept_length']:.2f}"
+            + (f" (i.i.d. rate {be:.2f})" if be is not None else " (above depth + 1: cannot pay at this depth)"),
+            f"{'i.i.d. rate':>22}: {cost['iid_rate']:.2f} gives this accept length at this depth",
+            f"{'':>22}  {cost['assumptions']} What another accept length would give: eagle3lab cost --what-if L"]
 
 
 def run(args) -> int:
@@ -181,7 +227,9 @@ def run(args) -> int:
         print(json.dumps({**summary, **acceptance_json(obs, breakdown)}, default=str))
     else:
         for key, value in summary.items():
-            print(f"{key:>22}: {value:.3f}" if isinstance(value, float) else f"{key:>22}: {value}")
+            if key != "step_cost":
+                print(f"{key:>22}: {value:.3f}" if isinstance(value, float) else f"{key:>22}: {value}")
+        print("\n".join(cost_lines(summary)))
         print_acceptance(obs, breakdown)
     return 1 if summary["failed"] else 0
 
