@@ -10,8 +10,8 @@ topk, draft tokens) and its accept length L (SGLang's: tokens per verify step, b
 
 because S = L / (step time) and B = 1 / (plain step time), so C = step time / plain step time.
 The i.i.d. chain model (`predict.expected_accept_length`) says which per-token rate a gives L at
-depth k, and what a given a would give. On the incident's figures (90 and 54.8 tok/s at 5/1/6,
-L about 1.78) C is about 2.9 and 1.78 corresponds to a of about 0.44; see tests/test_stepcost.py.
+depth k, and what a given a would give. On the incident's figures (data/incident/incident.json)
+C is about 2.9; see tests/test_stepcost.py.
 
 `ASSUMPTIONS` is said once wherever a what-if is shown. Pure arithmetic (statistics layer):
 imports `predict` and `stats` only. `lab_step_cost` applies the same formula to a lab

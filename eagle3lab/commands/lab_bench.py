@@ -104,8 +104,8 @@ def run(args) -> int:
     print(f"tokens/s        spec {s['tokens_per_s']:.1f}   plain {s['baseline_tokens_per_s']:.1f}   "
           f"speed-up {s['speedup']:.2f}x")
     print(f"costs           draft step {s['c_draft_ms']:.2f} ms, verify {s['c_verify_ms']:.2f} ms, "
-          f"plain step {s['c_plain_step_ms']:.2f} ms; predicted L/(1+k*c_draft/c_target) = "
-          f"{s['predicted_speedup']:.2f}x")
+          f"plain step {s['c_plain_step_ms']:.2f} ms; L x plain / (k x draft + verify) = "
+          f"{s['predicted_speedup']:.2f}x (the step's measured parts only)")
     print(f"lossless        {s['lossless']}")
     if args.json:
         print(json.dumps(s))

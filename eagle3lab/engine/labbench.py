@@ -98,10 +98,9 @@ class LabBenchResult:
             "c_draft_ms": 1e3 * c_draft, "c_verify_ms": 1e3 * c_verify, "c_plain_step_ms": 1e3 * c_plain,
             "draft_over_target": c_draft / c_plain,
             "verify_over_plain": c_verify / c_plain,
-            # speed-up = L / (1 + k * c_draft / c_target), c_target = one plain target step
-            "predicted_speedup": L / (1 + k * c_draft / c_plain),
-            # the same with the measured verify cost in place of a plain step
-            "predicted_speedup_measured_verify": L * c_plain / (k * c_draft + c_verify),
+            # the step's measured parts: k draft forwards and one verify pass, against one plain step
+            # (no per-step overhead or prefill: eagle3lab.costfit calibrates those across configurations)
+            "predicted_speedup": L * c_plain / (k * c_draft + c_verify),
         }
 
     def summary(self) -> dict:

@@ -186,6 +186,11 @@ def cost_section(ev: dict, rec) -> str:
         lines.append(f"- The lab's own step at 5/1/6 costs **{lab_c:.1f}** plain steps (measured in this run, the same "
                      "formula), so the lab's tokens/s are not the incident's: its acceptance is compared, its speed "
                      "is carried over through the incident's cost (last column below).")
+    pred = ev.get("prediction") or {}
+    if pred.get("of"):
+        lines.append(f"- How far a cost model can be trusted: calibrated on the lab's measured step costs, it predicts "
+                     f"**{pred['inside']} of {pred['of']}** of this run's configurations' speed-ups inside their "
+                     f"measured intervals ({_link('05')}).")
     lines.append("\n*Assumption, stated once: a step's cost is set by the configuration and the hardware, not by "
                  "how much is accepted; one request at a time.*")
     return "\n".join(lines)

@@ -85,3 +85,12 @@ def acceptance(run, per_pos, findings) -> dict:
 def hypotheses(table) -> dict:
     """Notebook 05: each hypothesis at the fixed configuration."""
     return _record("hypotheses", {"rows": {name: evidence.row(r) for name, r in table.iterrows()}})
+
+
+def prediction(table) -> dict:
+    """Notebook 05: how many configurations' measured speed-ups the lab's cost model predicts
+    within their intervals (`costfit.prediction_table`)."""
+    from eagle3lab import costfit
+
+    inside, n, share = costfit.share_inside(table)
+    return _record("prediction", {"inside": inside, "of": n, "share": share})

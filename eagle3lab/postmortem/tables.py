@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from eagle3lab import incident as incident_record
-from eagle3lab import predict
+from eagle3lab import stepcost
 
 # What each lab switch stands for in the incident (notebook 05's hypotheses). The lab's drafts:
 # `healthy` trained with TTT; `seed` trained without TTT on [embedding, low, mid] as the
@@ -84,41 +84,51 @@ def against_one(ci, point, reference: float = 1.0) -> str:
 
 # --------------------------------------------------------------------------- the incident's own cost
 
-def incident_cost(rec=None) -> dict:
-    """What the incident's own figures say of its step cost at the fixed configuration:
-    one speculative step costs accept length × baseline / speculative tok/s plain steps, so
-    speculation there pays only above that accept length (assumption: the step's cost is set by
-    the configuration and the hardware, not by how much is accepted)."""
+def incident_step_cost(rec=None, accept_length: float | None = None):
+    """The incident's own figures at its fixed configuration as a `stepcost.StepCost` (accept
+    length: the mean of the logged values unless given)."""
     rec = rec or incident_record.load()
-    base, spec = rec.figure("baseline_tps").mid, rec.figure("after_fix_tps").mid
+    cfg = rec.config("after_fix")
+    L = rec.figure("after_fix_accept_length").mid if accept_length is None else accept_length
+    return stepcost.StepCost(rec.figure("baseline_tps").mid, rec.figure("after_fix_tps").mid, L,
+                             cfg["num_steps"], cfg["topk"], cfg["num_draft_tokens"])
+
+
+def incident_cost(rec=None) -> dict:
+    """What the incident's own figures say of its step cost at the fixed configuration
+    (`stepcost.StepCost`: accept length × baseline / speculative tok/s plain steps, so speculation
+    there pays only above that accept length), with the range from the logged accept lengths."""
+    rec = rec or incident_record.load()
     length = rec.figure("after_fix_accept_length")
-    k = rec.config("after_fix")["num_steps"]
-    cost = [L * base / spec for L in (length.low, length.mid, length.high)]
+    mid, low, high = (incident_step_cost(rec, L) for L in (length.mid, length.low, length.high))
     train = rec.figure("validation_accuracy").mid
-    return {"k": k, "baseline_tps": base, "spec_tps": spec, "accept_length": length.mid,
-            "cost": cost[1], "cost_range": (cost[0], cost[2]),
-            "iid_rate": predict.fit_iid_rate(length.mid, k),
-            "iid_rate_range": (predict.fit_iid_rate(length.low, k), predict.fit_iid_rate(length.high, k)),
-            "training_accuracy": train,
-            "accept_length_at_training_accuracy": float(predict.expected_accept_length(train, k))}
+    return {"k": mid.steps, "baseline_tps": mid.baseline_tps, "spec_tps": mid.spec_tps,
+            "accept_length": mid.accept_length, "cost": mid.cost, "cost_range": (low.cost, high.cost),
+            "iid_rate": mid.iid_rate, "iid_rate_range": (low.iid_rate, high.iid_rate),
+            "training_accuracy": train, "accept_length_at_training_accuracy": mid.iid_accept_length(train),
+            "step": mid}
 
 
 def on_incident_hardware(accept_length, ci, cost: dict) -> dict:
-    """A measured accept length (and its interval) carried to the incident's hardware: the
-    speed-up L / C and tok/s baseline × L / C, a range from the interval."""
-    c = cost["cost"]
+    """A measured accept length (and its interval) carried to the incident's hardware
+    (`StepCost.what_if`): the speed-up L / C and tok/s baseline × L / C, a range from the interval."""
     lo, hi = _ci(ci) or (accept_length, accept_length)
-    return {"speedup": accept_length / c, "speedup_range": (lo / c, hi / c),
-            "tps": cost["baseline_tps"] * accept_length / c,
-            "tps_range": (cost["baseline_tps"] * lo / c, cost["baseline_tps"] * hi / c)}
+    step = cost["step"]
+    lo, hi = max(lo, 1.0), min(hi, step.max_accept_length)  # an interval's ends within what a step can emit
+    there = step.what_if(min(max(float(accept_length), 1.0), step.max_accept_length), (lo, hi))
+    return {"speedup": there["speedup"], "speedup_range": tuple(there["speedup_range"]),
+            "tps": there["tokens_per_s"], "tps_range": tuple(there["tokens_per_s_range"])}
 
 
-def lab_cost(row: dict) -> float | None:
-    """The lab's own cost of one speculative step, in plain steps: accept length × paired
-    baseline tok/s / speculative tok/s (the incident's formula on the lab's measurement)."""
+def lab_cost(row: dict, rec=None) -> float | None:
+    """The lab's own cost of one speculative step at the incident's fixed configuration, in plain
+    steps: the incident's formula on the lab's measurement (accept length × paired baseline tok/s
+    / speculative tok/s)."""
+    cfg = (rec or incident_record.load()).config("after_fix")
     try:
-        return float(row["accept_length"]) * float(row["baseline_tokens_per_s"]) / float(row["tokens_per_s"])
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return stepcost.StepCost(row["baseline_tokens_per_s"], row["tokens_per_s"], row["accept_length"],
+                                 cfg["num_steps"], cfg["topk"], cfg["num_draft_tokens"]).cost
+    except (KeyError, TypeError, ValueError, stepcost.StatsError):
         return None
 
 

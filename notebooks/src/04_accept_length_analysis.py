@@ -115,23 +115,24 @@ if per_pos is not None and standalone is not None:
 # %% [markdown]
 # ## Accept length versus depth — interactive
 #
-# Move the sliders: per-token acceptance `a` (i.i.d. model) or each position's rate, the depth,
-# and the cost of a draft step relative to a target step (draft_over_target). The observed accept
-# length is overlaid. The first explorer needs a live kernel (JupyterLab); the second runs in the
-# page itself, also in the rendered report: its curves are precomputed from the same rates over a
-# grid of cost ratios.
+# Put in an acceptance (an i.i.d. per-token rate, or each position's rate: they start at the served
+# rates above), a depth and the step's costs (a draft step and a verify pass relative to a target
+# step: they start at the lab's costs calibrated on this report's measurements). The measured point
+# is drawn with its interval, and the explorer says whether the model's value there falls inside it.
+# The first explorer needs a live kernel (JupyterLab); the second runs in the page itself.
 
 # %%
 from eagle3lab import widgets
 
 observed = run.observed
 glossary.define("draft_over_target")
-cost = experiments.cost_ratio(run)
-explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, observed=observed, cost_ratio=cost)
+curve = widgets.lab_curve(run=run)
+point = widgets.measured_point(run, draft=DRAFT, spec=(STEPS, TOPK, DRAFT_TOKENS))
+explorer = widgets.AcceptanceExplorer(rates=served_rates, depth=STEPS, curve=curve, measured=point)
 explorer
 
 # %%
-widgets.explorer_html(served_rates, depth=STEPS, cost_ratio=cost, observed=observed)
+widgets.explorer_html(served_rates, depth=STEPS, curve=curve, measured=point)
 
 # %% [markdown]
 # The same curves, static:

@@ -100,6 +100,29 @@ plots.speedup_vs_depth(sweep, title=f"Speed-up over no speculation {prose.where(
 # %%
 experiments.speedup_table(sweep)
 
+# %% [markdown]
+# ## How well the lab's cost model predicts these speed-ups
+#
+# The step's costs (a draft step, a verify pass growing with the tokens it verifies, a per-step
+# overhead, prefill), calibrated on this report's measured timings in units of each configuration's
+# own no-speculation step, predict each configuration's speed-up from its measured accept length;
+# each configuration is predicted from the others' timings (leave one out), so its own never enter
+# its prediction. A prediction inside the measured 95 % interval counts as right.
+
+# %%
+from eagle3lab import costfit, measurements
+
+store = measurements.active()
+if store is None:
+    prose.markdown("*No report measurement store: run this notebook through `eagle3lab report` to see the "
+                   "prediction error (`benchmarks/cost_model_error.py` measures it on its own).*")
+else:
+    errors = costfit.prediction_table(store.records())
+    display(errors[["configuration", "accept_length", "predicted", "measured", "interval", "inside"]])
+    display(plots.prediction_plot(errors))
+    records.prediction(errors)
+    prose.markdown(costfit.error_summary(errors))
+
 # %%
 prose.markdown(prose.winner_sentence(sweep, backend=BACKEND))
 
