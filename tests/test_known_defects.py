@@ -39,8 +39,7 @@ ROWS = {
     "sglang-verify-top-p-renorm": ("sglang", "0.5.14", ("0.4.4.post1", "0.5.1", "0.5.13.post1", "0.5.16"), None,
                                    {"temperature": 0.7}),
     "sglang-pd-first-draft-inputs": ("sglang", "0.5.2", ("0.4.6.post4", "0.5.3"), None, {"pd_disaggregation": True}),
-    "sglang-gpt-oss-eagle3-norm-before-fc": ("sglang", "0.5.16", ("0.4.10.post2", "0.5.17"), None,
-                                             {"target_arch": "GptOssForCausalLM", "norm_before_fc": True}),
+    "sglang-norm-before-fc-ignored": ("sglang", "0.5.16", ("0.4.4.post1", "0.5.17"), None, {"norm_before_fc": True}),
     "sglang-qwen35-aux-not-captured": ("sglang", "0.5.21", ("0.5.10.post1", "0.5.22"), None,
                                        {"target_arch": "Qwen3_5MoeForConditionalGeneration"}),
     "sglang-qwen-vl-low-acceptance": ("sglang", "0.5.5.post3", ("0.5.4",), None,
@@ -321,25 +320,29 @@ def _edited(src, dst, **changes):
 
 
 def test_doctor_reads_checkpoint_rows_from_the_draft_and_target(ci_lab, tmp_path):
-    """GPT-OSS + norm_before_fc (sglang PR #32334) fires from --target and the draft config, not
-    without the key, not on another target, not from 0.5.17; a Qwen3-layer draft with sliding
-    layers fires on vLLM 0.25.1, not on 0.26.0 or with full attention."""
+    """norm_before_fc in the draft config (sglang PR #32334) fires up to 0.5.16, not without the key
+    nor from 0.5.17; Qwen3.5 targets (from --target) fire on 0.5.21, not on a Llama target nor 0.5.22;
+    a Qwen3-layer draft with sliding layers fires on vLLM 0.25.1, not on 0.26.0 or with full attention."""
     healthy = ci_lab.draft_dir("healthy")
     target = ci_lab.root / "target"
-    gpt = _edited(target, tmp_path / "gpt", architectures=["GptOssForCausalLM"])
     normed = _edited(healthy, tmp_path / "normed", eagle_config={"norm_before_fc": True})
-    row = "sglang-gpt-oss-eagle3-norm-before-fc"
 
     def found(draft, tgt, serve):
         return defects(doctor(draft, tgt, serve=serve, platform="cuda", empirical=False))
 
-    hit = found(normed, gpt, "sglang==0.5.16")[row]
+    row = "sglang-norm-before-fc-ignored"
+    hit = found(normed, None, "sglang==0.5.16")[row]
     assert (hit.severity, hit.data["status"], hit.data["read"]) == ("warning", "applies", True)
-    assert "Affected: sglang 0.5.1 <= v < 0.5.17" in hit.evidence
-    assert row not in found(healthy, gpt, "sglang==0.5.16")      # no norm_before_fc
-    assert row not in found(normed, target, "sglang==0.5.16")    # a Llama target
-    assert row not in found(normed, gpt, "sglang==0.5.17")       # fixed
-    assert found(normed, None, "sglang==0.5.16")[row].data["unknown"] == ["the target is GptOssForCausalLM"]
+    assert "Affected: sglang 0.4.4.post2 <= v < 0.5.17" in hit.evidence
+    assert row not in found(healthy, None, "sglang==0.5.16")
+    assert row not in found(normed, None, "sglang==0.5.17")
+    row = "sglang-qwen35-aux-not-captured"
+    qwen35 = _edited(target, tmp_path / "qwen35", architectures=["Qwen3_5ForConditionalGeneration"])
+    hit = found(healthy, qwen35, "sglang==0.5.21")[row]
+    assert (hit.severity, hit.data["status"]) == ("error", "applies")
+    assert row not in found(healthy, target, "sglang==0.5.21") and row not in found(healthy, qwen35, "sglang==0.5.22")
+    assert found(healthy, None, "sglang==0.5.21")[row].data["unknown"] == [
+        "the target is Qwen3_5ForConditionalGeneration or Qwen3_5MoeForConditionalGeneration"]
     sliding = _edited(healthy, tmp_path / "sliding", model_type="qwen3", layer_types=["sliding_attention"],
                       sliding_window=64)
     row = "vllm-qwen3-draft-sliding-window"

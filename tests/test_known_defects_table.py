@@ -42,7 +42,8 @@ def test_every_row_has_a_reading_and_every_reading_a_row():
     for engine, er in READING["engines"].items():
         assert sorted(er["rows"]) == sorted(r.id for r in kd.KNOWN_DEFECTS if r.engine == engine)
     assert {r.id for r in kd.KNOWN_DEFECTS if r.read} == set(probes.SIGNATURES)
-    assert {r.id for r in kd.KNOWN_DEFECTS if not r.read} == set(probes.PATHS) | set(probes.NOT_READ)
+    assert {r.id for r in kd.KNOWN_DEFECTS if not r.read and r.path} == set(probes.PATHS)
+    assert {r.id for r in kd.KNOWN_DEFECTS if not r.read and not r.path} == set(probes.NOT_READ)
     sglang = READING["engines"]["sglang"]["packages"]
     assert len(sglang) == 92 and set(sglang.values()) == {"sglang"}  # every 0.4.x / 0.5.x release on PyPI
     vllm = READING["engines"]["vllm"]["packages"]

@@ -143,7 +143,7 @@ def signature_findings(engine, sampled, greedy=None, version=None, source="metri
             continue
         inside = "" if version is None else (
             f"; the server reports {engine} {version}, " + ("inside" if _affects(row, version) else "outside")
-            + f" the affected versions ({row.versions})")
+            + f" the affected versions ({row.span})")
         caveat = ("" if greedy is not None else
                   "; without a greedy window a draft whose recurrence breaks after one step looks the same: "
                   "compare with greedy traffic")

@@ -88,6 +88,7 @@ class KnownDefect:
     last_read: str | None = None
     first_open: bool = False
     reported_in: str = ""
+    path: bool = False  # read=False, but the ranges are the life of the code path the report concerns, read
     severity: str = "warning"  # when it applies for certain; "info" for metric- or speed-only defects
     signature: Callable | None = None  # (sampled: Window, greedy: Window | None) -> SignatureResult
 
@@ -105,13 +106,19 @@ class KnownDefect:
         return self.ranges[-1][1] if self.end_kind == "fixed" else None
 
     @property
+    def span(self) -> str:
+        """The ranges alone: "0.20.0 <= v < 0.34.0", ">= 0.5.1"."""
+        return ", ".join(f"{lo} <= v < {hi}" if hi else f">= {lo}" for lo, hi in self.ranges)
+
+    @property
     def versions(self) -> str:
         """The ranges in words, with how the last one ends."""
-        parts = []
-        for i, (lo, hi) in enumerate(self.ranges):
-            low = f"<= {lo} (present in the oldest release read)" if i == 0 and self.first_open else lo
-            parts.append(f"{low} <= v < {hi}" if hi else f">= {low}")
-        text = ", ".join(parts)
+        text = self.span
+        if self.first_open:
+            text += f" (the first bound is the oldest release read, {self.first}: it may start earlier)"
+        if not self.read and self.path:
+            return (f"{text} (the releases that ship the code path the report concerns; the defect itself was "
+                    "not read in them)")
         if not self.read:
             return f"{text} (as reported, not read in any release)"
         if self.end_kind == "gone":

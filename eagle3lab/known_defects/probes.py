@@ -176,13 +176,12 @@ SIGNATURES = {
                          Absent(Probe(_PREFILL, r"req\.output_topk_p = batch\.spec_info\.topk_p"))))),
         fixed=(Probe(_PREFILL, r"req\.output_topk_p = batch\.spec_info\.topk_p"),),
         any_of=True),
-    "sglang-gpt-oss-eagle3-norm-before-fc": CodeSignature(
-        "gpt_oss.py has an EAGLE-3 setter while llama_eagle3.py never reads norm_before_fc; fixed: "
-        "llama_eagle3.py builds input_norm for norm_before_fc and gpt_oss keeps ids whose max is N",
-        affected=(Probe(_S + r"models/gpt_oss\.py$", r"def set_eagle3_layers_to_capture"),
+    "sglang-norm-before-fc-ignored": CodeSignature(
+        "models/llama_eagle3.py (the EAGLE-3 draft model) never reads norm_before_fc; fixed: it builds "
+        "input_norm for norm_before_fc",
+        affected=(Probe(_S + r"models/llama_eagle3\.py$", r"class LlamaForCausalLMEagle3"),
                   Absent(Probe(_S + r"models/llama_eagle3\.py$", r"norm_before_fc"))),
-        fixed=(Probe(_S + r"models/llama_eagle3\.py$", r"norm_before_fc"),
-               Probe(_S + r"models/gpt_oss\.py$", r"max\(layer_ids\) == num_layers"))),
+        fixed=(Probe(_S + r"models/llama_eagle3\.py$", r"norm_before_fc"),)),
     "sglang-qwen35-aux-not-captured": CodeSignature(
         "Qwen3.5 wrappers inherit Qwen3VLForConditionalGeneration's setter, which writes "
         "model.layers_to_capture, while qwen3_5.py's language model has no setter (it reads "

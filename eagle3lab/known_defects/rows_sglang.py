@@ -158,24 +158,26 @@ ROWS: tuple[KnownDefect, ...] = (
               "`batch.spec_info.topk_p` and `spec_info.hidden_states`"),
         workaround="upgrade to SGLang >= 0.5.3 for disaggregated EAGLE serving"),
     KnownDefect(
-        id="sglang-gpt-oss-eagle3-norm-before-fc", engine="sglang",
-        title="GPT-OSS EAGLE-3 drafts: norm_before_fc ignored (and ids ending at N shifted past the last layer)",
-        ranges=(("0.5.1", "0.5.17"),), end_kind="fixed", platforms=(),
-        conditions=(target_is("GptOssForCausalLM"), NORM_BEFORE_FC),
-        symptom=("a draft trained with norm_before_fc gets un-normalised features: the server runs but "
-                 "acceptance is low; ids whose max is N (e.g. [24, 30, 36]) were shifted to [25, 31, 37] and the "
-                 "final boundary never captured, so the draft crashed on a short fc input"),
+        id="sglang-norm-before-fc-ignored", engine="sglang",
+        title="the draft config's norm_before_fc is ignored: the fc input is not normalised",
+        ranges=(("0.4.4.post2", "0.5.17"),), end_kind="fixed", platforms=(), conditions=(NORM_BEFORE_FC,),
+        symptom=("a draft trained with norm_before_fc (an RMSNorm over the concatenated aux states, e.g. "
+                 "nvidia/gpt-oss-120b-Eagle3-v3, speculators --norm-before-fc) gets un-normalised features: the "
+                 "server runs but acceptance is low. On GPT-OSS targets, ids ending at N (e.g. [24, 30, 36]) were "
+                 "also shifted to [25, 31, 37] up to 0.5.16, so the last boundary was never captured and the draft "
+                 "crashed on a short fc input (the wiring check's capture rules flag those ids)"),
         source=Source(
             thread="sgl-project/sglang PR #32334 (merged 2026-07-27; fixes #32226)",
             quote="\"SGLang shifted these to `[25, 31, 37]` and did not capture the final boundary after all 36 "
                   "GPT-OSS blocks ... After correcting the capture, the server launched but acceptance remained "
                   "low because the draft config's `norm_before_fc: true` and its `input_norm.weight` were "
                   "ignored.\"",
-            versions="states no release; the bounds were read in releases"),
-        code=("python/sglang/srt/models/gpt_oss.py has an EAGLE-3 setter (`[val + 1 for val in layer_ids]`) while "
-              "models/llama_eagle3.py never reads norm_before_fc (0.5.1-0.5.16); 0.5.17 llama_eagle3.py l.165-169 "
-              "builds input_norm and gpt_oss.py keeps ids whose max is N"),
-        workaround="upgrade to SGLang >= 0.5.17"),
+            versions="states no release; the bounds were read in releases (the PR is about GPT-OSS; the ignored "
+                     "key is read by llama_eagle3.py for every target)"),
+        code=("python/sglang/srt/models/llama_eagle3.py (LlamaForCausalLMEagle3, first in 0.4.4.post2) never reads "
+              "norm_before_fc up to 0.5.16; 0.5.17 l.165-169 builds input_norm when eagle_config or the config sets "
+              "it; gpt_oss.py's setter adds 1 to every id in 0.5.1-0.5.16 and keeps ids whose max is N from 0.5.17"),
+        workaround="upgrade to SGLang >= 0.5.17, or serve the draft on vLLM (which reads norm_before_fc)"),
     KnownDefect(
         id="sglang-qwen35-aux-not-captured", engine="sglang",
         title="Qwen3.5 targets never capture EAGLE-3 aux states: start-up fails",
@@ -215,7 +217,7 @@ ROWS: tuple[KnownDefect, ...] = (
     KnownDefect(
         id="sglang-spec-v2-vl-acceptance", engine="sglang",
         title="spec v2 lowers EAGLE-3 acceptance on Qwen2.5-VL",
-        ranges=(("0.5.4.post1", None),), last_read="0.5.23", read=False, platforms=(),
+        ranges=(("0.5.4.post1", None),), last_read="0.5.23", read=False, path=True, platforms=(),
         conditions=(SPEC_V2, target_is("Qwen2_5_VLForConditionalGeneration")),
         reported_in="sglang main of 2025-11-27 (PR #14063's branch, between 0.5.5.post3 and 0.5.6)",
         symptom="MMStar accept length 2.14 with spec v2 against 3.18 with spec v1 (the PR's measurement)",

@@ -62,7 +62,7 @@ ROWS: tuple[KnownDefect, ...] = (
     KnownDefect(
         id="vllm-eagle-stale-hidden-states", engine="vllm",
         title="V0 EAGLE/MTP keeps the draft's approximated hidden states and KV for accepted tokens",
-        ranges=(("0.5.5", "0.10.0"),), end_kind="gone", read=False, platforms=(), conditions=(V0_ENGINE,),
+        ranges=(("0.5.5", "0.10.0"),), end_kind="gone", read=False, path=True, platforms=(), conditions=(V0_ENGINE,),
         reported_in=("a vLLM development build of 2025-03-07 (0.1.dev5011+ge1f0835, between 0.7.3 and 0.8.0), "
                      "V0 speculative decoding"),
         symptom=("accept length 8-15 % below the reference implementation (the thread's measurement), "
