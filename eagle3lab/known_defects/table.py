@@ -89,6 +89,39 @@ def render_defects(reading: dict) -> str:
     return "\n".join(lines)
 
 
+def render_rows(rows) -> str:
+    """Every registry row in words (docs/known-defects.md, "The rows"), from the rows themselves."""
+    _PLATFORM = {"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU", "xpu": "XPU"}
+    out = []
+    for r in rows:
+        how = ("read in the released wheels: " + _signature_what(r) if r.read else
+               f"reported in {r.reported_in}; " + ("the range is the life of the code path the report concerns, "
+                                                    "read in the wheels" if r.path else "not read in any release"))
+        found = "" if r.source.found else " (not found in the search corpus)"
+        triggers = "; ".join(c.text for c in r.conditions) or "none"
+        out += [f"### `{r.id}` ({r.engine}, {r.severity})", "", _sentence(r.title), "",
+                f"- **Versions:** {r.engine} {r.versions}. **Platform:** "
+                f"{' / '.join(_PLATFORM[p] for p in r.platforms) or 'any'}. **Applies if:** {triggers}.",
+                f"- **What it does:** {_sentence(r.symptom)}",
+                f"- **Source:** {r.source.thread}{found}. {_sentence(r.source.quote)} **Versions in the source:** "
+                f"{_sentence(r.source.versions)}",
+                f"- **Code:** {_sentence(r.code, cap=False)}", f"- **Bounds:** {_sentence(how)}",
+                f"- **Workaround:** {_sentence(r.workaround)}", ""]
+    return "\n".join(out).rstrip()
+
+
+def _sentence(text: str, cap: bool = True) -> str:
+    """Capitalised (not for code paths), and ending in one full stop (a quote's own stop is kept)."""
+    text = text[:1].upper() + text[1:] if cap else text
+    return text if text.endswith((".", '."', ".\u201d")) else text + "."
+
+
+def _signature_what(row) -> str:
+    from eagle3lab.known_defects.probes import SIGNATURES
+
+    return SIGNATURES[row.id].what
+
+
 def render_not_read(reading: dict) -> str:
     lines = []
     for engine, er in sorted(reading["engines"].items()):
@@ -123,8 +156,11 @@ def _replace(text: str, name: str, body: str) -> str:
 
 
 def write_docs(root: Path, reading: dict) -> None:
+    from eagle3lab.known_defects import KNOWN_DEFECTS
+
     doc = root / "docs" / "known-defects.md"
-    text = _replace(doc.read_text(), "defects", render_defects(reading))
+    text = _replace(doc.read_text(), "rows", render_rows(KNOWN_DEFECTS))
+    text = _replace(text, "defects", render_defects(reading))
     doc.write_text(_replace(text, "not-read", render_not_read(reading)))
     src = root / "docs" / "sources.md"
     src.write_text(_replace(src.read_text(), "rules", render_rules(reading)))

@@ -7,10 +7,13 @@ num_draft_tokens = num_steps + 1 whenever topk == 1 and says so in one warning l
 through `eagle3lab.config`); `eagle3lab.sources.logfile.config_from_log` finds it afterwards.
 
 Every rule below was read in the SGLang wheels' source (`pip download --no-deps sglang==X`):
-`sglang/srt/server_args.py` up to 0.5.9, and `sglang/srt/arg_groups/speculative_hook.py`
-(`_handle_eagle_family`, `_auto_choose_speculative_params`) from 0.5.14 on. Versions read:
-0.4.3 0.4.6 0.4.10 0.5.1 0.5.2 0.5.5 0.5.7 0.5.9 0.5.14 0.5.18 0.5.22 0.5.23. A version
-between two read ones uses the rules of the nearest read version below it, and says so.
+`sglang/srt/server_args.py` up to 0.5.13.post1, and `sglang/srt/arg_groups/speculative_hook.py`
+(`_handle_eagle_family`, `_auto_choose_speculative_params`) from 0.5.14 on. Read by hand:
+0.4.3 0.4.6 0.4.10 0.5.1 0.5.2 0.5.5 0.5.7 0.5.9 0.5.14 0.5.18 0.5.22 0.5.23; then every release
+0.4.0-0.5.23 by `scripts/read_releases.py` (known_defects/rule_probes.py), which added a row
+(`_then`) wherever a field it reads changes (docs/sources.md section 7; tests/
+test_known_defects_table.py compares every release). A version between two rows uses the rules
+of the row below it, and says so.
 `resolve(..., use_sglang=True)` asks the installed SGLang instead (engines/sglang/resolver.py);
 tests/test_config_sglang.py checks that both agree.
 """
