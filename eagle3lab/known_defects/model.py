@@ -59,7 +59,6 @@ class Source:
     thread: str  # "vllm-project/vllm#55005 (open), fix PR #55006 (open)"
     quote: str  # a short excerpt, in quotes, from the thread or PR
     versions: str  # what the source states about versions, or "states no version"
-    found: bool = True  # False: the thread could not be found in the search corpus (said in the row)
 
 
 @dataclass(frozen=True)

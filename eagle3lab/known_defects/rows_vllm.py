@@ -24,8 +24,8 @@ ROWS: tuple[KnownDefect, ...] = (
                    "also measured by eagle3lab (docs/vllm.md); PR #42638 (closed unmerged)",
             quote="#55005: \"The CPU monkey-patch for `expand_kernel` (`vllm/utils/cpu_triton_utils.py:408-421`) "
                   "passes `_ensure_int64(output)` to the int64-only C++ kernel ... the kernel fills that "
-                  "temporary and the caller's buffer is never written\"; \"temperature 0.7 -> 0 -> rewritten to 1 "
-                  "by the `replace_from` logic\". #42638 (2026-05-14) is a different failure on CPU-only builds: "
+                  "temporary and the caller's buffer is never written\"; \"temperature 0.7 → 0 → rewritten to 1 "
+                  "by the `replace_from`\" logic. #42638 (2026-05-14) is a different failure on CPU-only builds: "
                   "the Triton expand kernel launched without a driver is a no-op and the first non-greedy "
                   "request crashes with \"index <garbage> is out of bounds\"",
             versions="#55005 names no version; its line numbers (cpu_triton_utils.py:408-421) are those of "
@@ -93,7 +93,8 @@ ROWS: tuple[KnownDefect, ...] = (
             thread="vllm-project/vllm#41838 (open)",
             quote="\"Speculative decoding acceptance length (AL) smoothly and monotonically regresses over time "
                   "when serving models with Eagle/Eagle3 draft models in vLLM 0.17.1. AL never recovers — only a "
-                  "full service restart resets it\"; a later comment: \"Wasn't able to repro the 'degradation'\"",
+                  "full service restart resets it\"; a later comment (2026-05-11) could not reproduce the drift and "
+                  "gave a minimal repro of a cache race instead",
             versions="the report names vLLM 0.17.1; no fix or bound is stated"),
         code=("not read: the thread points at no line; one comment suggests FullAttentionManager caches block "
               "hashes before the KV is written (MambaManager guards with cached_blocks_this_step, PR #29387), "
@@ -106,8 +107,9 @@ ROWS: tuple[KnownDefect, ...] = (
         title="a Qwen3-layer EAGLE-3 draft's sliding window is ignored: the target's window is used",
         ranges=(("0.24.0", "0.26.0"),), end_kind="fixed", platforms=(), conditions=(DRAFT_QWEN3, DRAFT_SLIDING),
         symptom=("the draft attends over the full context (or the target's window) instead of the window it "
-                 "was trained with; speculators PR #684 measured windowed drafts at 1.53-1.63 accept length "
-                 "across 2k-20k contexts only once vLLM applied the window"),
+                 "was trained with; speculators PR #684 measured its windowed draft at 1.52-1.63 accept length "
+                 "from 2k to 20k context, against 2.30 falling to 1.08 for the full-attention draft, with the "
+                 "window applied"),
         source=Source(
             thread="vllm-project/speculators PR #684 (merged; a PR, not an issue), vLLM fix PR #47568 (merged)",
             quote="\"vLLM does not currently apply the draft model's sliding window attention during inference. "

@@ -97,13 +97,12 @@ def render_rows(rows) -> str:
         how = ("read in the released wheels: " + _signature_what(r) if r.read else
                f"reported in {r.reported_in}; " + ("the range is the life of the code path the report concerns, "
                                                     "read in the wheels" if r.path else "not read in any release"))
-        found = "" if r.source.found else " (not found in the search corpus)"
         triggers = "; ".join(c.text for c in r.conditions) or "none"
         out += [f"### `{r.id}` ({r.engine}, {r.severity})", "", _sentence(r.title), "",
                 f"- **Versions:** {r.engine} {r.versions}. **Platform:** "
                 f"{' / '.join(_PLATFORM[p] for p in r.platforms) or 'any'}. **Applies if:** {triggers}.",
                 f"- **What it does:** {_sentence(r.symptom)}",
-                f"- **Source:** {r.source.thread}{found}. {_sentence(r.source.quote)} **Versions in the source:** "
+                f"- **Source:** {r.source.thread}. {_sentence(r.source.quote)} **Versions in the source:** "
                 f"{_sentence(r.source.versions)}",
                 f"- **Code:** {_sentence(r.code, cap=False)}", f"- **Bounds:** {_sentence(how)}",
                 f"- **Workaround:** {_sentence(r.workaround)}", ""]
