@@ -233,7 +233,7 @@ def test_doctor_static_names_the_cpu_defect_only_where_it_applies(ci_lab):
     # a row no release confirms says "reported", never "affected", and ranks at half weight
     reported = defects(report)["vllm-prefix-cache-acceptance-decay"]
     assert reported.title.startswith("reported defect in vllm 0.32.0: EAGLE/EAGLE-3 accept length falls")
-    assert reported.evidence.count("Reported in vLLM 0.17.1") == 1 and "Affected:" not in reported.evidence
+    assert reported.evidence.lower().count("reported in vllm 0.17.1") == 1 and "Affected:" not in reported.evidence
     assert "no release read confirms the bounds" in reported.evidence and reported.weight == pytest.approx(0.25)
     assert found.evidence.count("Affected: vllm 0.20.0 <= v < 0.34.0") == 1 and "Reported in" not in found.evidence
     no_serve = doctor(draft, empirical=False)

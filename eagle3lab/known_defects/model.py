@@ -131,7 +131,7 @@ class KnownDefect:
         """One phrase for the doctor: read in releases, or reported."""
         if self.read:
             return "bounds read in the released wheels (docs/known-defects.md, 'Read in releases')"
-        return f"reported in {self.reported_in}; no release read confirms the bounds"
+        return "no release read confirms the bounds"
 
 
 @dataclass(frozen=True)
