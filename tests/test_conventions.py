@@ -89,7 +89,7 @@ def test_deepseek_rule_changes_at_0_5_13():
     assert serve_boundaries("sglang", "0.5.13", DSV3, seed_ids, 61) == [2, 30, 58]
     assert serve_boundaries("sglang", "0.5.23", DSV3, [1, 29, 57], 61) == [2, 30, 58]
     assert serve_boundaries("sglang", "0.5.23", "KimiK25ForConditionalGeneration", seed_ids, 61) == seed_ids
-    with pytest.raises(CaptureError, match="no set_eagle3_layers_to_capture before 0.5.5"):
+    with pytest.raises(CaptureError, match="no set_eagle3_layers_to_capture before 0.5.4.post2"):
         serve_boundaries("sglang", "0.5.4", DSV3, seed_ids, 61)
 
 

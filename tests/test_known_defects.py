@@ -19,18 +19,38 @@ from eagle3lab.doctor import doctor
 # row id -> (engine, affected version, unaffected version(s), platform, settings that make it apply)
 ROWS = {
     "vllm-cpu-temperature-expansion": ("vllm", "0.32.0", ("0.19.1", "0.34.0"), "cpu", {"temperature": 0.7}),
-    "vllm-mrv2-strict-acceptance": ("vllm", "0.20.2", ("0.11.0", "0.21.0"), "cuda",
+    "vllm-mrv2-strict-acceptance": ("vllm", "0.20.2", ("0.11.2", "0.21.0"), "cuda",
                                     {"temperature": 0.7, "model_runner_v2": True}),
-    "vllm-eagle-stale-hidden-states": ("vllm", "0.8.0", ("0.7.3",), None, {}),
-    "sglang-cuda-graph-aux-ids-reset": ("sglang", "0.5.10.post1", ("0.4.8", "0.5.11"), "cuda",
+    "vllm-eagle-stale-hidden-states": ("vllm", "0.9.2", ("0.5.4", "0.10.0"), None, {"v0_engine": True}),
+    "vllm-prefix-cache-acceptance-decay": ("vllm", "0.17.1", ("0.17.0",), None, {"prefix_caching": True}),
+    "vllm-qwen3-draft-sliding-window": ("vllm", "0.25.1", ("0.23.0", "0.26.0"), None,
+                                        {"draft_layer_type": "qwen3", "draft_sliding_window": True}),
+    "sglang-cuda-graph-aux-ids-reset": ("sglang", "0.5.10.post1", ("0.4.8.post1", "0.5.11"), "cuda",
                                         {"cuda_graph": True, "custom_aux_ids": True}),
-    "sglang-tree-accept-rate-metric": ("sglang", "0.5.5", ("0.5.3", "0.5.6"), None, {"topk": 4}),
-    "sglang-rocm-greedy-verify": ("sglang", "0.5.23", ("0.4.10",), "rocm",
+    "sglang-tree-accept-rate-metric": ("sglang", "0.5.5.post2", ("0.5.3.post1", "0.5.5.post3"), None, {"topk": 4}),
+    "sglang-rocm-greedy-verify": ("sglang", "0.5.23", ("0.4.10.post2",), "rocm",
                                   {"temperature": 0.7, "rejection_sampling": False}),
-    "sglang-cpu-greedy-verify": ("sglang", "0.5.16", ("0.5.15",), "cpu", {"temperature": 1.0}),
-    "sglang-cuda-graph-max-bs-trap": ("sglang", "0.5.9", ("0.4.2",), "cuda",
+    "sglang-cpu-greedy-verify": ("sglang", "0.5.16", ("0.4.10.post2", "0.5.11", "0.5.15.post1"), "cpu",
+                                 {"temperature": 1.0}),
+    "sglang-xpu-greedy-verify": ("sglang", "0.5.15", ("0.4.10.post2", "0.5.11", "0.5.14"), "xpu",
+                                 {"temperature": 1.0}),
+    "sglang-cuda-graph-max-bs-trap": ("sglang", "0.5.9", (), "cuda",
                                       {"cuda_graph": True, "cuda_graph_max_bs": 8, "max_running_requests": 48}),
+    "sglang-verify-top-p-renorm": ("sglang", "0.5.14", ("0.4.4.post1", "0.5.1", "0.5.13.post1", "0.5.16"), None,
+                                   {"temperature": 0.7}),
+    "sglang-pd-first-draft-inputs": ("sglang", "0.5.2", ("0.4.6.post4", "0.5.3"), None, {"pd_disaggregation": True}),
+    "sglang-norm-before-fc-ignored": ("sglang", "0.5.16", ("0.4.4.post1", "0.5.17"), None, {"norm_before_fc": True}),
+    "sglang-qwen35-aux-not-captured": ("sglang", "0.5.21", ("0.5.10.post1", "0.5.22"), None,
+                                       {"target_arch": "Qwen3_5MoeForConditionalGeneration"}),
+    "sglang-qwen-vl-low-acceptance": ("sglang", "0.5.5.post3", ("0.5.4",), None,
+                                      {"target_arch": "Qwen2_5_VLForConditionalGeneration"}),
+    "sglang-spec-v2-vl-acceptance": ("sglang", "0.5.11", ("0.5.4",), None,
+                                     {"spec_v2": True, "target_arch": "Qwen2_5_VLForConditionalGeneration"}),
 }
+OFF = {"temperature": 0.0, "model_runner_v2": False, "cuda_graph": False, "custom_aux_ids": False, "topk": 1,
+       "rejection_sampling": True, "cuda_graph_max_bs": 64, "max_running_requests": 4, "v0_engine": False,
+       "prefix_caching": False, "draft_layer_type": "llama", "draft_sliding_window": False,
+       "pd_disaggregation": False, "target_arch": "LlamaForCausalLM", "norm_before_fc": False, "spec_v2": False}
 
 
 def ids(matches, status=None):
@@ -38,14 +58,15 @@ def ids(matches, status=None):
 
 
 def test_the_registry_has_every_row_sourced_and_tested():
-    assert len(kd.KNOWN_DEFECTS) >= 8
+    assert len(kd.KNOWN_DEFECTS) >= 14
     assert sorted(r.id for r in kd.KNOWN_DEFECTS) == sorted(ROWS)
     for row in kd.KNOWN_DEFECTS:
         assert row.engine in kd.ENGINES and set(row.platforms) <= set(kd.PLATFORMS)
-        assert row.reference and row.source and row.verified and row.workaround and row.symptom
-        assert "/work/" not in row.source + row.reference + row.verified  # cites upstream, not this machine
-        if row.fixed:
-            assert kd.parse_version(row.first) < kd.parse_version(row.fixed)
+        assert row.source.thread and row.source.quote and row.source.versions and row.code and row.workaround
+        assert "/work/" not in row.source.thread + row.source.quote + row.code  # cites upstream, not this machine
+        assert row.read == (not row.reported_in), row.id  # a reported row names where it was reported
+        for lo, hi in row.ranges:
+            assert hi is None or kd.parse_version(lo) < kd.parse_version(hi), row.id
 
 
 @pytest.mark.parametrize("row_id", sorted(ROWS))
@@ -59,10 +80,8 @@ def test_each_row_fires_on_an_affected_version_and_not_outside(row_id):
 @pytest.mark.parametrize("row_id", sorted(r for r in ROWS if ROWS[r][3] is not None or ROWS[r][4]))
 def test_a_row_is_silent_when_a_known_setting_or_platform_rules_it_out(row_id):
     engine, affected, _, platform, settings = ROWS[row_id]
-    off = {"temperature": 0.0, "model_runner_v2": False, "cuda_graph": False, "custom_aux_ids": False,
-           "topk": 1, "rejection_sampling": True, "cuda_graph_max_bs": 64, "max_running_requests": 4}
     for key in settings:
-        assert row_id not in ids(kd.match(engine, affected, platform, {**settings, key: off[key]})), key
+        assert row_id not in ids(kd.match(engine, affected, platform, {**settings, key: OFF[key]})), key
     if platform is not None:
         other = "cuda" if platform != "cuda" else "cpu"
         assert row_id not in ids(kd.match(engine, affected, other, settings))
@@ -72,7 +91,7 @@ def test_unknown_platform_and_settings_make_a_row_conditional_with_the_reason():
     (m,) = [m for m in kd.match("sglang", "0.5.23") if m.defect.id == "sglang-rocm-greedy-verify"]
     assert m.status == "conditional"
     assert m.unknown == ("you run on ROCm (AMD)", "requests sample (temperature > 0)",
-                         "--speculative-use-rejection-sampling is not given")
+                         "rejection sampling is off (no --speculative-use-rejection-sampling)")
     # a PEP 440 local label names the platform: 0.32.0+cpu is vLLM's CPU build
     (cpu,) = [m for m in kd.match("vllm", "0.32.0+cpu") if m.defect.id == "vllm-cpu-temperature-expansion"]
     assert cpu.unknown == ("requests sample (temperature > 0)",)
@@ -83,14 +102,51 @@ def test_settings_from_flags():
     got = kd.settings_from_flags("--speculative-algorithm EAGLE3 --speculative-num-steps 3 "
                                  "--speculative-eagle-topk 4 --speculative-num-draft-tokens 8 "
                                  "--cuda-graph-max-bs 16", "sglang", "0.5.9")
-    # SGLang resets max running requests to 48 for speculation (eagle3lab.config's rules)
+    # SGLang resets max running requests to 48 for speculation (eagle3lab.config's rules); spec v2 is
+    # opt-in before 0.5.11 (SGLANG_ENABLE_SPEC_V2's default, read in the wheels)
     assert got == {"topk": 4, "cuda_graph_max_bs": 16, "cuda_graph": True, "rejection_sampling": False,
-                   "max_running_requests": 48}
+                   "pd_disaggregation": False, "spec_v2": False, "max_running_requests": 48}
     assert ids(kd.match("sglang", "0.5.9", "cuda", got), "applies") == ["sglang-cuda-graph-max-bs-trap"]
     vllm = kd.settings_from_flags('VLLM_USE_V2_MODEL_RUNNER=1 vllm serve m --enforce-eager '
                                   '--speculative-config {"method":"eagle3"}', "vllm", "0.20.0")
-    assert vllm == {"model_runner_v2": True, "topk": 1, "cuda_graph": False, "rejection_sampling": False}
+    assert vllm == {"model_runner_v2": True, "topk": 1, "cuda_graph": False, "rejection_sampling": False,
+                    "pd_disaggregation": False}
     assert kd.settings_from_flags("", "sglang", "0.5.9") == {}
+
+
+def test_flags_that_switch_rows_on_and_their_negative_controls():
+    """Disaggregation, block verification (0.5.22+ turns rejection sampling on), spec v2 by version,
+    VLLM_USE_V1=0 and prefix caching: each moves a row between applies and silent."""
+    pd = kd.settings_from_flags("--speculative-algorithm EAGLE3 --disaggregation-mode decode", "sglang", "0.5.2")
+    assert pd["pd_disaggregation"] is True
+    assert "sglang-pd-first-draft-inputs" in ids(kd.match("sglang", "0.5.2", "cuda", pd), "applies")
+    assert "sglang-pd-first-draft-inputs" not in ids(kd.match("sglang", "0.5.3", "cuda", pd))
+    plain = kd.settings_from_flags("--speculative-algorithm EAGLE3", "sglang", "0.5.2")
+    assert "sglang-pd-first-draft-inputs" not in ids(kd.match("sglang", "0.5.2", "cuda", plain))
+    block = "--speculative-algorithm EAGLE3 --speculative-use-block-verification"
+    assert kd.settings_from_flags(block, "sglang", "0.5.22")["rejection_sampling"] is True
+    assert kd.settings_from_flags(block, "sglang", "0.5.21")["rejection_sampling"] is False
+    assert kd.settings_from_flags("--speculative-algorithm EAGLE3", "sglang", "0.5.11")["spec_v2"] is True
+    assert kd.settings_from_flags("SGLANG_ENABLE_SPEC_V2=1 python -m sglang.launch_server", "sglang",
+                                  "0.5.8")["spec_v2"] is True
+    v0 = kd.settings_from_flags("VLLM_USE_V1=0 vllm serve m --no-enable-prefix-caching", "vllm", "0.9.2")
+    assert v0["v0_engine"] is True and v0["prefix_caching"] is False
+    assert ids(kd.match("vllm", "0.9.2", "cuda", {**v0, "temperature": 0.0}), "applies") == [
+        "vllm-eagle-stale-hidden-states"]
+    assert ids(kd.match("vllm", "0.17.1", "cuda", kd.settings_from_flags("vllm serve m --enable-prefix-caching",
+                                                                          "vllm", "0.17.1")), "applies") == [
+        "vllm-prefix-cache-acceptance-decay"]
+
+
+def test_draft_settings_read_the_checkpoint_keys_rows_need():
+    assert kd.draft_settings({"eagle_config": {"norm_before_fc": True}}) == {
+        "norm_before_fc": True, "draft_layer_type": None, "draft_sliding_window": False}
+    spec = {"speculators_model_type": "eagle3", "transformer_layer_config": {
+        "model_type": "qwen3", "layer_types": ["sliding_attention"], "sliding_window": 2048}}
+    assert kd.draft_settings(spec) == {"norm_before_fc": False, "draft_layer_type": "qwen3", "draft_sliding_window": True}
+    # a window with no sliding layer (or layers with no window) is full attention
+    assert kd.draft_settings({"model_type": "qwen3", "sliding_window": 2048, "layer_types": ["full_attention"]})[
+        "draft_sliding_window"] is False
 
 
 @pytest.mark.parametrize("call, message", [
@@ -174,8 +230,12 @@ def test_doctor_static_names_the_cpu_defect_only_where_it_applies(ci_lab):
     unknown = defects(doctor(draft, serve="vllm==0.32.0", empirical=False))["vllm-cpu-temperature-expansion"]
     assert unknown.severity == "info" and unknown.title.endswith(
         "(applies if you run on a CPU build and requests sample (temperature > 0))")
-    thread = defects(report)["vllm-eagle-stale-hidden-states"]
-    assert thread.weight == pytest.approx(0.45) and "[versions from the thread" in thread.title
+    # a row no release confirms says "reported", never "affected", and ranks at half weight
+    reported = defects(report)["vllm-prefix-cache-acceptance-decay"]
+    assert reported.title.startswith("reported defect in vllm 0.32.0: EAGLE/EAGLE-3 accept length falls")
+    assert reported.evidence.lower().count("reported in vllm 0.17.1") == 1 and "Affected:" not in reported.evidence
+    assert "no release read confirms the bounds" in reported.evidence and reported.weight == pytest.approx(0.25)
+    assert found.evidence.count("Affected: vllm 0.20.0 <= v < 0.34.0") == 1 and "Reported in" not in found.evidence
     no_serve = doctor(draft, empirical=False)
     assert not defects(no_serve)
     assert [c.detail for c in no_serve.checks if c.check == "known defects"] == [
@@ -241,3 +301,53 @@ def test_doctor_log_signature_needs_the_temperature(ci_lab, tmp_path):
     assert not [f for f in cold.findings if f.check == "known defects (signature)"]
     assert [c.detail for c in cold.checks if c.check == "known defects (signature)"] == [
         "the log does not say its traffic's temperature: pass --temperature to match known-defect signatures"]
+
+
+def _edited(src, dst, **changes):
+    """A copy of checkpoint dir `src` (files symlinked) whose config.json has `changes` applied."""
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.name != "config.json":
+            (dst / f.name).symlink_to(f)
+    cfg = json.loads((src / "config.json").read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(cfg.get(key), dict):
+            cfg[key] = {**cfg[key], **value}
+        else:
+            cfg[key] = value
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def test_doctor_reads_checkpoint_rows_from_the_draft_and_target(ci_lab, tmp_path):
+    """norm_before_fc in the draft config (sglang PR #32334) fires up to 0.5.16, not without the key
+    nor from 0.5.17; Qwen3.5 targets (from --target) fire on 0.5.21, not on a Llama target nor 0.5.22;
+    a Qwen3-layer draft with sliding layers fires on vLLM 0.25.1, not on 0.26.0 or with full attention."""
+    healthy = ci_lab.draft_dir("healthy")
+    target = ci_lab.root / "target"
+    normed = _edited(healthy, tmp_path / "normed", eagle_config={"norm_before_fc": True})
+
+    def found(draft, tgt, serve):
+        return defects(doctor(draft, tgt, serve=serve, platform="cuda", empirical=False))
+
+    row = "sglang-norm-before-fc-ignored"
+    hit = found(normed, None, "sglang==0.5.16")[row]
+    assert (hit.severity, hit.data["status"], hit.data["read"]) == ("warning", "applies", True)
+    assert "Affected: sglang 0.4.4.post2 <= v < 0.5.17" in hit.evidence
+    assert row not in found(healthy, None, "sglang==0.5.16")
+    assert row not in found(normed, None, "sglang==0.5.17")
+    row = "sglang-qwen35-aux-not-captured"
+    qwen35 = _edited(target, tmp_path / "qwen35", architectures=["Qwen3_5ForConditionalGeneration"])
+    hit = found(healthy, qwen35, "sglang==0.5.21")[row]
+    assert (hit.severity, hit.data["status"]) == ("error", "applies")
+    assert row not in found(healthy, target, "sglang==0.5.21") and row not in found(healthy, qwen35, "sglang==0.5.22")
+    assert found(healthy, None, "sglang==0.5.21")[row].data["unknown"] == [
+        "the target is Qwen3_5ForConditionalGeneration or Qwen3_5MoeForConditionalGeneration"]
+    sliding = _edited(healthy, tmp_path / "sliding", model_type="qwen3", layer_types=["sliding_attention"],
+                      sliding_window=64)
+    row = "vllm-qwen3-draft-sliding-window"
+    assert found(sliding, None, "vllm==0.25.1")[row].data["status"] == "applies"
+    assert row not in found(sliding, None, "vllm==0.26.0")
+    assert row not in found(_edited(healthy, tmp_path / "full", model_type="qwen3", layer_types=["full_attention"],
+                                    sliding_window=64), None, "vllm==0.25.1")
+    assert row not in found(healthy, None, "vllm==0.25.1")

@@ -50,7 +50,7 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
     from eagle3lab.doctor.defects import static_defects
 
     f, c = static_defects(serve, flags=flags, platform=platform, temperature=temperature, facts=facts,
-                          spec=spec)
+                          spec=spec, target=tspec)
     findings += f
     checks += c
     if empirical:

@@ -16,8 +16,9 @@ from eagle3lab.errors import EagleLabError
 CHECK = "known defects"
 
 
-def static_defects(serve, flags=None, platform=None, temperature=None, facts=None, spec=None):
-    """(findings, checks) for the rows matching --serve's engine and version."""
+def static_defects(serve, flags=None, platform=None, temperature=None, facts=None, spec=None, target=None):
+    """(findings, checks) for the rows matching --serve's engine and version; the draft checkpoint
+    (and --target, or the draft's recorded verifier) fill in the settings a row reads from them."""
     from eagle3lab import known_defects as kd
     from eagle3lab.doctor.static import parse_serve
 
@@ -32,6 +33,7 @@ def static_defects(serve, flags=None, platform=None, temperature=None, facts=Non
         ids = _custom_ids(engine, version, facts or {}, spec)
         if ids is not None:
             settings["custom_aux_ids"] = ids
+        settings.update(_checkpoint_settings(spec, target))
         matches = kd.match(engine, version, platform, settings)
     except EagleLabError as exc:
         return [], [CheckStatus(CHECK, False, str(exc))]
@@ -55,6 +57,19 @@ def _platform_from_flags(settings, flags) -> str | None:
     return None
 
 
+def _checkpoint_settings(spec, target) -> dict:
+    """What the checkpoints tell the registry: the draft config's keys (`known_defects.draft_settings`)
+    and the target's architecture, from --target or the draft's recorded verifier (never guessed)."""
+    from eagle3lab import known_defects as kd
+
+    out = kd.draft_settings(spec.config, spec.arch_config) if spec is not None else {}
+    arch = target.arch if target is not None else ((spec.provenance.get("verifier_architectures") or [None])[0]
+                                                    if spec is not None else None)
+    if arch:
+        out["target_arch"] = arch
+    return out
+
+
 def _custom_ids(engine, version, facts, spec) -> bool | None:
     """Whether the draft's ids, read as the engine reads them without CUDA graphs, feed other
     boundaries than the default set (the static wiring check's facts: `num_layers`, `arch`);
@@ -74,20 +89,22 @@ def _custom_ids(engine, version, facts, spec) -> bool | None:
 
 
 def _finding(m, engine, version) -> Finding:
+    """A read row says "known defect ... Affected: ..."; a row no release confirms says "reported
+    defect ... Reported in ..." and ranks at half weight (an ordering, never printed)."""
     row = m.defect
     certain = m.status == "applies"
-    title = f"known defect in {engine} {version}: {row.title}"
+    title = f"{'known' if row.read else 'reported'} defect in {engine} {version}: {row.title}"
     if not certain:
         title += " (applies if " + " and ".join(m.unknown) + ")"
-    if row.thread_only:
-        title += " [versions from the thread, not read in source]"
-    evidence = (f"{row.symptom}. Affected: {engine} {row.versions}"
-                + (f" on {', '.join(row.platforms)}" if row.platforms else "")
-                + f". Upstream: {row.reference}. Read in: {row.source}. Verified: {row.verified}")
+    on = f" on {', '.join(row.platforms)}" if row.platforms else ""
+    where = (f"Affected: {engine} {row.versions}{on}" if row.read else
+             f"Reported in {row.reported_in}; as reported: {engine} {row.versions}{on}")
+    evidence = (f"{row.symptom}. {where}; {row.bounds_how}. Source: {row.source.thread}: {row.source.quote} "
+                f"(versions: {row.source.versions}). Code: {row.code}")
     return Finding("known_defect", row.severity if certain else "info", title, evidence, row.workaround,
-                   (0.9 if certain else 0.5) * (0.5 if row.thread_only else 1.0), "config", CHECK,
-                   data={"id": row.id, "status": m.status, "unknown": list(m.unknown),
-                         "versions": row.versions, "reference": row.reference})
+                   (0.9 if certain else 0.5) * (1.0 if row.read else 0.5), "config", CHECK,
+                   data={"id": row.id, "status": m.status, "unknown": list(m.unknown), "read": row.read,
+                         "versions": row.versions, "reference": row.source.thread})
 
 
 # --------------------------------------------------------------------------- signatures
@@ -126,13 +143,13 @@ def signature_findings(engine, sampled, greedy=None, version=None, source="metri
             continue
         inside = "" if version is None else (
             f"; the server reports {engine} {version}, " + ("inside" if _affects(row, version) else "outside")
-            + f" the affected versions ({row.versions})")
+            + f" the affected versions ({row.span})")
         caveat = ("" if greedy is not None else
                   "; without a greedy window a draft whose recurrence breaks after one step looks the same: "
                   "compare with greedy traffic")
         findings.append(Finding(
             "known_defect", "warning", f"the acceptance has the signature of a known defect: {row.title}",
-            f"{res.evidence}{inside}{caveat}. Known defect {row.id}: {row.symptom}. Upstream: {row.reference}",
+            f"{res.evidence}{inside}{caveat}. Known defect {row.id}: {row.symptom}. Upstream: {row.source.thread}",
             row.workaround, res.weight, source, CHECK + " (signature)",
             data={"id": row.id, **res.data}))
     return findings, "; ".join(notes)

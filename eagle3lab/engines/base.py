@@ -66,6 +66,9 @@ class Engine:
     model_file: Callable | None = None
     # its config rules change with its version, so resolve() needs one (SGLang; vLLM's are version-free)
     rules_by_version: bool = False
+    # defect_flags(flags: {flag: value}, version) -> {setting: value}: what this engine's own flags and
+    # per-version defaults mean for the known-defect registry's settings (engines/<name>/defect_flags.py)
+    defect_flags: Callable | None = None
     title: str = ""                  # how prose names it: "SGLang", "vLLM", "the lab"
     # the release eagle3lab installs and launches itself, and which build (vLLM's CPU wheel);
     # None: the user brings the engine

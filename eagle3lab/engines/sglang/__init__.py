@@ -13,6 +13,7 @@ import sys
 from eagle3lab.engines.argv import fault_names, sglang_style, spec_dict
 from eagle3lab.engines.base import Engine
 from eagle3lab.engines.sglang import capture
+from eagle3lab.engines.sglang.defect_flags import defect_flags
 from eagle3lab.engines.sglang.rules import resolve_sglang_rules
 from eagle3lab.errors import ServerError
 from eagle3lab.spec import LATEST_SGLANG, parse_version
@@ -42,4 +43,4 @@ ENGINE = Engine(
     latest=LATEST_SGLANG, asks_itself=True, has_known_defects=True, patchable=True,
     lint_codes=frozenset({"topk-reset-page", "auto-params", "page-size-topk"}),
     capture_versions=capture.SGLANG_VERSIONS, model_file=capture.model_path, rules_by_version=True,
-    title="SGLang")
+    defect_flags=defect_flags, title="SGLang")

@@ -8,7 +8,7 @@ SOURCES: every rule below, where it was read. "sglang X" = the PyPI wheel, unpac
 
 | Rule | Source (file, versions) |
 |---|---|
-| llama setter: no args, default [2, N//2, N-3] | sglang 0.4.6 srt/models/llama.py:639 (0.4.4.post3-0.4.8) |
+| llama setter: no args, default [2, N//2, N-3] | sglang 0.4.6 srt/models/llama.py:639 (0.4.4.post2-0.4.8.post1, every release read) |
 | config ids read from draft `eagle_config.eagle_aux_hidden_state_layer_ids` | sglang 0.4.9 model_executor/model_runner.py:341; 0.5.23 model_runner_components/attention_backend_setup.py:61 |
 | CUDA-graph runner resets ids to the default (0.4.9-0.5.10) | sglang 0.4.9 cuda_graph_runner.py:298, 0.5.4 :333, 0.5.5 :336, 0.5.10 :648; absent in 0.5.11 and 0.5.12 |
 | llama/qwen2/qwen3/qwen*_moe: ids -> [id + 1] | sglang 0.4.9 llama.py:700, 0.5.23 llama.py:929-941, qwen2.py:781-794, qwen3.py:778-791 |
@@ -17,7 +17,7 @@ SOURCES: every rule below, where it was read. "sglang X" = the PyPI wheel, unpac
 | llama b=0 works (layer-boundary capture_output) | sglang 0.5.22, 0.5.23 llama.py:485-494 |
 | qwen2/qwen3 capture guarded `if residual is not None` (b=0 = embedding) | sglang 0.4.9 qwen2.py:329-332, 0.5.4 qwen2.py:335-338 |
 | qwen*_moe 0.5.5+: `self.layers[layer_id]` marks the layer (b=N -> IndexError) | sglang 0.5.5 qwen2_moe.py:562-565 |
-| deepseek_v2 (V2/V3/V3.2, Kimi K2) setter from 0.5.5, ids -> [id + 1] | sglang 0.5.5 deepseek_v2.py:3822, 0.5.12 :2529-2541 |
+| deepseek_v2 (V2/V3/V3.2, Kimi K2) setter from 0.5.4.post2, ids -> [id + 1] | sglang 0.5.5 deepseek_v2.py:3822, 0.5.12 :2529-2541; first in 0.5.4.post2 (every release read) |
 | deepseek_v2 0.5.13+: `if layer_ids[0] == 1: id + 1 else raw` | sglang 0.5.13 deepseek_v2.py:2740, 0.5.23 :3458-3473 |
 | deepseek_v2 capture unguarded before layer i (b=0 -> TypeError) up to 0.5.13 | sglang 0.5.12 deepseek_v2.py:2275-2282, 0.5.13 :2446 |
 | deepseek_v2 0.5.14+: capture inside the layer communicator, b=0 = embedding | sglang 0.5.14 deepseek_v2.py:2502 |
@@ -77,7 +77,7 @@ _GPTOSS_B0 = ("sglang gpt_oss.py 0.5.0rc2-0.5.16 captures `hidden_states + resid
 
 # One row per rule change; kimi_k25 delegates to its deepseek_v2 language model.
 SGLANG_CAPTURE = [
-    SglangCapture("llama", "0.4.4.post3", no_embedding=_LLAMA_B0,
+    SglangCapture("llama", "0.4.4.post2", no_embedding=_LLAMA_B0,
                   source="sglang 0.4.6 llama.py:639 (setter), 0.4.9 llama.py:700 (id + 1), "
                          "0.5.21 llama.py:440-441 (unguarded capture)"),
     SglangCapture("llama", "0.5.22", embedding=True,
@@ -93,8 +93,9 @@ SGLANG_CAPTURE = [
     SglangCapture("qwen3_moe", "0.4.9", embedding=True, source="sglang 0.4.9 qwen3_moe.py:759"),
     SglangCapture("qwen3_moe", "0.5.5", embedding=True, index_error_at_n=True,
                   source="sglang 0.5.5 qwen3_moe.py (self.layers[layer_id])"),
-    SglangCapture("deepseek_v2", "0.5.5", no_embedding=_DSV2_B0,
-                  source="sglang 0.5.5 deepseek_v2.py:3822, 0.5.12 :2529-2541, :2275-2282"),
+    SglangCapture("deepseek_v2", "0.5.4.post2", no_embedding=_DSV2_B0,
+                  source="sglang 0.5.4.post2 deepseek_v2.py (first setter, release reading), 0.5.5 :3822, "
+                         "0.5.12 :2529-2541, :2275-2282"),
     SglangCapture("deepseek_v2", "0.5.13", id_map="plus_one_if_first_is_one", no_embedding=_DSV2_B0,
                   source="sglang 0.5.13 deepseek_v2.py:2740 (if layer_ids[0] == 1), :2446"),
     SglangCapture("deepseek_v2", "0.5.14", id_map="plus_one_if_first_is_one", embedding=True,
