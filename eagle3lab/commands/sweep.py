@@ -52,6 +52,23 @@ def _value(text: str):
     return text
 
 
+def check_inputs(args, grid: dict):
+    """Everything a sweep can refuse before it launches or measures anything: the URLs, the SGLang
+    version, every point (`sweepinput.check_points`), the --out file (read, and writable:
+    `sweepinput.check_out`); its torn lines said."""
+    from eagle3lab.commands.bench import check_urls
+    from eagle3lab.spec import parse_version
+    from eagle3lab.sweepinput import check_out, check_points, grid_points
+
+    check_urls(args)
+    parse_version(args.version)
+    check_points(grid_points(grid), None if args.url else args.backend, args.url, args.version)
+    if args.out:
+        note = check_out(args.out).note()
+        if note:
+            print(note)
+
+
 def run(args) -> int:
     from eagle3lab import loadtest
     from eagle3lab.commands.bench import load_prompts
@@ -61,6 +78,7 @@ def run(args) -> int:
         grid["draft_layer_ids"] = [args.draft_layer_ids]
     if args.num_steps is not None:
         grid["num_steps"] = [args.num_steps]
+    check_inputs(args, grid)
     if "concurrency" in grid:
         return run_load(args, grid)
     prompts = load_prompts(args)
@@ -75,7 +93,18 @@ def run(args) -> int:
     skipped = int(df["skipped"].fillna(False).astype(bool).sum()) if "skipped" in df else 0
     note = f"; {skipped} skipped: no running server runs their settings (not recorded)" if skipped else ""
     print(f"{len(df) - skipped} points" + (f" in {args.out}" if args.out else "") + note)
-    return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
+    return print_failures(df)
+
+
+def print_failures(df) -> int:
+    """Each failed point with its reason (not only in the JSON lines); 1 if any failed."""
+    failed = df[df["failed"].fillna(False).astype(bool)] if "failed" in df else df.iloc[0:0]
+    for rec in failed.to_dict("records"):
+        asked = ", ".join(f"{k[len('asked_'):]}={v}" for k, v in rec.items() if k.startswith("asked_")
+                          and v == v and v is not None)
+        print(f"FAILED {asked or 'point'}" + (f" (concurrency {rec['concurrency']})" if "concurrency" in rec else "")
+              + f": {rec.get('error') or 'no reason recorded'}")
+    return 1 if len(failed) else 0
 
 
 LOAD_COLUMNS = [("tokens_per_s", "tok/s total", 1), ("request_tokens_per_s", "tok/s per req", 1),
@@ -118,13 +147,15 @@ def load_table(df):
 
 def over_servers(sweep, args, grid, prompts, **kwargs):
     """Run a sweep function on the servers at --url, or on servers it launches (--backend)."""
-    from eagle3lab.commands.bench import launch_kwargs, launch_target
+    from eagle3lab import server
+    from eagle3lab.commands.bench import health_timeout, launch_kwargs, launch_target
 
     if args.url:
-        return sweep(grid, prompts, urls=args.url, **kwargs)
+        servers = [server.connect(url, timeout=health_timeout(args, False)) for url in args.url]
+        return sweep(grid, prompts, urls=servers, **kwargs)
     model, draft = launch_target(args)
     return sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
-                 launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
+                 launch_timeout=health_timeout(args, True), launch_kwargs=launch_kwargs(args), **kwargs)
 
 
 def run_load(args, grid) -> int:

@@ -105,7 +105,8 @@ def _line_batches(source) -> tuple[Iterator[str], str]:
         _check_path(path)
         return _file_batches(path), str(path)
     if hasattr(source, "read") or isinstance(source, Iterable):
-        return _iter_batches(source), getattr(source, "name", "<lines>")
+        label = getattr(source, "name", "<lines>")
+        return _iter_batches(source, label), label
     raise LogReadError(f"cannot read a log from a {type(source).__name__}")
 
 
@@ -160,18 +161,50 @@ def _text_batches(text: str) -> Iterator[str]:
         size = _CHUNK_BYTES
 
 
-def _file_batches(path: Path) -> Iterator[str]:
-    """Stream a file in blocks: one decoded block and its records in memory at a time."""
+# Compressed logs: read through the standard library where it can (gzip, bzip2, xz: logs are
+# rotated and shipped that way), named where it cannot, never read as text (their bytes would
+# be "lines" that hold no record, with nothing said).
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gzip"), (b"BZh", "bzip2", "bz2"), (b"\xfd7zXZ\x00", "xz", "lzma"),
+               (b"\x28\xb5\x2f\xfd", "zstd", None), (b"PK\x03\x04", "zip", None))
+_BINARY_SHARE = 0.05  # more undecodable or NUL characters than this in the first block: not a text log
+
+
+def _open_log(path: Path):
+    """A binary file object of the log's bytes: decompressed where the standard library reads the
+    format; a LogReadError naming the format where it does not."""
     try:
-        f = open(path, "rb")
+        with open(path, "rb") as fh:
+            head = fh.read(8)
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
+    for magic, name, module in _COMPRESSED:
+        if head.startswith(magic):
+            if module is None:
+                raise LogReadError(f"{path} is {name}-compressed: decompress it first and pass the log")
+            import importlib
+
+            return importlib.import_module(module).open(path, "rb")
+    return open(path, "rb")
+
+
+def _check_text(path: Path, text: str) -> None:
+    """Refuse a file whose first block is mostly not text (random bytes, an image, a checkpoint)."""
+    bad = text.count("\ufffd") + text.count("\x00")
+    if text and bad > _BINARY_SHARE * len(text):
+        raise LogReadError(f"{path} is not a text log ({100 * bad / len(text):.0f}% of its first "
+                           f"{len(text):,} characters are binary)")
+
+
+def _file_batches(path: Path) -> Iterator[str]:
+    """Stream a file in blocks: one decoded block and its records in memory at a time."""
+    f = _open_log(path)
     with f:
         try:
             block = f.read(_FIRST_BLOCK)
-        except OSError as exc:
-            raise LogReadError(f"{path}: {exc.strerror or exc}") from None
+        except (OSError, EOFError) as exc:  # a damaged archive
+            raise LogReadError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
         decoder = codecs.getincrementaldecoder(_sniff_encoding(block[:4096]))(errors="replace")
+        _check_text(path, codecs.decode(block[:4096], _sniff_encoding(block[:4096]), errors="replace"))
         pending: list[str] = []  # pieces of a line longer than a block (no quadratic joins)
         while True:
             text = decoder.decode(block, final=not block)
@@ -189,12 +222,13 @@ def _file_batches(path: Path) -> Iterator[str]:
                 return
             try:
                 block = f.read(_CHUNK_BYTES)
-            except OSError as exc:
-                raise LogReadError(f"{path}: {exc.strerror or exc}") from None
+            except (OSError, EOFError) as exc:
+                raise LogReadError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def _iter_batches(lines) -> Iterator[str]:
+def _iter_batches(lines, label: str = "<lines>") -> Iterator[str]:
     batch: list[str] = []
+    checked = False
     for item in lines:
         if isinstance(item, (bytes, bytearray)):
             item = bytes(item).decode("utf-8", errors="replace")
@@ -204,10 +238,15 @@ def _iter_batches(lines) -> Iterator[str]:
         if item.endswith("\r"):
             item = item[:-1]
         batch.append(item)
+        if not checked and sum(map(len, batch)) >= 4096:
+            _check_text(label, "\n".join(batch)[:4096])
+            checked = True
         if len(batch) >= _BATCH_LINES:
             yield "\n".join(batch)
             batch = []
     if batch:
+        if not checked:
+            _check_text(label, "\n".join(batch)[:4096])
         yield "\n".join(batch)
 
 
@@ -270,9 +309,17 @@ def _frame_and_lines(source, engine: str = "auto"):
                 return source, [str(t) for t in source[col].dropna().tolist()]
         return source, []
     if not isinstance(source, (str, bytes, Path)):
-        source = list(source)  # an iterable is read twice
+        source = _Lines(source)  # an iterable is read twice
     frame = read_log(source, engine=engine)
     return frame, [str(m) for m in frame["message"].dropna()] + _server_args_lines(source)
+
+
+class _Lines(list):
+    """An iterable's lines, kept to be read twice, under its name (stdin: '<stdin>')."""
+
+    def __init__(self, lines):
+        super().__init__(lines)
+        self.name = getattr(lines, "name", "<lines>")
 
 
 def _server_args_lines(source) -> list[str]:
@@ -282,7 +329,9 @@ def _server_args_lines(source) -> list[str]:
         lines = _decode_bytes(source).splitlines()
     elif isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                       and not _looks_like_log_text(source)):
-        with open(source, errors="replace") as fh:
+        import io
+
+        with io.TextIOWrapper(_open_log(Path(source)), errors="replace") as fh:
             return [line for line in fh if any(w in line for w in wanted)]
     elif isinstance(source, str):
         lines = source.splitlines()
