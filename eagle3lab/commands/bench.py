@@ -146,9 +146,10 @@ def _check_lab_paths(model, draft) -> None:
     """The lab server reads local folders only: a missing one is said before it loads for seconds."""
     from pathlib import Path
 
+    from eagle3lab.engines.lab.frontend import names_lab_preset
     from eagle3lab.errors import EagleLabError
 
-    if not (str(model) == "lab" or str(model).startswith("lab:") or Path(model).is_dir()):
+    if not (names_lab_preset(model) or Path(model).is_dir()):
         raise EagleLabError(f"--model-path {model}: no such folder (the lab server serves a local target)")
     if draft is not None and not Path(draft).is_dir():
         raise EagleLabError(f"--draft {draft}: no such folder, and not a draft of the lab")

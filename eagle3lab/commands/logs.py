@@ -27,7 +27,8 @@ def run(args) -> int:
     frames, failed = [], 0
     for name in args.files:
         try:
-            obs = observe_log(sys.stdin.buffer if name == "-" else name, engine=args.engine)  # bytes: decoded leniently
+            # stdin as bytes where it has them: decoded leniently, never a UnicodeDecodeError
+            obs = observe_log(getattr(sys.stdin, "buffer", sys.stdin) if name == "-" else name, engine=args.engine)
         except LogReadError as exc:
             print(f"eagle3lab: error: {exc}", file=sys.stderr)
             failed += 1
@@ -59,7 +60,10 @@ def format_summary(name: str, df) -> str:
     head = (f"== {name}: {lines:,} lines ({lines - skipped:,} read into {len(df):,} records, "
             f"{skipped:,} skipped), {len(attrs.get('malformed', [])):,} malformed")
     if df.empty:
-        return head + "\n   (no speculative-decoding or scheduler records found)"
+        from eagle3lab.sources.logfile import binary_note
+
+        why = binary_note(df)
+        return head + "\n   (no speculative-decoding or scheduler records found" + (f": {why})" if why else ")")
     table = summarize(df).to_string(index=False, float_format=lambda x: f"{x:.2f}",
                                     na_rep="-")
     return head + "\n" + table

@@ -128,11 +128,10 @@ def _check_before_loading(args) -> None:
     from eagle3lab.spec import LATEST_SGLANG, SpecConfig
 
     normalize_faults(args.fault)
-    model = str(args.model_path)
-    if not (model == "lab" or model.startswith("lab:")):  # a lab preset is built if need be: not here
-        from eagle3lab.engines.lab.frontend import resolve_model_path
+    from eagle3lab.engines.lab.frontend import names_lab_preset, resolve_model_path
 
-        resolve_model_path(model)
+    if not names_lab_preset(args.model_path):  # a lab preset is built if need be: not here
+        resolve_model_path(str(args.model_path))
     draft = args.speculative_draft_model_path
     if draft is not None and not Path(draft).is_dir():
         raise EagleLabError(f"--speculative-draft-model-path {draft}: no such folder")

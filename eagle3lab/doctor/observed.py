@@ -59,9 +59,11 @@ def _log(log, facts) -> tuple[list[Finding], CheckStatus, dict]:
     except LogReadError as exc:  # binary, compressed in a format not read: a check that could not run
         return [], CheckStatus("log", False, str(exc)), {}
     if frame.empty:
+        from eagle3lab.sources.logfile import binary_note
+
+        why = binary_note(frame) or "not an SGLang, vLLM, llama.cpp or TensorRT-LLM server log?"
         return [], CheckStatus("log", False, f"{log}: no speculative-decoding or scheduler record in "
-                               f"{frame.attrs.get('lines', 0)} line(s) (not an SGLang, vLLM, llama.cpp or "
-                               "TensorRT-LLM server log?)"), {}
+                               f"{frame.attrs.get('lines', 0)} line(s) ({why})"), {}
     evidence = config_from_log(log)
     obs = observe_log(frame)
     out, extra = [], {}

@@ -60,8 +60,11 @@ def read_log(source, engine: str = "auto"):
     # again and again (measurably slower on big logs), so pause it while parsing.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    share = 0.0
     try:
-        for block in batches:
+        for i, block in enumerate(batches):
+            if i == 0:
+                share = _binary_share(block[:4096])
             parser.feed(block)
         df = parser.frame()
     finally:
@@ -77,6 +80,7 @@ def read_log(source, engine: str = "auto"):
     df.attrs["malformed"] = sorted(set(parser.malformed))
     df.attrs["lines"] = parser.n
     df.attrs["source"] = label
+    df.attrs["binary_share"] = share  # of the first block: `binary_note` says what 0 records were
     return df
 
 
@@ -105,8 +109,7 @@ def _line_batches(source) -> tuple[Iterator[str], str]:
         _check_path(path)
         return _file_batches(path), str(path)
     if hasattr(source, "read") or isinstance(source, Iterable):
-        label = getattr(source, "name", "<lines>")
-        return _iter_batches(source, label), label
+        return _iter_batches(source), getattr(source, "name", "<lines>")
     raise LogReadError(f"cannot read a log from a {type(source).__name__}")
 
 
@@ -187,12 +190,18 @@ def _open_log(path: Path):
     return open(path, "rb")
 
 
-def _check_text(path: Path, text: str) -> None:
-    """Refuse a file whose first block is mostly not text (random bytes, an image, a checkpoint)."""
-    bad = text.count("\ufffd") + text.count("\x00")
-    if text and bad > _BINARY_SHARE * len(text):
-        raise LogReadError(f"{path} is not a text log ({100 * bad / len(text):.0f}% of its first "
-                           f"{len(text):,} characters are binary)")
+def binary_note(df) -> str:
+    """'' or why a frame without records came from a file that is not text (random bytes, an
+    image, a checkpoint): read_log counts such lines as skipped; this says what they were."""
+    share = df.attrs.get("binary_share") or 0.0
+    if len(df) or share <= _BINARY_SHARE:
+        return ""
+    return f"it looks binary, not a text log ({100 * share:.0f}% of its first characters are not text)"
+
+
+def _binary_share(text: str) -> float:
+    """Share of undecodable (U+FFFD) and NUL characters in a decoded block."""
+    return (text.count("\ufffd") + text.count("\x00")) / len(text) if text else 0.0
 
 
 def _file_batches(path: Path) -> Iterator[str]:
@@ -204,7 +213,6 @@ def _file_batches(path: Path) -> Iterator[str]:
         except (OSError, EOFError) as exc:  # a damaged archive
             raise LogReadError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
         decoder = codecs.getincrementaldecoder(_sniff_encoding(block[:4096]))(errors="replace")
-        _check_text(path, codecs.decode(block[:4096], _sniff_encoding(block[:4096]), errors="replace"))
         pending: list[str] = []  # pieces of a line longer than a block (no quadratic joins)
         while True:
             text = decoder.decode(block, final=not block)
@@ -226,9 +234,8 @@ def _file_batches(path: Path) -> Iterator[str]:
                 raise LogReadError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def _iter_batches(lines, label: str = "<lines>") -> Iterator[str]:
+def _iter_batches(lines) -> Iterator[str]:
     batch: list[str] = []
-    checked = False
     for item in lines:
         if isinstance(item, (bytes, bytearray)):
             item = bytes(item).decode("utf-8", errors="replace")
@@ -238,15 +245,10 @@ def _iter_batches(lines, label: str = "<lines>") -> Iterator[str]:
         if item.endswith("\r"):
             item = item[:-1]
         batch.append(item)
-        if not checked and sum(map(len, batch)) >= 4096:
-            _check_text(label, "\n".join(batch)[:4096])
-            checked = True
         if len(batch) >= _BATCH_LINES:
             yield "\n".join(batch)
             batch = []
     if batch:
-        if not checked:
-            _check_text(label, "\n".join(batch)[:4096])
         yield "\n".join(batch)
 
 

@@ -420,13 +420,18 @@ def setup_logging(stream=None) -> None:
 SUPPORTED_ALGORITHMS = ("EAGLE3", "EAGLE")
 
 
+def names_lab_preset(model_path) -> bool:
+    """`lab` or `lab:<preset>`: a built lab preset (built first if need be), not a folder."""
+    return str(model_path) == "lab" or str(model_path).startswith("lab:")
+
+
 def resolve_model_path(model_path: str):
     """(target dir, lab root or None) for a target dir, a lab dir, `lab` or `lab:<preset>`."""
     from pathlib import Path
 
     from eagle3lab.paths import lab_dir
 
-    if model_path == "lab" or model_path.startswith("lab:"):
+    if names_lab_preset(model_path):
         preset = model_path.partition(":")[2] or "default"
         from eagle3lab.lab import load_lab
 
