@@ -33,7 +33,8 @@ _RESOLVE_KEYS = tuple(k for k in SPEC_NAMES if k not in ("model_path", "draft_mo
                                                           "disable_overlap_schedule"))
 SERVER_KEYS = _RESOLVE_KEYS + ("fault", "faults", "quantization", "draft", "draft_layer_ids")
 REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
-POINT_KEYS = SERVER_KEYS + REQUEST_KEYS + ("baseline",)
+# `label` names a point in the library API (experiments.measure_points), carried to its row.
+POINT_KEYS = SERVER_KEYS + REQUEST_KEYS + ("baseline", "label")
 UNQUANTIZED = (None, "none", "", "bf16", "fp16", "fp32")
 
 

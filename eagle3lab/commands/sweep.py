@@ -57,11 +57,14 @@ def check_inputs(args, grid: dict):
     version, every point (`sweepinput.check_points`), the --out file (read, and writable:
     `sweepinput.check_out`); its torn lines said."""
     from eagle3lab.commands.bench import check_urls
+    from eagle3lab.errors import EagleLabError
     from eagle3lab.spec import parse_version
     from eagle3lab.sweepinput import check_out, check_points, grid_points
 
     check_urls(args)
     parse_version(args.version)
+    if "label" in grid:  # the library's name for a point: here it would launch the same server twice
+        raise EagleLabError("--grid label: not a setting (points are named by their settings here)")
     check_points(grid_points(grid), None if args.url else args.backend, args.url, args.version)
     if args.out:
         note = check_out(args.out).note()
