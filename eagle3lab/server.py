@@ -7,7 +7,10 @@ vllm.entrypoints.openai.api_server`` from the vLLM python `find_vllm_python` pic
 on a machine without a GPU): the server runs in its own process group with its
 output in a log file, ``launch`` returns once ``/health`` answers, and ``stop()`` (also on
 exceptions, Ctrl-C and interpreter exit) takes the whole group down and waits until the port is
-free again. ``connect(url)`` drives a server started elsewhere (a GPU box, a cluster).
+free again; a watchdog (``eagle3lab/watchdog.py``) does it when this process dies without
+unwinding (SIGKILL included). Logs not named go to the cache's ``server-logs`` folder, which keeps
+the newest ``SERVER_LOGS_KEPT`` (docs/bad-input.md). ``connect(url)`` drives a server started
+elsewhere (a GPU box, a cluster), after ``check_url`` refuses a URL that cannot be one.
 
     with launch("lab", lab.target_dir, lab.draft_dir("healthy"), spec={"num_steps": 3}) as srv:
         result = loadtest.run(srv.url, prompts, max_new_tokens=64)

@@ -202,7 +202,10 @@ def run(args) -> int:
     faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
     check_faults(args, faults)
     check_urls(args, one=True)
-    prompts = load_prompts(args)
+    target = None if args.url else launch_target(args)  # its folders checked before prompts load
+    prompts = load_prompts(args) if args.prompts else None  # a user's file: read before any wait
+    running = server.connect(args.url[0], timeout=health_timeout(args, False)) if args.url else None
+    prompts = prompts or load_prompts(args)  # the lab's passages (a tokenizer load) once it answers
     spec = {"num_steps": args.num_steps, "topk": args.topk, "num_draft_tokens": args.num_draft_tokens,
             "fault": ",".join(faults) if faults else None}
     if args.draft_layer_ids:
@@ -211,10 +214,9 @@ def run(args) -> int:
                   temperature=args.temperature)
     results, obs = {}, None
     if args.url:
-        results["run"], obs = loadtest.measure(server.connect(args.url[0], timeout=health_timeout(args, False)),
-                                               prompts, **kwargs)
+        results["run"], obs = loadtest.measure(running, prompts, **kwargs)
     else:
-        model, draft = launch_target(args)
+        model, draft = target
         with server.launch(args.backend, model, draft, spec=spec, log_file=args.log_file,
                            timeout=health_timeout(args, True), **launch_kwargs(args)) as srv:
             print(f"launched {srv!r}; log {srv.log_file}")

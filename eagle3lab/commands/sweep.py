@@ -74,7 +74,7 @@ def check_inputs(args, grid: dict):
 
 def run(args) -> int:
     from eagle3lab import loadtest
-    from eagle3lab.commands.bench import load_prompts
+    from eagle3lab.commands.bench import launch_target, load_prompts
 
     grid = parse_grid(args.grid)
     if args.draft_layer_ids:
@@ -82,13 +82,19 @@ def run(args) -> int:
     if args.num_steps is not None:
         grid["num_steps"] = [args.num_steps]
     check_inputs(args, grid)
+    target = None if args.url else launch_target(args)
+    if target and "draft" in grid:  # a lab draft's name is looked up next to the target
+        from eagle3lab.sweepinput import check_points, grid_points
+
+        check_points(grid_points(grid), args.backend, None, args.version, target[0])
+    servers = connect(args)
     if "concurrency" in grid:
-        return run_load(args, grid)
+        return run_load(args, grid, servers, target)
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, concurrency=args.concurrency,
                   temperature=args.temperature, out=args.out, version=args.version,
                   baseline=args.baseline)
-    df = over_servers(loadtest.sweep, args, grid, prompts, **kwargs)
+    df = over_servers(loadtest.sweep, args, grid, prompts, servers, target, **kwargs)
     cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
     cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed", "skipped")
              if c in df]
@@ -148,20 +154,29 @@ def load_table(df):
     return pd.DataFrame(rows)
 
 
-def over_servers(sweep, args, grid, prompts, **kwargs):
-    """Run a sweep function on the servers at --url, or on servers it launches (--backend)."""
+def connect(args) -> list | None:
+    """The servers at --url, each waited for up to --timeout (before the lab's prompts load)."""
     from eagle3lab import server
+    from eagle3lab.commands.bench import health_timeout
+
+    if not args.url:
+        return None
+    return [server.connect(url, timeout=health_timeout(args, False)) for url in args.url]
+
+
+def over_servers(sweep, args, grid, prompts, servers=None, target=None, **kwargs):
+    """Run a sweep function on the running servers (--url, connected), or on servers it launches
+    (--backend; `target`: bench.launch_target's folders)."""
     from eagle3lab.commands.bench import health_timeout, launch_kwargs, launch_target
 
     if args.url:
-        servers = [server.connect(url, timeout=health_timeout(args, False)) for url in args.url]
-        return sweep(grid, prompts, urls=servers, **kwargs)
-    model, draft = launch_target(args)
+        return sweep(grid, prompts, urls=servers or connect(args), **kwargs)
+    model, draft = target or launch_target(args)
     return sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
                  launch_timeout=health_timeout(args, True), launch_kwargs=launch_kwargs(args), **kwargs)
 
 
-def run_load(args, grid) -> int:
+def run_load(args, grid, servers=None, target=None) -> int:
     """Concurrency as the sweep's load dimension: the table, then the crossover per config."""
     from eagle3lab import loadsweep
     from eagle3lab.commands.bench import load_prompts
@@ -170,7 +185,7 @@ def run_load(args, grid) -> int:
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, out=args.out,
                   baseline=args.baseline)
-    df = over_servers(loadsweep.sweep, args, grid, prompts, **kwargs)
+    df = over_servers(loadsweep.sweep, args, grid, prompts, servers, target, **kwargs)
     print(load_table(df).to_string(index=False))
     print(f"{len(prompts)} prompts per window, {args.max_new_tokens} new tokens; [95 % intervals over prompts]; "
           "accept length and per-position rates (P(at least i accepted)) from the server's counters")

@@ -166,7 +166,8 @@ def _text_batches(text: str) -> Iterator[str]:
 
 # Compressed logs: read through the standard library where it can (gzip, bzip2, xz: logs are
 # rotated and shipped that way), named where it cannot, never read as text (their bytes would
-# be "lines" that hold no record, with nothing said).
+# be "lines" that hold no record, with nothing said). The magic bytes, as CPython 3.11's gzip,
+# tarfile and zipfile tell them apart, and zstd's from RFC 8878: docs/bad-input.md.
 _COMPRESSED = ((b"\x1f\x8b", "gzip", "gzip"), (b"BZh", "bzip2", "bz2"), (b"\xfd7zXZ\x00", "xz", "lzma"),
                (b"\x28\xb5\x2f\xfd", "zstd", None), (b"PK\x03\x04", "zip", None))
 _BINARY_SHARE = 0.05  # more undecodable or NUL characters than this in the first block: not a text log
