@@ -223,6 +223,9 @@ for _case in CASES:  # bench's cases list its arguments only
 
 # --------------------------------------------------------------------------- a stub server
 
+FAILING_LENGTH = 13  # max_new_tokens the stub answers with HTTP 500
+
+
 class _Stub(BaseHTTPRequestHandler):
     """SGLang's /health, /get_server_info and /generate (no streaming, like the lab server)."""
 
@@ -254,6 +257,8 @@ class _Stub(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.generated += 1
         n = body["sampling_params"]["max_new_tokens"]
+        if n == FAILING_LENGTH:
+            return self._reply(500, {"error": {"message": "the stub fails this length"}})
         meta = {"prompt_tokens": 3, "completion_tokens": n, "spec_verify_ct": math.ceil(n / 2),
                 "finish_reason": {"type": "length"}}
         return self._reply(200, {"text": "x " * n, "meta_info": meta})
@@ -415,6 +420,17 @@ def test_a_torn_last_line_is_counted_and_the_next_record_starts_a_line(stub, tmp
     assert [_record_or_none(line) is not None for line in lines] == [True, False, True]
     third = _cli(*args, cwd=tmp_path)
     assert "1 torn line" in third.stdout and stub.generated - before == 2  # nothing left to measure
+
+
+def test_a_failed_point_prints_its_reason(stub, tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("one prompt\nanother prompt\n")
+    proc = _cli("sweep", "--url", stub.url, "--grid", f"max_new_tokens=4,{FAILING_LENGTH}", "--prompts", prompts,
+                cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
+    failed = [line for line in proc.stdout.splitlines() if line.startswith("FAILED")]
+    assert failed == [f"FAILED max_new_tokens={FAILING_LENGTH}: 2 of 2 requests did not complete; first error: "
+                      'HTTP 500: {"error": {"message": "the stub fails this length"}}']
 
 
 def _record_or_none(line: str):

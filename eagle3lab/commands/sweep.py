@@ -109,10 +109,10 @@ def print_failures(df) -> int:
     """Each failed point with its reason (not only in the JSON lines); 1 if any failed."""
     failed = df[df["failed"].fillna(False).astype(bool)] if "failed" in df else df.iloc[0:0]
     for rec in failed.to_dict("records"):
-        asked = ", ".join(f"{k[len('asked_'):]}={v}" for k, v in rec.items() if k.startswith("asked_")
-                          and v == v and v is not None)
-        print(f"FAILED {asked or 'point'}" + (f" (concurrency {rec['concurrency']})" if "concurrency" in rec else "")
-              + f": {rec.get('error') or 'no reason recorded'}")
+        asked = ", ".join(f"{k[len('asked_'):]}={int(v) if isinstance(v, float) and v.is_integer() else v}"
+                          for k, v in rec.items() if k.startswith("asked_")
+                          and v is not None and not (isinstance(v, float) and v != v))
+        print(f"FAILED {asked or 'point'}: {rec.get('error') or 'no reason recorded'}")
     return 1 if len(failed) else 0
 
 
