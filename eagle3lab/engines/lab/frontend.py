@@ -21,7 +21,6 @@ import uuid
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from eagle3lab import stats
 from eagle3lab.errors import EagleLabError
 from eagle3lab.spec import LAB_FIELDS, LATEST_SGLANG, SPEC_NAMES
 
@@ -120,6 +119,8 @@ class ServerState:
         msg = (f"Decode batch, #running-req: 1, #token: {used_tokens}, "
                f"token usage: {used_tokens / self.engine.max_seq_len:.2f}, ")
         if self.spec is not None and self.spec_forward_ct:
+            from eagle3lab import stats  # on use: `eagle3lab serve`'s input checks come before pandas
+
             accept_len = stats.accept_length_of_counts(self.spec_accept_tokens, self.spec_forward_ct)
             # 0.5.23: accepted drafts / (verify passes x (num_draft_tokens - 1)), bonus excluded
             rate = stats.draft_acceptance_rate(self.spec_correct_drafts, self.spec_forward_ct,
@@ -135,6 +136,8 @@ class ServerState:
     def avg_accept_length(self) -> float | None:
         tokens = self.total_accept_tokens + self.spec_accept_tokens
         ct = self.total_forward_ct + self.spec_forward_ct
+        from eagle3lab import stats
+
         return stats.accept_length_of_counts(tokens, ct) if ct else None
 
     # -- request handling --------------------------------------------------------------------
@@ -219,6 +222,8 @@ class ServerState:
             "e2e_latency": result["latency"],
         }
         if self.spec is not None and gen.steps:
+            from eagle3lab import stats
+
             verify_ct = len(gen.steps)
             correct = sum(s.accepted for s in gen.steps)
             proposed = verify_ct * (self.spec.num_draft_tokens - 1)
