@@ -191,8 +191,9 @@ def _check_engine_accepts(point: dict, eng, version: str) -> None:
     error = effective_config(point, at, engine=rules.name).get("effective_error")
     if error:
         who = f"{rules.title} {at}" if rules.rules_by_version else rules.title
-        served = f" (as the lab server, which follows {who})" if eng.emulates else ""
-        raise SweepInputError(f"{_label(point)}: {who} refuses it{served}: {error}")
+        if eng.emulates:
+            who = f"{eng.title} server ({who}'s rules)"
+        raise SweepInputError(f"{_label(point)}: {who} refuses it: {error}")
 
 
 # --------------------------------------------------------------------------- the sweep file

@@ -157,7 +157,8 @@ CASES = [
     Case("sweep-unknown-fault", ("sweep", "--backend", "lab", "--grid", "fault=none,bogus"), 2,
          r"sweep point fault=bogus: unknown fault 'bogus'"),
     Case("sweep-steps-without-topk", ("sweep", "--backend", "lab", "--grid", "num_steps=1,2"), 2,
-         r"sweep point num_steps=1: SGLang 0.5.23 refuses it .*speculative_num_steps given without speculative_eagle_topk"),
+         r"sweep point num_steps=1: the lab server \(SGLang 0.5.23's rules\) refuses it: .*speculative_num_steps given "
+         r"without speculative_eagle_topk"),
     Case("sweep-contradicting-faults", ("sweep", "--backend", "lab", "--grid", "fault=wiring-seed+no-ttt"), 2,
          r"faults 'no-ttt' and 'wiring-seed' contradict each other"),
     Case("sweep-faults-on-sglang", ("sweep", "--backend", "sglang", "--model-path", "/m", "--grid", "fault=no-d2t"), 2,
