@@ -1,8 +1,9 @@
 """`Finding`: one candidate cause with its evidence and what to check or fix next.
 
 The one type for both the doctor (facts read in checkpoints, flags, logs, a server) and the
-diagnosis rules (ranked guesses from acceptance statistics). Imports pandas only, so both can
-import it without an upward arrow.
+diagnosis rules (ranked guesses from acceptance statistics). Imports pandas only (when a frame is
+asked for: the doctor's bad-input errors come before it), so both can import it without an upward
+arrow.
 
 weight: the rule's hand-set ordering weight (0..1). It ranks findings and gates a few rules; it
 is not a probability (no rule's hit rate has been measured on enough held-out labs to calibrate
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Sequence
-
-import pandas as pd
 
 SEVERITY_RANK = {"error": 0, "warning": 1, "info": 2}
 # "server": what a running server says it runs (/server_info, /metrics' series); "metrics": the
@@ -51,9 +50,11 @@ class Finding:
         return f"{self.cause}: {self.evidence} Next: {self.fix}"
 
 
-def findings_frame(findings: Sequence[Finding]) -> pd.DataFrame:
+def findings_frame(findings: Sequence[Finding]) -> "pd.DataFrame":
     """Ranked guesses as a DataFrame (rank, cause, evidence, next_check) for notebooks; the rank
     is the order, no probability is claimed."""
+    import pandas as pd
+
     return pd.DataFrame([{"rank": i + 1, "cause": f.cause, "evidence": f.evidence,
                           "next_check": f.fix} for i, f in enumerate(findings)],
                         columns=["rank", "cause", "evidence", "next_check"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 LAYERS = (
     ("foundation", ("eagle3lab.errors", "eagle3lab.spec", "eagle3lab.style", "eagle3lab.paths",
                     "eagle3lab.workers", "eagle3lab.glossary", "eagle3lab.chat_templates",
-                    "eagle3lab.capture", "eagle3lab.layers", "eagle3lab.engines.base",
+                    "eagle3lab.capture", "eagle3lab.layers", "eagle3lab.engines.base", "eagle3lab.watchdog",
                     "eagle3lab.engine.model", "eagle3lab.sources.observation",
                     "eagle3lab.sources.grammars", "eagle3lab.incident", "eagle3lab.evidence")),
     ("statistics and capture rules", ("eagle3lab.stats", "eagle3lab.predict", "eagle3lab.stepcost",
@@ -24,7 +24,7 @@ LAYERS = (
                  "eagle3lab.wiring", "eagle3lab.patching")),
     ("lab engine", ("eagle3lab.engine",)),
     ("lab", ("eagle3lab.lab",)),
-    ("serving", ("eagle3lab.server", "eagle3lab.loadtest", "eagle3lab.measurements", "eagle3lab.engines.lab.frontend",
+    ("serving", ("eagle3lab.server", "eagle3lab.loadtest", "eagle3lab.sweepinput", "eagle3lab.measurements", "eagle3lab.engines.lab.frontend",
                  "eagle3lab.engines.vllm.reference")),
     ("experiments", ("eagle3lab.experiments", "eagle3lab.engines.vllm.experiments", "eagle3lab.plots",
                      "eagle3lab.plotbase", "eagle3lab.speedplots", "eagle3lab.tokenview",

@@ -297,7 +297,8 @@ def sweep(grid, prompts, backend: str | None = None, model_path=None, draft_path
     if not prompts:
         raise LoadTestError("no prompts to benchmark")
     configs = [_spec_config(c, None if urls else backend) for c in loadtest.grid_points(grid)]
-    done = {r["point_key"]: r for r in loadtest.load_points(out) if not r.get("failed")} if out else {}
+    loadtest.check_points(configs, None if urls else backend, urls, model_path=model_path)  # before anything runs
+    done = {r["point_key"]: r for r in loadtest.check_out(out).records if not r.get("failed")} if out else {}
     todo = {i: [c for c in levels if _key(cfg, c, baseline) not in done] for i, cfg in enumerate(configs)}
     bar = tqdm(total=sum(len(t) for t in todo.values()) * (2 if baseline else 1), desc="load sweep",
                disable=not progress)

@@ -22,7 +22,6 @@ to a JSON-lines file as it finishes so an interrupted sweep resumes where it sto
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import threading
@@ -31,11 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from eagle3lab import engines, stats
-from eagle3lab.engines.sglang.meta_info import histogram_of, observe_server
-from eagle3lab.spec import SPEC_NAMES, server_info_fields
-from eagle3lab.errors import EagleLabError
-from eagle3lab.spec import LATEST_SGLANG
+from eagle3lab import engines
+from eagle3lab.spec import LATEST_SGLANG, server_info_fields
+# A sweep's points and file (moved to eagle3lab.sweepinput; the old names stay importable here).
+from eagle3lab.sweepinput import (LoadTestError, REQUEST_KEYS, SERVER_KEYS, _RESOLVE_KEYS, append as _append,  # noqa: F401
+                                  check_out, check_points, effective_config, fault_set, grid_points,
+                                  load_points, point_key, point_spec as _point_spec)
 
 REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_s", "latency_s",
                    "tokens_per_s", "spec_verify_ct", "accept_length", "finish_reason", "error",
@@ -43,10 +43,6 @@ REQUEST_COLUMNS = ["request", "ok", "prompt_tokens", "completion_tokens", "ttft_
 # output_ids and spec_accepted (accepted draft tokens) come from vLLM's /v1/completions
 # (return_token_ids; per-request spec-decode metrics), NaN/None elsewhere; spec_histogram (verify
 # steps by drafts accepted) from vLLM's per-request metrics or SGLang's meta_info (>= 0.5.9).
-
-
-class LoadTestError(EagleLabError):
-    """A benchmark or sweep was asked for something that cannot run."""
 
 
 @dataclass
@@ -168,6 +164,9 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
     streaming (HTTP 400 naming it, like the lab server) is asked again without, from then on."""
     import requests
 
+    from eagle3lab.engines.sglang.meta_info import histogram_of
+    from eagle3lab.stats import request_accept_length
+
     row = {"request": index, "ok": False, "started_s": time.perf_counter() - t0}
     start = time.perf_counter()
     ttft = math.nan
@@ -215,7 +214,7 @@ def _one_request(session, url: str, index: int, prompt, max_new_tokens: int, tem
     finish = meta.get("finish_reason")
     row.update(ok=True, prompt_tokens=meta.get("prompt_tokens"), completion_tokens=completion,
                ttft_s=ttft, latency_s=latency, tokens_per_s=completion / latency if latency > 0 else math.nan,
-               spec_verify_ct=meta.get("spec_verify_ct"), accept_length=stats.request_accept_length(meta),
+               spec_verify_ct=meta.get("spec_verify_ct"), accept_length=request_accept_length(meta),
                spec_histogram=histogram_of(meta),
                finish_reason=finish.get("type") if isinstance(finish, dict) else finish,
                text=last.get("text"))
@@ -368,6 +367,8 @@ def measure(srv, prompts, **kwargs) -> tuple:
             obs, result = observe_metrics(srv, prompts, **kwargs)
             return result, obs
     result = run(srv, prompts, **kwargs)  # SGLang, the lab: meta_info, histograms included
+    from eagle3lab.engines.sglang.meta_info import observe_server
+
     return result, None if getattr(srv, "api", None) == "openai" else observe_server(srv, result)
 
 
@@ -395,48 +396,6 @@ def compare(results: dict, baseline: str) -> "object":
 
 # --------------------------------------------------------------------------- sweeps
 
-# Point keys that configure the server: the speculative config's fields (config.SPEC_NAMES),
-# the lab's faults and draft, and quantization.
-_RESOLVE_KEYS = tuple(k for k in SPEC_NAMES if k not in ("model_path", "draft_model_path", "device",
-                                                          "disable_overlap_schedule"))
-SERVER_KEYS = _RESOLVE_KEYS + ("fault", "faults", "quantization", "draft", "draft_layer_ids")
-REQUEST_KEYS = ("concurrency", "max_new_tokens", "temperature")
-
-
-def grid_points(grid) -> list[dict]:
-    """A dict of lists -> every combination; a list of dicts -> those points as given."""
-    if isinstance(grid, dict):
-        keys = list(grid)
-        values = [v if isinstance(v, (list, tuple)) else [v] for v in grid.values()]
-        return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
-    return [dict(p) for p in grid]
-
-
-def point_key(point: dict) -> str:
-    """A stable identity for a point (what resuming matches on)."""
-    return json.dumps(point, sort_keys=True, default=str)
-
-
-def effective_config(point: dict, version: str = LATEST_SGLANG, arch: str = "LlamaForCausalLM",
-                     engine: str = "sglang") -> dict:
-    """What the engine runs for this point (``eagle3lab.config``), next to what was asked."""
-    from eagle3lab.spec import SpecConfig
-
-    if point.get("baseline"):
-        return {"effective_num_steps": None, "effective_topk": None, "effective_num_draft_tokens": None}
-    asked = {k: point[k] for k in _RESOLVE_KEYS if point.get(k) is not None}
-    try:
-        versioned = engines.get(engine).rules_by_version  # vLLM's rules are version-free
-        res = SpecConfig(**asked).resolve(engine=engine, version=version if versioned else None, arch=arch)
-    except EagleLabError as exc:
-        return {"effective_error": str(exc)}
-    out = {"effective_num_steps": res.num_steps, "effective_topk": res.topk,
-           "effective_num_draft_tokens": res.num_draft_tokens,
-           "effective_changed": bool(res.changed), "effective_error": res.error,
-           "effective_warnings": list(res.warnings)}
-    return out
-
-
 def reported_settings(srv) -> dict:
     """The speculative settings a running server reports: SGLang's (and the lab's)
     /get_server_info; for vLLM, which has no such endpoint, its /metrics: one per-position
@@ -462,44 +421,17 @@ def _server_reported(info: dict) -> dict:
     return out
 
 
-def _fault_set(value) -> set:
-    if value is None:
-        return set()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    return {str(f).strip() for f in items if str(f).strip() and str(f).strip() != "none"}
-
-
 def _matches(point: dict, reported: dict) -> bool:
     """Can a server reporting these settings run this point? (unknown settings never match)"""
     spec = _point_spec(point)
     if point.get("baseline"):
         return reported.get("algorithm") in (None, "", "NONE", "none") and \
-            _fault_set(spec.get("fault")) == _fault_set(reported.get("fault"))
+            fault_set(spec.get("fault")) == fault_set(reported.get("fault"))
     for key in ("num_steps", "topk", "num_draft_tokens"):
         if spec.get(key) is not None and str(spec[key]) != str(reported.get(key)):
             return False
-    return _fault_set(spec.get("fault")) == _fault_set(reported.get("fault")) or (
+    return fault_set(spec.get("fault")) == fault_set(reported.get("fault")) or (
         not spec.get("fault") and "fault" not in reported)
-
-
-def load_points(out) -> list[dict]:
-    """The records of a sweep file (one JSON object per line; a torn last line is ignored)."""
-    path = Path(out)
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
-def _append(out, record: dict, lock: threading.Lock) -> None:
-    with lock, open(out, "a") as fh:
-        fh.write(json.dumps(record, default=str) + "\n")
-        fh.flush()
 
 
 def _resolving_engine(backend: str, urls) -> str:
@@ -509,31 +441,6 @@ def _resolving_engine(backend: str, urls) -> str:
     openai = getattr(engines.lookup(backend), "api", None) == "openai"
     api = "openai" if openai or (urls and all(u.api == "openai" for u in urls)) else "generate"
     return next(n for n in engines.resolving() if engines.get(n).api == api)
-
-
-def _point_spec(point: dict, backend: str = "lab") -> dict:
-    """The launch spec for a point: its server keys; for the lab, ``quantization`` becomes the
-    ``quant-<q>`` fault (the lab quantizes at serve time), for SGLang ``--quantization``."""
-    spec = {k: v for k, v in point.items() if k in SERVER_KEYS and k != "draft" and v is not None}
-    quant = spec.pop("quantization", None)
-    faults = sorted(_fault_set(spec.pop("fault", None)) | _fault_set(spec.pop("faults", None)))
-    if quant not in (None, "none", "", "bf16", "fp16", "fp32"):
-        if getattr(engines.lookup(backend), "takes_faults", False):
-            faults.append(f"quant-{quant}")
-        else:
-            spec["quantization"] = quant
-    faults = sorted(faults)
-    if faults:
-        spec["fault"] = ",".join(faults)
-    if point.get("baseline"):  # no speculation: keep only what changes the target or its inputs
-        spec = {k: v for k, v in spec.items() if k == "quantization"}
-        # lab faults that act without a draft belong to the no-speculation baseline too
-        from eagle3lab.engine.faults import NON_DRAFT_FAULTS
-
-        kept = [f for f in faults if f.startswith("quant-") or f in NON_DRAFT_FAULTS]
-        if kept:
-            spec["fault"] = ",".join(kept)
-    return spec
 
 
 def baseline_points(points: list[dict], backend: str = "lab") -> list[dict]:
@@ -591,10 +498,9 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
     from tqdm.auto import tqdm
 
     points = grid_points(grid)
-    eng = engines.lookup(backend)
-    if eng is not None and not eng.takes_faults and not urls and any(_point_spec(p, backend).get("fault")
-                                                                     for p in points):
-        raise LoadTestError("faults are lab switches: use backend='lab' for a grid with 'fault'")
+    check_points(points, None if urls else backend, urls, version, model_path)  # before anything runs
+    out = Path(out) if out else None
+    done = {r["point_key"]: r for r in check_out(out).records if not r.get("failed")} if out else {}
     if urls:
         from eagle3lab import server
 
@@ -604,8 +510,6 @@ def sweep(grid, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempera
         engine = _resolving_engine(backend, urls)
     if baseline:
         points = baseline_points(points, backend) + points
-    out = Path(out) if out else None
-    done = {r["point_key"]: r for r in load_points(out) if not r.get("failed")} if out else {}
     todo = [p for p in points if point_key(p) not in done]
     records = {point_key(p): done[point_key(p)] for p in points if point_key(p) in done}
     lock = threading.Lock()

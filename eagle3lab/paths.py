@@ -42,3 +42,32 @@ def read_json_object(path: Path, what: str, error=None) -> dict:
     if not isinstance(data, dict):
         raise error(f"{what}: {path} holds a {type(data).__name__}, not a JSON object")
     return data
+
+
+def read_text_file(path, what: str, error=None) -> str:
+    """The text of a file a user named (UTF-8, a BOM allowed), or `error` (an EagleLabError
+    subclass) in one line saying why not: missing, a folder or not a regular file, unreadable,
+    not UTF-8 or binary (NUL bytes). Why: a prompts file in another encoding or a binary file
+    given by mistake must cost a clear message, not a UnicodeDecodeError after a model loaded."""
+    from eagle3lab.errors import EagleLabError
+
+    error = error or EagleLabError
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise error(f"{what}: {path} is a folder, not a file")
+        if not path.exists():
+            raise error(f"{what}: {path} not found")
+        if not path.is_file():
+            raise error(f"{what}: {path} is not a regular file")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{what}: cannot read {path} ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(f"{what}: {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                    "save it as UTF-8") from None
+    if "\x00" in text:
+        raise error(f"{what}: {path} holds NUL bytes (offset {text.index(chr(0))}): not a text file")
+    return text

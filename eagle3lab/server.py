@@ -7,7 +7,10 @@ vllm.entrypoints.openai.api_server`` from the vLLM python `find_vllm_python` pic
 on a machine without a GPU): the server runs in its own process group with its
 output in a log file, ``launch`` returns once ``/health`` answers, and ``stop()`` (also on
 exceptions, Ctrl-C and interpreter exit) takes the whole group down and waits until the port is
-free again. ``connect(url)`` drives a server started elsewhere (a GPU box, a cluster).
+free again; a watchdog (``eagle3lab/watchdog.py``) does it when this process dies without
+unwinding (SIGKILL included). Logs not named go to the cache's ``server-logs`` folder, which keeps
+the newest ``SERVER_LOGS_KEPT`` (docs/bad-input.md). ``connect(url)`` drives a server started
+elsewhere (a GPU box, a cluster), after ``check_url`` refuses a URL that cannot be one.
 
     with launch("lab", lab.target_dir, lab.draft_dir("healthy"), spec={"num_steps": 3}) as srv:
         result = loadtest.run(srv.url, prompts, max_new_tokens=64)
@@ -22,6 +25,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -129,10 +133,34 @@ def tail(path, n: int = LOG_TAIL_LINES) -> str:
     return "\n".join(lines[-n:])
 
 
+SERVER_LOGS_KEPT = 50  # launch logs kept in the cache's server-logs folder: the newest, by time written
+
+
 def _default_log_file(backend: str, port: int) -> Path:
     from eagle3lab.paths import cache_dir
 
-    return cache_dir("server-logs") / f"{backend}-{port}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    folder = cache_dir("server-logs")
+    prune_logs(folder, SERVER_LOGS_KEPT - 1)  # room for this one
+    return folder / f"{backend}-{port}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def prune_logs(folder, keep: int = SERVER_LOGS_KEPT) -> list[Path]:
+    """Remove all but the `keep` newest ``*.log`` files of the server-log folder (each launch
+    without a log_file writes one there); returns the removed paths."""
+    def written(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:  # removed meanwhile by another launch
+            return 0.0
+
+    logs = sorted(Path(folder).glob("*.log"), key=written, reverse=True)
+    removed = logs[max(keep, 0):]
+    for path in removed:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    return removed
 
 
 # --------------------------------------------------------------------------- servers
@@ -276,10 +304,11 @@ class ServerHandle(Server):
     """A server process this Python started: its own process group, a log file, a url."""
 
     def __init__(self, process: subprocess.Popen, url: str, log_file: Path, command: list[str],
-                 backend: str, port: int, host: str, cleanup=()):
+                 backend: str, port: int, host: str, cleanup=(), watcher: subprocess.Popen | None = None):
         super().__init__(url, log_file, api=engines.get(backend).api if backend in engines.names() else None)
         self.cleanup = list(cleanup)  # temporary folders (a draft with other layer ids)
         self.process = process
+        self.watcher = watcher  # eagle3lab.watchdog: stops the group if this process dies first
         self.command = command
         self.backend = backend
         self.port = port
@@ -316,6 +345,7 @@ class ServerHandle(Server):
         with self._lock:
             if self._stopped:
                 return
+            _end_watcher(self.watcher)
             pgid = self.process.pid
             for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
                 try:
@@ -406,17 +436,53 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
             log.flush()
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True, env={**os.environ, **extra_env, **(env or {})})
+        watcher = _start_watcher(process, cleanup)
     except BaseException:
         _remove_all(cleanup)  # nothing started: the temporary folders go now
         raise
     label = backend if command is None or callable(command) else "custom"
-    handle = ServerHandle(process, f"http://{host}:{port}", log_path, argv, label, port, host, cleanup)
+    handle = ServerHandle(process, f"http://{host}:{port}", log_path, argv, label, port, host, cleanup,
+                          watcher=watcher)
     try:
         _wait_healthy(handle, timeout)
     except BaseException:
         handle.stop(grace=3.0)
         raise
     return handle
+
+
+WATCHDOG_GRACE_S = 5.0  # SIGTERM to SIGKILL, when the launcher died (eagle3lab.watchdog)
+
+
+def _start_watcher(process: subprocess.Popen, cleanup) -> subprocess.Popen:
+    """The server's watchdog (eagle3lab/watchdog.py, run as a script in a session of its own):
+    it stops the server's group when this process dies without stopping it (SIGKILL included).
+    If it cannot start, the server is killed: a server nothing would stop is not left running."""
+    script = Path(__file__).with_name("watchdog.py")
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-S", str(script), str(os.getpid()), str(process.pid),
+                                 str(WATCHDOG_GRACE_S), *map(str, cleanup)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
+    except BaseException:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+        raise
+
+
+def _end_watcher(watcher: subprocess.Popen | None) -> None:
+    """Stop a server's watchdog (it exits on SIGTERM without touching the server) and reap it."""
+    if watcher is None or watcher.poll() is not None:
+        return
+    watcher.terminate()
+    try:
+        watcher.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.wait()
 
 
 def _launch_spec(spec) -> tuple:
@@ -454,13 +520,44 @@ def _wait_healthy(handle: ServerHandle, timeout: float) -> None:
         delay = min(delay * 1.5, 0.2)
 
 
+def check_url(url) -> str:
+    """A server URL as ``http(s)://HOST[:PORT][/PATH]`` (``HOST:PORT`` gets ``http://``), or a
+    one-line ServerError at once: a mistyped scheme, spaces, no host or a bad port would
+    otherwise cost the whole /health wait before saying "no healthy server"."""
+    import re
+    from urllib.parse import urlsplit
+
+    text = str(url).strip()
+    why = None
+    if not text or any(c.isspace() for c in text):
+        why = "it holds spaces" if text else "it is empty"
+    elif "://" not in text and re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", text):
+        why = "a scheme needs '://'"
+    full = text if "://" in text else f"http://{text}"
+    if why is None:
+        try:
+            parts = urlsplit(full)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+        except ValueError as exc:
+            why = str(exc)
+        else:
+            if parts.scheme not in ("http", "https"):
+                why = f"scheme {parts.scheme!r} (use http:// or https://)"
+            elif not parts.hostname:
+                why = "no host"
+    if why:
+        raise ServerError(f"{text!r} is not a valid server URL ({why}); expected http://HOST:PORT")
+    return full.rstrip("/")
+
+
 def connect(url: str, log_file=None, timeout: float = 30.0) -> Server:
-    """A server started elsewhere; waits up to ``timeout`` s for ``/health``."""
-    server = Server(url if "://" in url else f"http://{url}", log_file)
+    """A server started elsewhere; waits up to ``timeout`` s for ``/health`` (a URL that cannot
+    be one is refused at once, `check_url`)."""
+    server = Server(check_url(url), log_file)
     deadline = time.monotonic() + timeout
-    while not server.healthy(timeout=2.0):
+    while not server.healthy(timeout=min(2.0, max(deadline - time.monotonic(), 0.1))):
         if time.monotonic() > deadline:
-            raise ServerTimeoutError(f"no healthy server at {server.url}/health after {timeout:.0f} s",
+            raise ServerTimeoutError(f"no healthy server at {server.url}/health after {timeout:g} s",
                                      server.log_tail())
-        time.sleep(0.25)
+        time.sleep(min(0.25, max(deadline - time.monotonic(), 0.0)))
     return server

@@ -62,10 +62,13 @@ def record_changes(res: "ResolvedSpec", spec: "SpecConfig") -> "ResolvedSpec":
 def split_engine(text: str, version: str | None = None,
                  default: str = "sglang") -> tuple[str, str | None]:
     """The one `ENGINE==VERSION` parser: 'sglang==0.5.9' -> ('sglang', '0.5.9'), 'vLLM' ->
-    ('vllm', version), 'sglang==' -> ('sglang', version). A pin that disagrees with `version` is
-    an error; what a missing name or version means is the caller's to say."""
+    ('vllm', version). An '==' with nothing on one side ('sglang==', '==0.5.9') is an error, as
+    is a pin that disagrees with `version`; what a missing version means is the caller's to say."""
     name, sep, pinned = str(text or default).strip().partition("==")
     name, pinned = name.strip().lower(), pinned.strip()
+    if sep and not (name and pinned):
+        raise EagleLabError(f"{str(text).strip()!r}: nothing {'after' if name else 'before'} '==' "
+                            "(write ENGINE==VERSION, e.g. sglang==0.5.23, or ENGINE alone for its newest rules)")
     if pinned and version and pinned != version:
         raise EagleLabError(f"two versions given: {text} and version={version}")
     return name, pinned or version

@@ -387,15 +387,15 @@ def check(draft_dir, target=None, train=None, serve=("sglang", LATEST_SGLANG), *
     (name, version, ids), or an explicit list of boundaries. serve: 'ENGINE==VERSION' or a tuple.
     `patched`: the server runs with eagle3lab's embedding-capture patch applied.
     """
-    info = read_draft(draft_dir)
     n, target_hidden, arch = read_target(target, arch)
+    engine, version = _parse_spec(serve, "serve")  # both said before the draft's tensors load
+    info = read_draft(draft_dir)
     h_in = _target_hidden(info, target_hidden)
     slots_n = _slot_count(info, h_in)
     trained, train_label, notes = _train(train, info, n, arch)
     if len(trained) != slots_n:
         raise WiringInputError(f"training fed {len(trained)} tensors {list(trained)} but the draft's fc "
                                f"takes {slots_n} (fc.weight {info.fc_shape}, target hidden {h_in})")
-    engine, version = _parse_spec(serve, "serve")
     layer_ids, key = info.ids_for_engine(engine)
     fed, error = None, None
     try:

@@ -183,7 +183,9 @@ def test_sweep_launching_a_server_per_point(fake_script, tmp_path):
         os.execv(sys.executable, [sys.executable, {str(fake_script)!r}, "--port", port, "--delay", "0.05", *spec, *extra])
     '''))
     out = tmp_path / "launched.jsonl"
-    df = loadtest.sweep({"num_steps": [1, 3], "fault": ["none", "no-d2t"]}, PROMPTS[:2], max_new_tokens=6,
+    # topk 1: SGLang (whose rules the lab server follows) refuses num_steps without a topk, and the
+    # sweep refuses such a point before launching anything (tests/test_bad_input.py)
+    df = loadtest.sweep({"num_steps": [1, 3], "topk": [1], "fault": ["none", "no-d2t"]}, PROMPTS[:2], max_new_tokens=6,
                      out=out, backend="lab", model_path="unused", progress=False, baseline=True,
                      launch_kwargs={"command": lambda argv: [sys.executable, str(wrapper), *argv[4:]]})
     assert len(df) == 5 and not df["failed"].any()  # one baseline (no quantization) + 4 points

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from eagle3lab.commands.common import non_negative_float, positive_float, positive_int
+
 HELP = ("benchmark a server: tokens/s, time to first token, latency, accept length, per-position "
         "acceptance and acceptance by prompt length and category")
 
@@ -18,12 +20,15 @@ def add_server_arguments(parser) -> None:
     parser.add_argument("--prompts", help="text file, one prompt per line, or JSON lines with text (or "
                         "messages) and an optional category "
                         "(default: the lab's held-out passages, cut to --prompt-tokens tokens)")
-    parser.add_argument("--num-prompts", type=int, default=8)
-    parser.add_argument("--prompt-tokens", type=int, default=64, help="lab prompt length in tokens")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for /health")
+    parser.add_argument("--num-prompts", type=positive_int, default=8,
+                        help="prompts to send (default 8; a longer --prompts file is cut to them, and says so)")
+    parser.add_argument("--prompt-tokens", type=positive_int, default=64, help="lab prompt length in tokens")
+    parser.add_argument("--max-new-tokens", type=positive_int, default=64)
+    parser.add_argument("--concurrency", type=positive_int, default=1)
+    parser.add_argument("--temperature", type=non_negative_float, default=0.0)
+    parser.add_argument("--timeout", type=positive_float, default=None,
+                        help=f"seconds to wait for /health (default {LAUNCH_TIMEOUT_S:.0f} for a launched "
+                             f"server, {URL_TIMEOUT_S:.0f} for --url)")
     parser.add_argument("--log-file", help="server log (launched backends)")
     parser.add_argument("--vllm-python", metavar="PATH",
                         help="the python that has vLLM (default: $EAGLE3LAB_VLLM_PYTHON, else the "
@@ -31,6 +36,27 @@ def add_server_arguments(parser) -> None:
     parser.add_argument("--draft-layer-ids", metavar="I,J,K",
                         help="serve the draft with these aux hidden-state layer ids (a temporary "
                              "copy of its config; the checkpoint is not touched)")
+
+
+URL_TIMEOUT_S, LAUNCH_TIMEOUT_S = 30.0, 600.0  # /health waits: a running server, one starting
+
+
+def health_timeout(args, launched: bool) -> float:
+    """--timeout, else the default wait for a launched server (start-up) or a running one."""
+    if args.timeout is not None:
+        return args.timeout
+    return LAUNCH_TIMEOUT_S if launched else URL_TIMEOUT_S
+
+
+def check_urls(args, one: bool = False) -> None:
+    """Every --url is a server URL (refused at once otherwise); `bench` measures one."""
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.server import check_url
+
+    for url in args.url or []:
+        check_url(url)
+    if one and args.url and len(args.url) > 1:
+        raise EagleLabError(f"bench measures one server: {len(args.url)} --url given (several: `eagle3lab sweep`)")
 
 
 def launch_kwargs(args) -> dict:
@@ -50,6 +76,10 @@ def check_faults(args, faults) -> None:
         where = "a running server" if args.url else f"--backend {args.backend}"
         raise EagleLabError(f"--fault {','.join(faults)}: faults are switches of the lab engine, "
                             f"{where} cannot apply them (use --backend lab)")
+    if faults:
+        from eagle3lab.engine.faults import normalize_faults
+
+        normalize_faults(faults)  # unknown or contradictory: said before a server loads for seconds
 
 
 def add_arguments(parser) -> None:
@@ -70,17 +100,26 @@ def load_prompts(args) -> list:
     from eagle3lab.errors import EagleLabError
 
     if args.prompts:
-        path = Path(args.prompts)
-        if not path.is_file():
-            raise EagleLabError(f"prompts file {path} not found")
-        prompts = [line for line in path.read_text().splitlines() if line.strip()]
+        from eagle3lab.paths import read_text_file
+
+        prompts = [line for line in read_text_file(Path(args.prompts), "--prompts").splitlines() if line.strip()]
+        _say_cut(args, len(prompts))
     else:
         from eagle3lab.lab import load_lab
 
         prompts = load_lab(args.lab, build=False).heldout_prompts(args.num_prompts, args.prompt_tokens)
     if not prompts:
-        raise EagleLabError("no prompts")
-    return prompts[: args.num_prompts] if args.num_prompts else prompts
+        raise EagleLabError(f"no prompts in {args.prompts} (every line is empty)" if args.prompts else "no prompts")
+    return prompts[: args.num_prompts]
+
+
+def _say_cut(args, available: int) -> None:
+    """A prompts file longer than --num-prompts is cut: say so (stderr: --json stays one line)."""
+    import sys
+
+    if available > args.num_prompts:
+        print(f"prompts: the first {args.num_prompts} of {available} in {args.prompts} "
+              f"(--num-prompts {args.num_prompts})", file=sys.stderr)
 
 
 def launch_target(args) -> tuple:
@@ -100,7 +139,22 @@ def launch_target(args) -> tuple:
         from eagle3lab.errors import EagleLabError
 
         raise EagleLabError("--model-path is required with --backend sglang")
+    if getattr(engines.lookup(args.backend), "in_process", False):
+        _check_lab_paths(model, draft)
     return model, draft
+
+
+def _check_lab_paths(model, draft) -> None:
+    """The lab server reads local folders only: a missing one is said before it loads for seconds."""
+    from pathlib import Path
+
+    from eagle3lab.engines.lab.frontend import names_lab_preset
+    from eagle3lab.errors import EagleLabError
+
+    if not (names_lab_preset(model) or Path(model).is_dir()):
+        raise EagleLabError(f"--model-path {model}: no such folder (the lab server serves a local target)")
+    if draft is not None and not Path(draft).is_dir():
+        raise EagleLabError(f"--draft {draft}: no such folder, and not a draft of the lab")
 
 
 def lossless(run, baseline) -> dict:
@@ -191,13 +245,16 @@ def cost_lines(summary: dict) -> list[str]:
 
 
 def run(args) -> int:
-    import json
-
     from eagle3lab import engines, loadtest, server
 
     faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
     check_faults(args, faults)
-    prompts, prompt_set = categorised_prompts(args, load_prompts(args))
+    check_urls(args, one=True)
+    target = None if args.url else launch_target(args)  # its folders checked before prompts load
+    prompts = load_prompts(args) if args.prompts else None  # a user's file: read before any wait
+    running = server.connect(args.url[0], timeout=health_timeout(args, False)) if args.url else None
+    prompts = prompts or load_prompts(args)  # the lab's passages (a tokenizer load) once it answers
+    prompts, prompt_set = categorised_prompts(args, prompts)
     spec = {"num_steps": args.num_steps, "topk": args.topk, "num_draft_tokens": args.num_draft_tokens,
             "fault": ",".join(faults) if faults else None}
     if args.draft_layer_ids:
@@ -206,17 +263,17 @@ def run(args) -> int:
                   temperature=args.temperature)
     results, obs = {}, None
     if args.url:
-        results["run"], obs = loadtest.measure(server.connect(args.url[0]), prompts, **kwargs)
+        results["run"], obs = loadtest.measure(running, prompts, **kwargs)
     else:
-        model, draft = launch_target(args)
+        model, draft = target
         with server.launch(args.backend, model, draft, spec=spec, log_file=args.log_file,
-                           timeout=args.timeout, **launch_kwargs(args)) as srv:
+                           timeout=health_timeout(args, True), **launch_kwargs(args)) as srv:
             print(f"launched {srv!r}; log {srv.log_file}")
             results["run"], obs = loadtest.measure(srv, prompts, **kwargs)
         if args.baseline:
             # no speculation; the lab keeps the faults that act on the target itself
             base = {"fault": spec["fault"]} if engines.get(args.backend).takes_faults else None
-            with server.launch(args.backend, model, None, spec=base, timeout=args.timeout,
+            with server.launch(args.backend, model, None, spec=base, timeout=health_timeout(args, True),
                                **launch_kwargs(args)) as srv:
                 results["baseline"], _ = loadtest.measure(srv, prompts, **kwargs)
     if args.requests:
@@ -224,7 +281,9 @@ def run(args) -> int:
     summary = summarize(results, obs)
     breakdown = acceptance_by_prompt(results["run"], obs, prompt_set)
     if args.json:
-        print(json.dumps({**summary, **acceptance_json(obs, breakdown)}, default=str))
+        from eagle3lab.commands.common import dumps
+
+        print(dumps({**summary, **acceptance_json(obs, breakdown)}))  # NaN (a figure not measured) as null
     else:
         for key, value in summary.items():
             if key != "step_cost":

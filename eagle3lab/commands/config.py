@@ -27,12 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from eagle3lab import engines
-    from eagle3lab.spec import SpecConfig
+    from eagle3lab.spec import SpecConfig, split_engine
 
     flags = list(args.flags)
     if flags[:1] == ["--"]:
         flags = flags[1:]
-    eng = engines.lookup(args.engine.strip().lower())
+    name, _ = split_engine(args.engine)  # 'sglang==' (an empty version) is refused here
+    _check_asks_itself(args, name)
+    eng = engines.lookup(name)
     if eng is not None and eng.config_command is not None:  # its own launch flags (vLLM's `vllm serve`)
         return eng.config_command(args, flags)
     spec = SpecConfig.from_cli(flags)
@@ -44,6 +46,17 @@ def run(args: argparse.Namespace) -> int:
         print("verdict: " + ("the effective config DIFFERS from what was asked" if res.differs
                              else "runs as asked"))
     return 1 if res.differs else 0
+
+
+def _check_asks_itself(args, name: str) -> None:
+    """--use-sglang / --use-vllm ask that engine's own resolver: refused for the other engine,
+    rather than ignored."""
+    from eagle3lab.errors import EagleLabError
+
+    for flag, wanted in (("use_sglang", "sglang"), ("use_vllm", "vllm")):
+        if getattr(args, flag) and name != wanted:
+            raise EagleLabError(f"--{flag.replace('_', '-')} asks {wanted}'s own resolver: it needs "
+                                f"--engine {wanted} (got --engine {args.engine})")
 
 
 def _as_json(res) -> dict:

@@ -46,13 +46,14 @@ def run(args) -> int:
 
 def _run_build(args) -> int:
     from eagle3lab.errors import EagleLabError
+
+    if (args.set or args.corpus) and not args.out:  # said before torch loads with lab.build
+        # the preset's own folder holds the lab the notebooks use: a what-if lab goes elsewhere
+        raise EagleLabError("--set and --corpus build a what-if lab: give it a folder with --out")
     from eagle3lab.lab.build import DEFAULT_THREADS, build_lab, parse_settings, preset_config
 
     overrides = parse_settings(args.set)
     preset_config(args.preset, overrides)  # unknown settings fail before anything is built
-    if (overrides or args.corpus) and not args.out:
-        # the preset's own folder holds the lab the notebooks use: a what-if lab goes elsewhere
-        raise EagleLabError("--set and --corpus build a what-if lab: give it a folder with --out")
     root = build_lab(args.preset, args.out, force=args.force, progress=not args.no_progress,
                      overrides=overrides or None, corpus_files=args.corpus,
                      threads=args.threads or DEFAULT_THREADS)

@@ -63,15 +63,10 @@ def resolve_spec(steps, topk, draft_tokens):
 
 
 def run(args) -> int:
-    import json
     import sys
 
-    import torch
-
-    from eagle3lab.engine.labbench import run_bench
-    from eagle3lab.engine.faults import normalize_faults
+    from eagle3lab.engine.faults import normalize_faults, parse_serve
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.lab import load_lab
 
     for name in ("prompts", "prompt_tokens", "max_new_tokens", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
@@ -79,7 +74,13 @@ def run(args) -> int:
     if args.temperature < 0:
         raise EagleLabError("--temperature must be >= 0")
     faults = normalize_faults(args.fault)
+    if args.serve is not None:
+        parse_serve(args.serve)  # a bad --serve is said before torch and the lab load
     spec, warnings = resolve_spec(args.steps, args.topk, args.draft_tokens)
+    import torch
+
+    from eagle3lab.engine.labbench import run_bench
+    from eagle3lab.lab import load_lab
     for line in warnings:
         print(f"sglang 0.5.23: {line}", file=sys.stderr)
     torch.set_num_threads(args.threads)
@@ -108,5 +109,7 @@ def run(args) -> int:
           f"{s['predicted_speedup']:.2f}x (the step's measured parts only)")
     print(f"lossless        {s['lossless']}")
     if args.json:
-        print(json.dumps(s))
+        from eagle3lab.commands.common import dumps
+
+        print(dumps(s))  # NaN (not measured) as null
     return 0

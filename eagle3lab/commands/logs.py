@@ -27,7 +27,8 @@ def run(args) -> int:
     frames, failed = [], 0
     for name in args.files:
         try:
-            obs = observe_log(sys.stdin if name == "-" else name, engine=args.engine)
+            # stdin as bytes where it has them: decoded leniently, never a UnicodeDecodeError
+            obs = observe_log(getattr(sys.stdin, "buffer", sys.stdin) if name == "-" else name, engine=args.engine)
         except LogReadError as exc:
             print(f"eagle3lab: error: {exc}", file=sys.stderr)
             failed += 1
@@ -53,10 +54,16 @@ def format_summary(name: str, df) -> str:
     from eagle3lab.sources.logfile import summarize
 
     attrs = df.attrs
-    head = (f"== {name}: {attrs.get('lines', 0):,} lines, {len(df):,} records, "
-            f"{attrs.get('skipped', 0):,} skipped, {len(attrs.get('malformed', [])):,} malformed")
+    lines, skipped = attrs.get("lines", 0), attrs.get("skipped", 0)
+    # lines = lines read into records + lines skipped (a record may span lines: vLLM's offline
+    # per-position lines, TensorRT-LLM's [AR] block)
+    head = (f"== {name}: {lines:,} lines ({lines - skipped:,} read into {len(df):,} records, "
+            f"{skipped:,} skipped), {len(attrs.get('malformed', [])):,} malformed")
     if df.empty:
-        return head + "\n   (no speculative-decoding or scheduler records found)"
+        from eagle3lab.sources.logfile import binary_note
+
+        why = binary_note(df)
+        return head + "\n   (no speculative-decoding or scheduler records found" + (f": {why})" if why else ")")
     table = summarize(df).to_string(index=False, float_format=lambda x: f"{x:.2f}",
                                     na_rep="-")
     return head + "\n" + table
@@ -78,7 +85,9 @@ def format_observation(obs, diagnose: bool = False) -> str:
         lines.append(f"   per-position acceptance (conditional) {rates}{never}")
     lines += [f"   the server changed the config: {w}" for w in obs.warnings
               if "adjusted to speculative_num_steps" in w]
-    if diagnose:
+    if diagnose and obs.frame is not None and obs.frame.empty:
+        lines.append("   diagnosis: none (no records in this log: nothing to diagnose)")
+    elif diagnose:
         from eagle3lab.diagnosis import diagnose as run_diagnosis
 
         top = run_diagnosis(obs)[0]

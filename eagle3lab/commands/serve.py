@@ -68,11 +68,8 @@ def run(args) -> int:
 
     if engines.get(getattr(args, "backend", "lab")).api == "openai":  # vLLM: its own server
         return run_vllm(args)
-    import torch
-
-    from eagle3lab.spec import SpecConfig
-    from eagle3lab.engines.lab import frontend as srv
     from eagle3lab.errors import EagleLabError
+    from eagle3lab.spec import SpecConfig
 
     for name in (*(SPEC_NAMES[k][1] for k in SPEC_KEYS),
                  "max_prompt_tokens", "max_new_tokens", "decode_log_interval", "threads"):
@@ -81,6 +78,11 @@ def run(args) -> int:
             raise EagleLabError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if not 0 <= args.port <= 65535:
         raise EagleLabError(f"--port {args.port} is not a port number")
+    _check_before_loading(args)
+    import torch
+
+    from eagle3lab.engines.lab import frontend as srv
+
     torch.set_num_threads(args.threads)
     srv.setup_logging(sys.stdout)
     spec = SpecConfig.from_args(args, SERVE_FIELDS)  # the launcher's SpecConfig, parsed back once
@@ -112,6 +114,35 @@ def run(args) -> int:
     httpd.shutdown()
     httpd.server_close()
     return 0
+
+
+def _check_before_loading(args) -> None:
+    """What would fail after the target loads (seconds), said before: faults, the folders, a
+    config SGLang refuses (the newest SGLang's rules on a Llama target, as load_state resolves),
+    a port in use."""
+    from pathlib import Path
+
+    from eagle3lab.engine.faults import normalize_faults
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.server import port_in_use
+    from eagle3lab.spec import LATEST_SGLANG, SpecConfig
+
+    normalize_faults(args.fault)
+    from eagle3lab.engines.lab.frontend import names_lab_preset, resolve_model_path
+
+    if not names_lab_preset(args.model_path):  # a lab preset is built if need be: not here
+        resolve_model_path(str(args.model_path))
+    draft = args.speculative_draft_model_path
+    if draft is not None and not Path(draft).is_dir():
+        raise EagleLabError(f"--speculative-draft-model-path {draft}: no such folder")
+    spec = SpecConfig.from_args(args, SERVE_FIELDS)
+    if spec is not None:
+        res = spec.resolve(engine="sglang", version=LATEST_SGLANG, arch="LlamaForCausalLM")
+        if res.error:
+            raise EagleLabError(f"SGLang {LATEST_SGLANG} refuses this configuration: {res.error}")
+    if args.port and port_in_use(args.port, args.host):
+        raise EagleLabError(f"--port {args.port} on {args.host} is already in use (another server?); "
+                            "pick another, or 0 for a free one")
 
 
 def _launch_command(args) -> str:

@@ -52,22 +52,49 @@ def _value(text: str):
     return text
 
 
+def check_inputs(args, grid: dict):
+    """Everything a sweep can refuse before it launches or measures anything: the URLs, the SGLang
+    version, every point (`sweepinput.check_points`), the --out file (read, and writable:
+    `sweepinput.check_out`); its torn lines said."""
+    from eagle3lab.commands.bench import check_urls
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.spec import parse_version
+    from eagle3lab.sweepinput import check_out, check_points, grid_points
+
+    check_urls(args)
+    parse_version(args.version)
+    if "label" in grid:  # the library's name for a point: here it would launch the same server twice
+        raise EagleLabError("--grid label: not a setting (points are named by their settings here)")
+    check_points(grid_points(grid), None if args.url else args.backend, args.url, args.version)
+    if args.out:
+        note = check_out(args.out).note()
+        if note:
+            print(note)
+
+
 def run(args) -> int:
     from eagle3lab import loadtest
-    from eagle3lab.commands.bench import load_prompts
+    from eagle3lab.commands.bench import launch_target, load_prompts
 
     grid = parse_grid(args.grid)
     if args.draft_layer_ids:
         grid["draft_layer_ids"] = [args.draft_layer_ids]
     if args.num_steps is not None:
         grid["num_steps"] = [args.num_steps]
+    check_inputs(args, grid)
+    target = None if args.url else launch_target(args)
+    if target and "draft" in grid:  # a lab draft's name is looked up next to the target
+        from eagle3lab.sweepinput import check_points, grid_points
+
+        check_points(grid_points(grid), args.backend, None, args.version, target[0])
+    servers = connect(args)
     if "concurrency" in grid:
-        return run_load(args, grid)
+        return run_load(args, grid, servers, target)
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, concurrency=args.concurrency,
                   temperature=args.temperature, out=args.out, version=args.version,
                   baseline=args.baseline)
-    df = over_servers(loadtest.sweep, args, grid, prompts, **kwargs)
+    df = over_servers(loadtest.sweep, args, grid, prompts, servers, target, **kwargs)
     cols = [c for prefix in ("asked_", "effective_num", "server_") for c in df.columns if c.startswith(prefix)]
     cols += [c for c in ("tokens_per_s", "speedup", "accept_length", "ttft_s", "latency_s", "failed", "skipped")
              if c in df]
@@ -75,7 +102,18 @@ def run(args) -> int:
     skipped = int(df["skipped"].fillna(False).astype(bool).sum()) if "skipped" in df else 0
     note = f"; {skipped} skipped: no running server runs their settings (not recorded)" if skipped else ""
     print(f"{len(df) - skipped} points" + (f" in {args.out}" if args.out else "") + note)
-    return 1 if "failed" in df and df["failed"].fillna(False).astype(bool).any() else 0
+    return print_failures(df)
+
+
+def print_failures(df) -> int:
+    """Each failed point with its reason (not only in the JSON lines); 1 if any failed."""
+    failed = df[df["failed"].fillna(False).astype(bool)] if "failed" in df else df.iloc[0:0]
+    for rec in failed.to_dict("records"):
+        asked = ", ".join(f"{k[len('asked_'):]}={int(v) if isinstance(v, float) and v.is_integer() else v}"
+                          for k, v in rec.items() if k.startswith("asked_")
+                          and v is not None and not (isinstance(v, float) and v != v))
+        print(f"FAILED {asked or 'point'}: {rec.get('error') or 'no reason recorded'}")
+    return 1 if len(failed) else 0
 
 
 LOAD_COLUMNS = [("tokens_per_s", "tok/s total", 1), ("request_tokens_per_s", "tok/s per req", 1),
@@ -116,18 +154,29 @@ def load_table(df):
     return pd.DataFrame(rows)
 
 
-def over_servers(sweep, args, grid, prompts, **kwargs):
-    """Run a sweep function on the servers at --url, or on servers it launches (--backend)."""
-    from eagle3lab.commands.bench import launch_kwargs, launch_target
+def connect(args) -> list | None:
+    """The servers at --url, each waited for up to --timeout (before the lab's prompts load)."""
+    from eagle3lab import server
+    from eagle3lab.commands.bench import health_timeout
+
+    if not args.url:
+        return None
+    return [server.connect(url, timeout=health_timeout(args, False)) for url in args.url]
+
+
+def over_servers(sweep, args, grid, prompts, servers=None, target=None, **kwargs):
+    """Run a sweep function on the running servers (--url, connected), or on servers it launches
+    (--backend; `target`: bench.launch_target's folders)."""
+    from eagle3lab.commands.bench import health_timeout, launch_kwargs, launch_target
 
     if args.url:
-        return sweep(grid, prompts, urls=args.url, **kwargs)
-    model, draft = launch_target(args)
+        return sweep(grid, prompts, urls=servers or connect(args), **kwargs)
+    model, draft = target or launch_target(args)
     return sweep(grid, prompts, backend=args.backend, model_path=model, draft_path=draft,
-                 launch_timeout=args.timeout, launch_kwargs=launch_kwargs(args), **kwargs)
+                 launch_timeout=health_timeout(args, True), launch_kwargs=launch_kwargs(args), **kwargs)
 
 
-def run_load(args, grid) -> int:
+def run_load(args, grid, servers=None, target=None) -> int:
     """Concurrency as the sweep's load dimension: the table, then the crossover per config."""
     from eagle3lab import loadsweep
     from eagle3lab.commands.bench import load_prompts
@@ -136,7 +185,7 @@ def run_load(args, grid) -> int:
     prompts = load_prompts(args)
     kwargs = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, out=args.out,
                   baseline=args.baseline)
-    df = over_servers(loadsweep.sweep, args, grid, prompts, **kwargs)
+    df = over_servers(loadsweep.sweep, args, grid, prompts, servers, target, **kwargs)
     print(load_table(df).to_string(index=False))
     print(f"{len(prompts)} prompts per window, {args.max_new_tokens} new tokens; [95 % intervals over prompts]; "
           "accept length and per-position rates (P(at least i accepted)) from the server's counters")

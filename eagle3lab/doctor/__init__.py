@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 
 from eagle3lab.doctor.formats import DoctorInputError, read_draft_spec, read_target_spec
+from eagle3lab.doctor.prompts import read_prompts
 from eagle3lab.doctor.report import CheckStatus, DoctorReport
 from eagle3lab.findings import Finding
 
@@ -45,8 +46,12 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
 
     spec = read_draft_spec(draft)
     tspec = read_target_spec(target) if target is not None else None
-    findings, checks, facts = static_checks(spec, tspec, serve)
     temperature = _temperature(temperature)
+    prompts = read_prompts(prompts)  # read once, before anything loads: unusable text is said now
+    _check_log_path(log)
+    findings, checks, facts = static_checks(spec, tspec, serve)
+    if prompts is not None:
+        checks += prompts.checks()
     from eagle3lab.doctor.defects import static_defects
 
     f, c = static_defects(serve, flags=flags, platform=platform, temperature=temperature, facts=facts,
@@ -83,6 +88,20 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
         facts.update(extra)
         facts["server_seconds"] = round(time.perf_counter() - t0, 2)
     return DoctorReport(str(spec.path), str(tspec.path) if tspec else None, serve, findings, checks, facts)
+
+
+def _check_log_path(log) -> None:
+    """A --log that names no file is refused before the target loads; what a file holds that the
+    doctor cannot use is a check that could not run (observed._log)."""
+    from pathlib import Path
+
+    if log is None or not isinstance(log, (str, Path)) or (isinstance(log, str) and "\n" in log):
+        return  # log text or lines, not a path
+    path = Path(log)
+    if path.is_dir():
+        raise DoctorInputError(f"--log: {path} is a folder, not a log file")
+    if not path.exists():
+        raise DoctorInputError(f"--log: {path} not found")
 
 
 def _temperature(value) -> float | None:

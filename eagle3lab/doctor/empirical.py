@@ -220,30 +220,11 @@ def _available_bytes() -> int:
 
 
 def _read_prompts(prompts) -> list[str]:
-    from eagle3lab.doctor.formats import DoctorInputError
+    """--prompts as a list of texts (`doctor.prompts.read_prompts`: a file is read once, with
+    the lines it could not use counted)."""
+    from eagle3lab.doctor.prompts import read_prompts
 
-    if prompts is None:
-        return []
-    if isinstance(prompts, (list, tuple)):
-        return [str(p) for p in prompts]
-    path = Path(prompts)
-    if not path.is_file():
-        raise DoctorInputError(f"--prompts: {path} not found")
-    out = []
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("{"):
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                out.append(line)
-                continue
-            out.append(str(rec.get("text") or rec.get("prompt") or ""))
-        else:
-            out.append(line.replace("\\n", "\n"))
-    return [p for p in out if p]
+    return read_prompts(prompts) or []
 
 
 GENERIC_PROMPTS = ("def ", "The ", "import ", "# ", "In ", "class ", "1, 2, 3, ", "Hello")
@@ -260,7 +241,7 @@ def _texts(target_dir: Path, tokenizer, target, prompts, seq_len: int, n_prompts
     user = _read_prompts(prompts)
     heldout = target_dir.parent / "heldout.jsonl"
     if user:
-        source = "your prompts, continued greedily by the target"
+        source = f"{getattr(user, 'source', 'your prompts')}, continued greedily by the target"
     elif heldout.is_file():
         user = [json.loads(line)["text"] for line in heldout.read_text().splitlines() if line.strip()]
         source = f"held-out passages ({heldout.name}), continued greedily by the target"

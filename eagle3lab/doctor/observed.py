@@ -52,9 +52,18 @@ def _flags(serve, flags: str) -> tuple[list[Finding], CheckStatus]:
 
 
 def _log(log, facts) -> tuple[list[Finding], CheckStatus, dict]:
-    from eagle3lab.sources.logfile import config_from_log, observe_log, read_log
+    from eagle3lab.sources.logfile import LogReadError, config_from_log, observe_log, read_log
 
-    frame = read_log(log)
+    try:
+        frame = read_log(log)
+    except LogReadError as exc:  # binary, compressed in a format not read: a check that could not run
+        return [], CheckStatus("log", False, str(exc)), {}
+    if frame.empty:
+        from eagle3lab.sources.logfile import binary_note
+
+        why = binary_note(frame) or "not an SGLang, vLLM, llama.cpp or TensorRT-LLM server log?"
+        return [], CheckStatus("log", False, f"{log}: no speculative-decoding or scheduler record in "
+                               f"{frame.attrs.get('lines', 0)} line(s) ({why})"), {}
     evidence = config_from_log(log)
     obs = observe_log(frame)
     out, extra = [], {}
@@ -82,7 +91,10 @@ def _log_signatures(log, temperature) -> tuple[list[Finding], list[CheckStatus]]
     from eagle3lab.sources.logfile import observe_log
 
     check = CHECK + " (signature)"
-    obs = observe_log(log)
+    try:
+        obs = observe_log(log)
+    except EagleLabError:  # said once, by the log check
+        return [], []
     eng = engines.lookup(obs.engine)
     if eng is None or eng.observes_acceptance_via != "/metrics" or obs.per_position is None:
         return [], []

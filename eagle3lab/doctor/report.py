@@ -76,6 +76,8 @@ class DoctorReport:
                  f"serving: {self.serve or 'not given (both engines shown where they differ)'}"]
         n_err = len(self.errors)
         n_warn = sum(f.severity == "warning" for f in self.findings)
+        if self.facts.get("empirical_text"):  # which texts the empirical checks scored, always said
+            lines.append(f"texts scored: {self.facts['empirical_text']}")
         lines.append(f"{n_err} error(s), {n_warn} warning(s), "
                      f"{len(self.findings) - n_err - n_warn} note(s)")
         for i, f in enumerate(self.findings, 1):

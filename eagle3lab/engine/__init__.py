@@ -11,21 +11,34 @@ SGLang-style HTTP front end (`eagle3lab.engines.lab.frontend`).
 The lab engine's room: the decoder, its models (the lab's EAGLE-3 draft, `draft`, lives here so
 both the engine and the lab import it downward), faults and the bench. May import: spec,
 errors, conventions, analysis, sources, engines (never lab/, server or above).
+
+The names below are loaded on first use (PEP 562): importing `eagle3lab.engine.faults` (the
+CLI's help lists the faults) must not import torch, which the decoder needs and the help does not.
 """
 
 from __future__ import annotations
 
-from eagle3lab.engine.faults import (FAULTS, FaultError, FaultPlan, build_engine, domain_shift_texts,
-                                     normalize_faults, plan_faults)
-from eagle3lab.engine.labbench import (LabBenchResult, bench_prompts, make_lab_engine, run_bench,
-                                       steps_frame, tokens_frame)
-from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
-from eagle3lab.engine.speculate import (DraftTree, Generation, SamplingParams, SpecEngine, StepRecord,
-                                        accept_path, target_probs)
-from eagle3lab.spec import SpecParams
+import importlib
 
-__all__ = ["DraftModel", "DraftTree", "FAULTS", "FaultError", "FaultPlan", "Generation",
-           "LabBenchResult", "SamplingParams", "SpecEngine", "SpecParams", "StepRecord", "TargetModel",
-           "accept_path", "bench_prompts", "build_engine", "domain_shift_texts", "fake_quantize_",
-           "make_lab_engine", "normalize_faults", "plan_faults", "run_bench", "steps_frame",
-           "target_probs", "tokens_frame"]
+_EXPORTS = {
+    "eagle3lab.engine.faults": ("FAULTS", "FaultError", "FaultPlan", "build_engine", "domain_shift_texts",
+                                "normalize_faults", "plan_faults"),
+    "eagle3lab.engine.labbench": ("LabBenchResult", "bench_prompts", "make_lab_engine", "run_bench",
+                                  "steps_frame", "tokens_frame"),
+    "eagle3lab.engine.model": ("DraftModel", "TargetModel", "fake_quantize_"),
+    "eagle3lab.engine.speculate": ("DraftTree", "Generation", "SamplingParams", "SpecEngine", "StepRecord",
+                                   "accept_path", "target_probs"),
+    "eagle3lab.spec": ("SpecParams",),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eagle3lab.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

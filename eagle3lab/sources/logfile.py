@@ -60,8 +60,11 @@ def read_log(source, engine: str = "auto"):
     # again and again (measurably slower on big logs), so pause it while parsing.
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    share = 0.0
     try:
-        for block in batches:
+        for i, block in enumerate(batches):
+            if i == 0:
+                share = _binary_share(block[:4096])
             parser.feed(block)
         df = parser.frame()
     finally:
@@ -77,6 +80,7 @@ def read_log(source, engine: str = "auto"):
     df.attrs["malformed"] = sorted(set(parser.malformed))
     df.attrs["lines"] = parser.n
     df.attrs["source"] = label
+    df.attrs["binary_share"] = share  # of the first block: `binary_note` says what 0 records were
     return df
 
 
@@ -160,17 +164,55 @@ def _text_batches(text: str) -> Iterator[str]:
         size = _CHUNK_BYTES
 
 
-def _file_batches(path: Path) -> Iterator[str]:
-    """Stream a file in blocks: one decoded block and its records in memory at a time."""
+# Compressed logs: read through the standard library where it can (gzip, bzip2, xz: logs are
+# rotated and shipped that way), named where it cannot, never read as text (their bytes would
+# be "lines" that hold no record, with nothing said). The magic bytes, as CPython 3.11's gzip,
+# tarfile and zipfile tell them apart, and zstd's from RFC 8878: docs/bad-input.md.
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gzip"), (b"BZh", "bzip2", "bz2"), (b"\xfd7zXZ\x00", "xz", "lzma"),
+               (b"\x28\xb5\x2f\xfd", "zstd", None), (b"PK\x03\x04", "zip", None))
+_BINARY_SHARE = 0.05  # more undecodable or NUL characters than this in the first block: not a text log
+
+
+def _open_log(path: Path):
+    """A binary file object of the log's bytes: decompressed where the standard library reads the
+    format; a LogReadError naming the format where it does not."""
     try:
-        f = open(path, "rb")
+        with open(path, "rb") as fh:
+            head = fh.read(8)
     except OSError as exc:
         raise LogReadError(f"{path}: {exc.strerror or exc}") from None
+    for magic, name, module in _COMPRESSED:
+        if head.startswith(magic):
+            if module is None:
+                raise LogReadError(f"{path} is {name}-compressed: decompress it first and pass the log")
+            import importlib
+
+            return importlib.import_module(module).open(path, "rb")
+    return open(path, "rb")
+
+
+def binary_note(df) -> str:
+    """'' or why a frame without records came from a file that is not text (random bytes, an
+    image, a checkpoint): read_log counts such lines as skipped; this says what they were."""
+    share = df.attrs.get("binary_share") or 0.0
+    if len(df) or share <= _BINARY_SHARE:
+        return ""
+    return f"it looks binary, not a text log ({100 * share:.0f}% of its first characters are not text)"
+
+
+def _binary_share(text: str) -> float:
+    """Share of undecodable (U+FFFD) and NUL characters in a decoded block."""
+    return (text.count("\ufffd") + text.count("\x00")) / len(text) if text else 0.0
+
+
+def _file_batches(path: Path) -> Iterator[str]:
+    """Stream a file in blocks: one decoded block and its records in memory at a time."""
+    f = _open_log(path)
     with f:
         try:
             block = f.read(_FIRST_BLOCK)
-        except OSError as exc:
-            raise LogReadError(f"{path}: {exc.strerror or exc}") from None
+        except (OSError, EOFError) as exc:  # a damaged archive
+            raise LogReadError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
         decoder = codecs.getincrementaldecoder(_sniff_encoding(block[:4096]))(errors="replace")
         pending: list[str] = []  # pieces of a line longer than a block (no quadratic joins)
         while True:
@@ -189,8 +231,8 @@ def _file_batches(path: Path) -> Iterator[str]:
                 return
             try:
                 block = f.read(_CHUNK_BYTES)
-            except OSError as exc:
-                raise LogReadError(f"{path}: {exc.strerror or exc}") from None
+            except (OSError, EOFError) as exc:
+                raise LogReadError(f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def _iter_batches(lines) -> Iterator[str]:
@@ -270,9 +312,17 @@ def _frame_and_lines(source, engine: str = "auto"):
                 return source, [str(t) for t in source[col].dropna().tolist()]
         return source, []
     if not isinstance(source, (str, bytes, Path)):
-        source = list(source)  # an iterable is read twice
+        source = _Lines(source)  # an iterable is read twice
     frame = read_log(source, engine=engine)
     return frame, [str(m) for m in frame["message"].dropna()] + _server_args_lines(source)
+
+
+class _Lines(list):
+    """An iterable's lines, kept to be read twice, under its name (stdin: '<stdin>')."""
+
+    def __init__(self, lines):
+        super().__init__(lines)
+        self.name = getattr(lines, "name", "<lines>")
 
 
 def _server_args_lines(source) -> list[str]:
@@ -282,7 +332,9 @@ def _server_args_lines(source) -> list[str]:
         lines = _decode_bytes(source).splitlines()
     elif isinstance(source, Path) or (isinstance(source, str) and "\n" not in source
                                       and not _looks_like_log_text(source)):
-        with open(source, errors="replace") as fh:
+        import io
+
+        with io.TextIOWrapper(_open_log(Path(source)), errors="replace") as fh:
             return [line for line in fh if any(w in line for w in wanted)]
     elif isinstance(source, str):
         lines = source.splitlines()

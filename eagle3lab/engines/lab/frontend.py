@@ -24,8 +24,6 @@ import uuid
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from eagle3lab import stats
-from eagle3lab.engines.sglang.meta_info import histogram_from_counts
 from eagle3lab.errors import EagleLabError
 from eagle3lab.spec import LAB_FIELDS, LATEST_SGLANG, SPEC_NAMES
 
@@ -124,6 +122,8 @@ class ServerState:
         msg = (f"Decode batch, #running-req: 1, #token: {used_tokens}, "
                f"token usage: {used_tokens / self.engine.max_seq_len:.2f}, ")
         if self.spec is not None and self.spec_forward_ct:
+            from eagle3lab import stats  # on use: `eagle3lab serve`'s input checks come before pandas
+
             accept_len = stats.accept_length_of_counts(self.spec_accept_tokens, self.spec_forward_ct)
             # 0.5.23: accepted drafts / (verify passes x (num_draft_tokens - 1)), bonus excluded
             rate = stats.draft_acceptance_rate(self.spec_correct_drafts, self.spec_forward_ct,
@@ -139,6 +139,8 @@ class ServerState:
     def avg_accept_length(self) -> float | None:
         tokens = self.total_accept_tokens + self.spec_accept_tokens
         ct = self.total_forward_ct + self.spec_forward_ct
+        from eagle3lab import stats
+
         return stats.accept_length_of_counts(tokens, ct) if ct else None
 
     # -- request handling --------------------------------------------------------------------
@@ -223,6 +225,8 @@ class ServerState:
             "e2e_latency": result["latency"],
         }
         if self.spec is not None and gen.steps:
+            from eagle3lab import stats
+
             verify_ct = len(gen.steps)
             correct = sum(s.accepted for s in gen.steps)
             proposed = verify_ct * (self.spec.num_draft_tokens - 1)
@@ -234,6 +238,8 @@ class ServerState:
                          "spec_num_correct_drafts": correct,
                          "spec_num_proposed_drafts": proposed})
             # 0.5.23: steps by drafts accepted (bonus excluded), set only when non-empty
+            from eagle3lab.engines.sglang.meta_info import histogram_from_counts
+
             hist = histogram_from_counts(s.accepted for s in gen.steps)
             if hist:
                 meta["spec_correct_drafts_histogram"] = hist
@@ -428,13 +434,18 @@ def setup_logging(stream=None) -> None:
 SUPPORTED_ALGORITHMS = ("EAGLE3", "EAGLE")
 
 
+def names_lab_preset(model_path) -> bool:
+    """`lab` or `lab:<preset>`: a built lab preset (built first if need be), not a folder."""
+    return str(model_path) == "lab" or str(model_path).startswith("lab:")
+
+
 def resolve_model_path(model_path: str):
     """(target dir, lab root or None) for a target dir, a lab dir, `lab` or `lab:<preset>`."""
     from pathlib import Path
 
     from eagle3lab.paths import lab_dir
 
-    if model_path == "lab" or model_path.startswith("lab:"):
+    if names_lab_preset(model_path):
         preset = model_path.partition(":")[2] or "default"
         from eagle3lab.lab import load_lab
 
