@@ -60,7 +60,7 @@ class PromptSet:
         return f"{n} line(s) of {self.source} left out ({why})"
 
 
-def _text_of(record: dict):
+def text_of(record: dict):
     """The prompt text of a JSON record: text, prompt, or a chat's contents joined by newlines."""
     for key in ("text", "prompt"):
         if isinstance(record.get(key), str) and record[key].strip():
@@ -92,10 +92,11 @@ def read_prompts(prompts, categories=None) -> PromptSet:
     if isinstance(prompts, (list, tuple)):
         items, source = list(prompts), "the prompts given"
     else:
+        from eagle3lab.paths import read_text_file
+
         path = Path(prompts)
-        if not path.is_file():
-            raise PromptsError(f"prompts file {path} not found")
-        items, source = [line for line in path.read_text().splitlines() if line.strip()], path.name
+        text = read_text_file(path, "--prompts", PromptsError)  # missing, a folder, not UTF-8: one clear line
+        items, source = [line for line in text.splitlines() if line.strip()], path.name
     records, skipped = _records(items)
     out = _with_categories(records, skipped, categories, source)
     if not out.texts:
@@ -127,7 +128,7 @@ def _with_categories(records, skipped: Counter, allowed, source: str) -> PromptS
     categorised = any("category" in r for r in records)
     texts, cats = [], []
     for rec in records:
-        text = _text_of(rec)
+        text = text_of(rec)
         if text is None:
             skipped["no text"] += 1
             continue

@@ -128,7 +128,7 @@ CASES = [
     Case("doctor-unusable-log-and-lines", ("doctor", "--draft", D, "--target", T, "--static", "--log", "{in}/binary",
                                            "--prompts", "{in}/mixed.jsonl"), 1,
          r"checks that could not run:[\s\S]*- prompts \(lines not used\): mixed.jsonl \(JSON lines\): 1 line "
-         r"without a non-empty \"text\" or \"prompt\" string; 1 line not a JSON object[\s\S]*"
+         r"without a non-empty \"text\", \"prompt\" or \"messages\"; 1 line not a JSON object[\s\S]*"
          r"- log: .*binary: no speculative-decoding or scheduler record in \d+ line\(s\) \(it looks binary"),
     # ---- bench (the stub counts requests: none of these measures)
     Case("bench-prompts-binary", (*URL, "--prompts", "{in}/binary"), 2, r"--prompts: .*binary is not UTF-8 text"),
@@ -574,8 +574,8 @@ def test_the_doctor_counts_the_prompt_lines_it_cannot_use(tmp_path):
     assert list(mixed) == ["def f(x):\n    return x", "import os"]
     ran, unused = mixed.checks()
     assert ran.ran and ran.detail == "mixed.jsonl (JSON lines): 2 prompt(s)"
-    assert not unused.ran and unused.detail == ('mixed.jsonl (JSON lines): 1 line without a non-empty "text" or '
-                                                '"prompt" string; 1 line not a JSON object')
+    assert not unused.ran and unused.detail == ('mixed.jsonl (JSON lines): 1 line without a non-empty "text", '
+                                                '"prompt" or "messages"; 1 line not a JSON object')
     empty = read_prompts(tmp_path / "empty")
     assert list(empty) == [] and [(c.check, c.ran) for c in empty.checks()] == [("prompts", False)]
     # a plain-text file whose line starts with "{" is one prompt per line, not JSON lines

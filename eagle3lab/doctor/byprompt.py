@@ -28,7 +28,7 @@ def by_prompt_checks(server, api: str, prompts, draft_config: dict, k: int | Non
     from eagle3lab import loadtest
 
     try:
-        pset = byprompt.read_prompts(prompts)
+        pset = byprompt.read_prompts(getattr(prompts, "path", None) or prompts)  # the file: categories too
     except EagleLabError as exc:
         return [], CheckStatus(CHECK, False, str(exc)), {}
     texts = pset.texts[:MAX_PROMPTS]

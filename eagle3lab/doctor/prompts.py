@@ -22,9 +22,11 @@ from eagle3lab.doctor.report import CheckStatus
 class Prompts(list):
     """The prompts (a list of str), with where they came from and the lines left out."""
 
-    def __init__(self, texts=(), source: str = "your prompts", unused: Counter | None = None, lines: int = 0):
+    def __init__(self, texts=(), source: str = "your prompts", unused: Counter | None = None, lines: int = 0,
+                 path: Path | None = None):
         super().__init__(texts)
         self.source = source
+        self.path = path  # the file, for readers that want more than the texts (categories: doctor/byprompt.py)
         self.unused = unused or Counter()  # reason -> lines
         self.lines = lines
 
@@ -66,7 +68,8 @@ def read_prompts(prompts) -> Prompts | None:
             unused[why] += 1
         else:
             out.append(value)
-    return Prompts(out, f"{path.name} ({'JSON lines' if jsonl else 'one prompt per line'})", unused, len(lines))
+    return Prompts(out, f"{path.name} ({'JSON lines' if jsonl else 'one prompt per line'})", unused, len(lines),
+                   path)
 
 
 def _object(line: str):
@@ -78,11 +81,12 @@ def _object(line: str):
 
 
 def _jsonl_text(line: str) -> tuple[str | None, str]:
-    """(the prompt of one JSON line, or None and why not)."""
+    """(the prompt of one JSON line, or None and why not): its text or prompt string, or a chat's
+    messages (`byprompt.text_of`, the one reading of a prompt record)."""
+    from eagle3lab.byprompt import text_of
+
     value = _object(line)
     if value is None:
         return None, "not a JSON object"
-    for key in ("text", "prompt"):
-        if isinstance(value.get(key), str) and value[key].strip():
-            return value[key], ""
-    return None, "without a non-empty \"text\" or \"prompt\" string"
+    text = text_of(value)
+    return (text, "") if text is not None else (None, "without a non-empty \"text\", \"prompt\" or \"messages\"")
