@@ -493,7 +493,7 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
     from eagle3lab import evidence, postmortem
 
     ev = evidence.collect(run.notebook for run in runs)
-    info = {"what": f"the {lab} lab on {served_by(backend).split(',')[0]}", "when": when,
+    info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "when": when,
             "runs_ok": {run.name: run.ok for run in runs},
             "about": about_markdown(lab, runs, backend, store_text)}
     text = postmortem.index_markdown(ev, info)

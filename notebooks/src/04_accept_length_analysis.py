@@ -198,7 +198,12 @@ glossary.define("domain-shift")
 # %%
 from eagle3lab import byprompt_lab
 
-by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, server_url=SERVER_URL)
-display(byprompt_lab.plot_by_prompt(by_prompt))
-prose.markdown(byprompt_lab.markdown(by_prompt, by_prompt_draft))
+if SERVER_URL or BACKEND == "lab":
+    by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, server_url=SERVER_URL)
+    display(byprompt_lab.plot_by_prompt(by_prompt))
+    prose.markdown(byprompt_lab.markdown(by_prompt, by_prompt_draft))
+else:  # vLLM's CPU build here: `eagle3lab bench --url ... --prompts` gives the same breakdown from its server
+    prose.markdown(f"*BACKEND is {BACKEND!r}: this breakdown runs on the lab server here; on your own server, "
+                   "`eagle3lab bench --url URL --prompts prompts.jsonl` prints it (and the doctor with `--url` and "
+                   "`--prompts` names a fall with length or a gap between categories).*")
 

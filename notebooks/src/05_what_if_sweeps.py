@@ -143,17 +143,3 @@ prose.markdown(prose.under_load_markdown(load))
 # %%
 for figure in experiments.load_figures(load):
     display(figure)
-
-# %% [markdown]
-# ## Two more hypotheses, by prompt: longer contexts and other domains
-#
-# Acceptance that falls with context, or differs by domain, shows in a breakdown by prompt rather
-# than in a switch of the server: the lab engine decodes held-out code at two prompt lengths and the
-# domain-shift fault's numbers, and each row says whether the 95 % intervals over requests separate.
-
-# %%
-from eagle3lab import byprompt_lab
-
-by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, via="engine")
-display(byprompt_lab.hypothesis_rows(by_prompt, by_prompt_draft))
-
