@@ -254,3 +254,31 @@ def test_a_server_without_speculation_is_an_error(ci_lab, stub):
     named = doctor(ci_lab.draft_dir("healthy"), serve="vllm==0.32.0", url=url, empirical=False)
     assert [f.title for f in named.findings if f.source == "server" and f.severity == "warning"] == [
         "--serve says vllm==0.32.0, the server at --url is sglang"]
+
+
+def test_vllm_doctor_names_the_length_fall_and_the_category_gap_and_not_on_a_control(ci_lab, vllm_server, tmp_path):
+    """The same prompts as the lab-server test (tests/test_byprompt.py), on the real vLLM serving
+    the same healthy draft: per-request acceptance from vLLM's per-request metrics shows the
+    draft's fall past its training length and the numbers-versus-code gap, and the control
+    (code of one length, two arbitrary categories) neither. Prompts are kept under the server's
+    model length (the long ones 400 tokens, still over 4x the draft's 96-token training windows)."""
+    from eagle3lab import byprompt_lab
+    from eagle3lab.doctor.byprompt import CHECK
+
+    pset, _ = byprompt_lab.lab_prompts(ci_lab, max_prompt_tokens=400)
+    path = byprompt_lab.write_prompts(pset, tmp_path / "lab.jsonl")
+    report = doctor(ci_lab.draft_dir("healthy"), ci_lab.target_dir, url=vllm_server.url, prompts=str(path),
+                    empirical=False)
+    found = {f.cause: f for f in report.findings if f.check == CHECK}
+    table = report.facts.get("server", {}).get("by_prompt")
+    assert set(found) == {"context_length", "distribution_shift"}, table
+    assert found["context_length"].data["long"]["hi"] < found["context_length"].data["short"]["lo"], table
+    gap = found["distribution_shift"].data
+    assert (gap["low"]["category"], gap["high"]["category"]) == ("code", "numbers"), gap
+
+    control, _ = byprompt_lab.control_prompts(ci_lab)
+    path = byprompt_lab.write_prompts(control, tmp_path / "control.jsonl")
+    report = doctor(ci_lab.draft_dir("healthy"), ci_lab.target_dir, url=vllm_server.url, prompts=str(path),
+                    empirical=False)
+    assert not [f for f in report.findings if f.check == CHECK], report.facts["server"]["by_prompt"]
+    assert any(c.check == CHECK and c.ran for c in report.checks)

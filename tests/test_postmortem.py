@@ -89,3 +89,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
         assert rec.figure(fid).text() in text, fid
     assert "2 cannot be excluded" in text and "eagle3lab bench --url" in text
     assert "alt=\"Accept length at 5/1/6" in text
+
+
+def test_hypotheses_are_grouped_by_their_rate_at_the_separating_position():
+    groups = t.rate_groups({"a": 0.10, "b": 0.06, "c": 0.58, "d": 0.40, "e": 0.72})
+    assert [[n for n, _ in g] for g in groups] == [["b", "a"], ["d"], ["c", "e"]]

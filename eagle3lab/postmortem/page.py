@@ -150,11 +150,12 @@ def next_measurement(hyp_rows: list[dict]) -> str:
             "`eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl` reads it and prints each "
             "position's rate with its interval, and the same by prompt length and category.")
     if sep:
-        rates = ", ".join(f"*{HYP(n)}* {r:.2f}" for n, r in sep["rates"].items())
+        groups = t.rate_groups(sep["rates"])
+        parts = "; ".join(f"near {_span(g)}: " + ", ".join(f"*{HYP(n)}*" for n, _ in g) for g in groups)
         text += (f"\n\nOn the lab the hypotheses not excluded differ most at **position {sep['position']}** "
-                 f"(each reached by at least {t.MIN_AT_RISK} verify steps): {rates}. The real server's rate at "
-                 f"position {sep['position']}, with its interval clear of all but one of them, says which "
-                 "hypothesis the incident is.")
+                 f"(each reached by at least {t.MIN_AT_RISK} verify steps), in {len(groups)} groups: {parts}. "
+                 f"The real server's conditional rate at position {sep['position']}, with its 95 % interval, "
+                 "says which group the incident belongs to; the hypotheses inside a group need another measurement.")
     elif len(fits) == 1:
         r = fits[0]["_row"]
         text += (f"\n\nOnly *{HYP(fits[0]['name'])}* fits on the lab; its profile per position is "
@@ -162,6 +163,11 @@ def next_measurement(hyp_rows: list[dict]) -> str:
                  "a collapse after it), the incident's draft needs training-time test; if every position is low, "
                  "look at what the lab could not reproduce (the target's numerics, the prompts).")
     return text
+
+
+def _span(group) -> str:
+    rates = [r for _, r in group]
+    return f"{min(rates):.2f}" if max(rates) - min(rates) < 0.005 else f"{min(rates):.2f}–{max(rates):.2f}"
 
 
 def HYP(name: str) -> str:  # noqa: N802 - reads as a noun in f-strings

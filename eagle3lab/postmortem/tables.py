@@ -298,6 +298,21 @@ def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | No
     return best
 
 
+GROUP_GAP = 0.15  # rates closer than this at one position are one group: no server measurement tells them apart
+
+
+def rate_groups(rates: dict, gap: float = GROUP_GAP) -> list[list[tuple[str, float]]]:
+    """Hypotheses grouped by their rate at one position, lowest first: a new group wherever the
+    next rate is at least `gap` above the previous one."""
+    groups: list[list[tuple[str, float]]] = []
+    for name, rate in sorted(rates.items(), key=lambda kv: kv[1]):
+        if groups and rate - groups[-1][-1][1] < gap:
+            groups[-1].append((name, rate))
+        else:
+            groups.append([(name, rate)])
+    return groups
+
+
 # --------------------------------------------------------------------------- the method's blind score
 
 HELD_OUT = "lab6"  # the newest lab built after the diagnosis rules froze (docs/report-method.md)
