@@ -213,7 +213,7 @@ def label_of(key: dict, usual_prompts: str | None = None) -> str:
     """A configuration's name from what determines it: draft, steps/topk/draft tokens, boundaries
     fed, switches."""
     parts = [str(key.get("draft")), "/".join(str(v) for v in key.get("spec", []))]
-    parts += [f"b={key['boundaries']}"] if key.get("boundaries") is not None else []
+    parts += [f"fed boundaries {key['boundaries']}"] if key.get("boundaries") is not None else []
     return " ".join(parts + switches_of(key, usual_prompts))
 
 

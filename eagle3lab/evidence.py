@@ -18,7 +18,7 @@ MIME = "application/vnd.eagle3lab.evidence+json"
 # the paired baseline each speed-up divides.
 ROW_KEYS = ("tokens_per_s", "tokens_per_s_ci95", "baseline_tokens_per_s", "baseline_tokens_per_s_ci95",
             "speedup", "speedup_ci95", "accept_length", "accept_length_ci95", "prompts",
-            "per_position", "per_position_n", "draft tokens run", "draft_over_target")
+            "per_position", "per_position_n", "per_position_ci95", "draft tokens run", "draft_over_target")
 
 
 def plain(value: Any) -> Any:

@@ -13,18 +13,19 @@ from eagle3lab.errors import EagleLabError
 
 # term -> (plain definition, regex that finds a use of the term in prose)
 TERMS: dict[str, tuple[str, str]] = {
-    "the seed": (
-        "the incident this report retells: an EAGLE-3 draft for Kimi-K2.5 (a DeepSeek-V3-style model "
+    "the incident": (
+        "the case this report retells: an EAGLE-3 draft for Kimi-K2.5 (a DeepSeek-V3-style model "
         "with 61 layers), served by SGLang, slower than no speculation. Its figures are quoted as "
         "reported (data/incident/), never measured here; the lab's drafts are small stand-ins, and "
         "every figure of theirs is the lab's.",
-        r"\b[Tt]he seed\b|\bseed's\b|\b[Tt]he incident\b|\bincident's\b"),
+        r"\b[Tt]he incident\b|\bincident's\b"),
     "the lab": (
         "a small, real stand-in for the incident built on this machine: a tiny Llama target trained "
         "on Python source and EAGLE-3 drafts trained on it (the lab's TTT draft, trained with "
         "training-time test; its no-TTT draft, trained without it on [embedding, low, mid] as the "
         "incident's was), served through SGLang's HTTP API by a reference speculative decoder. Its "
-        "acceptance and wiring behave like a real deployment's; its tokens/s say nothing about a GPU.",
+        "wiring behaves as a real deployment's and its acceptance shows the mechanisms; how large an effect "
+        "is on a large model, and tokens/s on a GPU, it cannot say.",
         r"\b[Tt]he lab\b|\blab's\b|\blab server\b"),
     "accept length": (
         "tokens produced per verify step of the target, the bonus token included (SGLang's "

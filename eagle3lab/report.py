@@ -469,10 +469,11 @@ def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", stor
     names = {r.name[:2] for r in runs} if runs else set(RERUN)
     cmds = "\n".join(f"- `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
                       for nb, items in RERUN.items() if nb in names for why, args in items)
-    return (f"Lab figures come from {lab_sentence(lab, backend)}.{store_text} The lab's acceptance "
-            "behaviour carries over to a real deployment (accept length, where the chain breaks, what a wiring "
-            "offset or a draft trained one step deep does); its tokens/s and step costs do not, which is why "
-            "speed is carried to the incident's hardware through the incident's own cost.\n\n"
+    return (f"Lab figures come from {lab_sentence(lab, backend)}.{store_text} What carries over to a real "
+            "deployment is the mechanism: where the chain breaks, and the direction of what a wiring offset or a "
+            "draft trained one step deep does; not the size of an effect on a large model, and not tokens/s or "
+            "step costs, which is why speed is carried to the incident's hardware through the incident's own "
+            "cost.\n\n"
             + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
 
 
@@ -494,7 +495,7 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
 
     ev = evidence.collect(run.notebook for run in runs)
     info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "when": when,
-            "runs_ok": {run.name: run.ok for run in runs},
+            "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),
             "about": about_markdown(lab, runs, backend, store_text)}
     text = postmortem.index_markdown(ev, info)
     text += "\n\n## Terms\n\n" + terms_used(text)

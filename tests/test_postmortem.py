@@ -64,6 +64,7 @@ def test_the_timeline_sets_each_incident_figure_beside_the_same_measure():
     accept = next(r for r in rows if r["incident (as reported)"].startswith("accept length"))
     assert accept["verdict"] == "consistent" and accept["lab, same measure (this run)"].startswith("1.90 [1.76, 2.08]")
     assert any("differs in cost" in r["verdict"] for r in rows) and by
+    assert rows[0]["step"] == 1 and "74.7 %" in rows[0]["incident (as reported)"]
 
 
 def test_hypotheses_are_excluded_only_beyond_their_interval_and_carried_to_the_incident_cost():
@@ -72,7 +73,7 @@ def test_hypotheses_are_excluded_only_beyond_their_interval_and_carried_to_the_i
     assert rows["quant-int4"]["vs incident"] == "excluded (higher)" and rows["no-d2t"]["vs incident"] == "excluded (lower)"
     assert rows["healthy (no fault)"]["vs incident"] == "reference"
     cost = t.incident_cost()["cost"]
-    assert rows["embed-patch"]["on the incident's GPU"] == (
+    assert rows["embed-patch"]["on the incident's GPU"] == (  # the page's "calculated for the incident's GPU"
         f"{1.90 / cost:.2f}× [{1.76 / cost:.2f}, {2.08 / cost:.2f}]")
     sep = t.separating_position(list(rows.values()))
     # position 1 is the only one both hypotheses reached 30 times: 0.8 (no TTT) against 0.45 (domain)
@@ -87,10 +88,50 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     rec = incident.load()
     for fid in ("baseline_tps", "first_tps", "steps15_tps", "after_fix_tps", "validation_accuracy"):
         assert rec.figure(fid).text() in text, fid
-    assert "2 cannot be excluded" in text and "eagle3lab bench --url" in text
+    assert "Of the 4 hypotheses the lab tested at 5/1/6 (one at a time, on the lab), 2 give an accept length " \
+           "the incident's does not exclude" in text and "eagle3lab bench --url" in text
     assert "alt=\"Accept length at 5/1/6" in text
+    # the lab's limits are said on the first screen, with the run's prompt count
+    summary = text.split("## Causes")[0]
+    assert "6 prompts per configuration" in summary and "calculated, not measured" in summary
+    # three causes, numbered as the summary numbers them
+    causes = text.split("## Causes and their status")[1].split("## ")[0]
+    assert [line.split("|")[1].strip()[:1] for line in causes.splitlines() if line.startswith("| ") and "·" in line] \
+        == ["1", "2", "3"]
 
 
 def test_hypotheses_are_grouped_by_their_rate_at_the_separating_position():
     groups = t.rate_groups({"a": 0.10, "b": 0.06, "c": 0.58, "d": 0.40, "e": 0.72})
     assert [[n for n, _ in g] for g in groups] == [["b", "a"], ["d"], ["c", "e"]]
+
+
+def test_with_intervals_a_group_starts_only_where_the_intervals_separate():
+    rates = {"a": 0.10, "b": 0.06, "c": 0.58, "d": 0.40}
+    wide = {"a": (0.01, 0.84), "b": (0.02, 0.2), "c": (0.4, 0.7), "d": (0.3, 0.5)}
+    assert [[n for n, _ in g] for g in t.rate_groups(rates, wide)] == [["b", "a", "d", "c"]]
+    narrow = {"a": (0.05, 0.15), "b": (0.02, 0.1), "c": (0.5, 0.7), "d": (0.3, 0.5)}
+    # d's interval touches c's (0.5): they stay one group; a and b lie wholly below both
+    assert [[n for n, _ in g] for g in t.rate_groups(rates, narrow)] == [["b", "a"], ["d", "c"]]
+
+
+def test_the_next_measurement_claims_no_separation_the_lab_intervals_do_not_show():
+    ev = {"hypotheses": {"rows": {
+        "embed-patch": {**_row(1.90, (1.76, 2.08), pp=(0.8, 0.10, 0.0), n=(400, 320, 30)),
+                        "per_position_ci95": [[0.7, 0.9], [0.01, 0.84], [0.0, 0.1]]},
+        "domain-shift": {**_row(1.7, (1.5, 1.9), pp=(0.45, 0.4, 0.3), n=(300, 135, 54)),
+                         "per_position_ci95": [[0.3, 0.6], [0.2, 0.6], [0.1, 0.5]]}}}}
+    from eagle3lab.postmortem.page import next_measurement
+
+    text = next_measurement(t.hypothesis_rows(ev))
+    assert "draft position 1" in text and "0.80 [0.70, 0.90] (n = 400)" in text and "0.45 [0.30, 0.60] (n = 300)" in text
+    assert "separate 2 groups" in text
+    ev["hypotheses"]["rows"]["embed-patch"]["per_position_ci95"][0] = [0.2, 0.9]
+    text = next_measurement(t.hypothesis_rows(ev))
+    assert "intervals overlap" in text and "groups" not in text
+
+
+def test_every_diagnosis_cause_has_words_on_the_page():
+    from eagle3lab.diagnosis.rules import CAUSES
+    from eagle3lab.postmortem.page import CAUSE_WORDS
+
+    assert set(CAUSE_WORDS) == set(CAUSES)

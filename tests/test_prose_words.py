@@ -125,6 +125,9 @@ def test_per_position_table_shows_n():
                           "per_position_n": [[100, 80], [100, 0]]}, index=["healthy", "no-ttt"])
     out = experiments.per_position_table(table)
     assert out.loc["healthy", "position 2"] == "0.50 (n=80)" and out.loc["no-ttt", "position 2"] == "– (n=0)"
+    table["per_position_ci95"] = [[[0.7, 0.9], [0.01, 0.84]], [[0.3, 0.5], None]]
+    out = experiments.per_position_table(table)
+    assert out.loc["healthy", "position 2"] == "0.50 [0.01, 0.84] (n=80)" and out.loc["no-ttt", "position 2"] == "– (n=0)"
 
 
 def test_resolution_sentence_counts_the_warnings_it_mentions():

@@ -164,7 +164,7 @@ def test_broken_links_flags_missing_anchors_and_links_to_pages_not_beside_it(tmp
 def test_about_section_says_what_carries_over_and_reruns_with_real_parameters():
     box = report.about_markdown("ci", [])
     assert "M-parameter Llama" in box and "Python source" in box and "no GPU" in box
-    assert "carries over to a real deployment" in box and "do not" in box
+    assert "carries over to a real deployment" in box and "not the size of an effect" in box
     for nb, items in report.RERUN.items():
         path = next((REPO / "notebooks").glob(f"{nb}_*.ipynb"))
         declared = report.read_parameters(report.read_notebook(path))

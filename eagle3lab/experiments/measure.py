@@ -297,6 +297,11 @@ def fix_labels(backend: str = "lab") -> tuple[str, str]:
     return "before the fix (wiring-seed)", "with the embedding patch (embed-patch)"
 
 
+def _interval(lo, hi):
+    """[lo, hi] rounded, or None where no step reached the position (NaN)."""
+    return None if lo != lo or hi != hi else [round(float(lo), 3), round(float(hi), 3)]
+
+
 def _bench_row(result, **extra) -> dict:
     """One tidy row from a LabBenchResult: speed, acceptance, conditional per-position."""
 
@@ -317,5 +322,6 @@ def _bench_row(result, **extra) -> dict:
             "lossless": s["lossless"],
             "per_position": [] if pp is None else [round(float(v), 3) for v in pp["rate"]],
             "per_position_n": [] if pp is None else [int(v) for v in pp["n"]],
+            "per_position_ci95": [] if pp is None else [_interval(lo, hi) for lo, hi in zip(pp["lo"], pp["hi"])],
             "draft_over_target": s.get("draft_over_target")}
 

@@ -107,25 +107,28 @@ def chain_rows(sweep):
 
 
 def per_position_table(table):
-    """Conditional acceptance by draft position per row of a fault sweep, with the number of
-    steps that reached each position (n): a long table, one row per (row, position)."""
+    """Conditional acceptance by draft position per row of a fault sweep, with its 95 % interval
+    (prompts as the unit) and the number of steps that reached each position (n): one row per
+    hypothesis, one column per position."""
     import pandas as pd
 
-    rows = []
+    out = {}
     for name, row in table.iterrows():
         ns = list(row.get("per_position_n") or [])
-        for i, rate in enumerate(row["per_position"], start=1):
-            rows.append({"hypothesis": name, "position": i, "rate": rate,
-                         "n": ns[i - 1] if i <= len(ns) else None})
-    long = pd.DataFrame(rows)
-    wide = long.pivot(index="hypothesis", columns="position", values="rate")
-    n = long.pivot(index="hypothesis", columns="position", values="n")
-    out = wide.copy().astype(object)
-    for c in wide.columns:
-        out[c] = [("–" if r != r else f"{r:.2f}") + (f" (n={int(k)})" if k == k and k is not None else "")
-                  for r, k in zip(wide[c], n[c])]
-    out.columns = [f"position {c}" for c in wide.columns]
-    return out.loc[list(dict.fromkeys(table.index))]
+        cis = list(row.get("per_position_ci95") or [])
+        out[name] = {f"position {i}": _rate_cell(rate, cis[i - 1] if i <= len(cis) else None,
+                                                 ns[i - 1] if i <= len(ns) else None)
+                     for i, rate in enumerate(row["per_position"], start=1)}
+    frame = pd.DataFrame.from_dict(out, orient="index").fillna("–")
+    return frame.loc[list(dict.fromkeys(table.index))]
+
+
+def _rate_cell(rate, ci, n) -> str:
+    """`0.10 [0.01, 0.84] (n=40)`; `– (n=0)` where no step reached the position."""
+    text = "–" if rate is None or rate != rate else f"{rate:.2f}"
+    if text != "–" and ci is not None and len(ci) == 2 and None not in ci:
+        text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return text + (f" (n={int(n)})" if n is not None and n == n else "")
 
 
 def speedup_table(sweep):

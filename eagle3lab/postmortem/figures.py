@@ -21,8 +21,13 @@ def hypotheses_figure(rows: list[dict], low: float, high: float) -> str:
     from eagle3lab.style import apply_style
 
     apply_style()
-    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(rows) + 1.3))
-    ax.axvspan(low, high, color="#bbbbbb", alpha=0.6, lw=0, label="incident's reported range")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from eagle3lab.postmortem.tables import short
+
+    fig, ax = plt.subplots(figsize=(7.5, 0.42 * len(rows) + 1.9))
+    ax.axvspan(low, high, color="#bbbbbb", alpha=0.6, lw=0)
     labels = []
     for i, r in enumerate(reversed(rows)):
         point = float(r["_row"]["accept_length"])
@@ -31,15 +36,20 @@ def hypotheses_figure(rows: list[dict], low: float, high: float) -> str:
         colour = "#0072B2" if fits else "#D55E00"  # Okabe-Ito blue / vermillion: safe for colour-blind readers
         ax.errorbar([point], [i], xerr=[[point - ci[0]], [ci[1] - point]], fmt="o" if fits else "s",
                     color=colour, capsize=3, ms=5)
-        labels.append(r["stands for"].split(" (")[0] + ("" if r["name"].startswith("healthy") else f" [{r['name']}]"))
+        labels.append(short(r["name"]) + ("" if r["name"].startswith("healthy") else f" [{r['name']}]"))
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
-    ax.set_xlabel("accept length at 5/1/6 (tokens per verify step, bonus included)")
+    ax.set_xlabel("accept length at 5/1/6 (tokens per verify step, bonus included; lab, this run)")
     ax.set_ylim(-0.6, len(labels) - 0.4)
-    ax.legend(loc="lower right", fontsize=8, frameon=False)
+    handles = [Patch(color="#bbbbbb", alpha=0.6, label="incident's reported range"),
+               Line2D([], [], color="#0072B2", marker="o", ls="", label="not excluded"),
+               Line2D([], [], color="#D55E00", marker="s", ls="", label="excluded or reference")]
+    # below the axes, so that no label covers a marker or an error bar
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.32 if len(rows) < 6 else -0.22),
+              ncol=3, fontsize=8, frameon=False)
     ax.set_title("Which hypotheses the incident's accept length excludes", fontsize=10)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     fits = [r["name"] for r in rows if r["_verdict"] == "consistent" and not r["name"].startswith("healthy")]
     alt = (f"Accept length at 5/1/6 with 95 % intervals for {len(rows)} lab hypotheses against the incident's "

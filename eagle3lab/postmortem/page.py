@@ -33,51 +33,73 @@ def _commands(lines: list[tuple[str, str]]) -> str:
     return "> **Check your own deployment**\n>\n" + body
 
 
-def summary(ev: dict, rec, hyp_rows: list[dict]) -> str:
+def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str:
     f = rec.figure
     cost = t.incident_cost(rec)
-    fits = [r for r in t.consistent(hyp_rows)]
-    res = ev.get("resolution") or {}
-    check = res.get("sglang_check")
-    verified_by = (f"SGLang {check['version']}'s own resolver, run in this run" if check else
-                   "SGLang's rules, read in its released wheels")
+    tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
     lines = [
-        f"**What happened.** An EAGLE-3 draft for {rec.model['target']}, {f('validation_accuracy').text()} accurate "
-        f"in training, made SGLang **slower than no speculation**: {f('first_tps').text()} against "
-        f"{f('baseline_tps').text()} at its first flags, {f('steps15_tps').text()} with 15 steps, and "
-        f"{f('after_fix_tps').text()} after a wiring fix at 5/1/6, where SGLang logged accept lengths "
-        f"{f('after_fix_accept_length').text()} of a possible 6.",
+        f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
+        f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation**: "
+        f"{f('first_tps').text()} against {f('baseline_tps').text()} at its first flags, {f('steps15_tps').text()} "
+        f"with 15 steps, and {f('after_fix_tps').text()} after a wiring fix at 5/1/6, where SGLang logged accept "
+        f"lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Three causes stacked up.",
-        f"1. *A silent config override* (**verified** in SGLang's code: {verified_by}): steps 1 with topk 1 "
-        f"verifies {f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
-        f"2. *A hidden-state wiring mismatch* (**verified** in SGLang's capture code, read in its wheels): the "
-        f"draft was trained on boundaries {rec.model['trained_boundaries']} and served "
-        f"{rec.model['served_boundaries_before_fix']}. The embedding-capture patch fixes it, on SGLang versions "
-        "where the new ids feed the trained boundaries.",
+        "**Why.** Three problems stacked up: two causes verified in SGLang's code, and a third still open.",
+        f"1. *A silent config override* (**verified**): steps 1 with topk 1 verifies "
+        f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
+        f"2. *A hidden-state wiring mismatch* (**verified**): the draft was trained on boundaries "
+        f"{rec.model['trained_boundaries']} and served {rec.model['served_boundaries_before_fix']}; the "
+        "embedding-capture patch fixes it on the SGLang versions where its new ids feed the trained boundaries.",
         f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix* (**open**). "
-        + _fit_sentence(fits, hyp_rows)
+        + _fit_sentence(t.consistent(hyp_rows), tested)
         + f" At the incident's own step cost, speculation at 5/1/6 pays only above an accept length of "
-          f"**{cost['cost']:.1f}**.",
+          f"about **{cost['cost']:.1f}**.",
         "",
-        "**Next measurement.** Acceptance per draft position on the real server, which SGLang returns per "
-        "request: the command and how to read it are below.",
+        "**What the lab can and cannot say.** " + lab_caveat(ev, lab, hyp_rows),
+        "",
+        "**Next measurement.** Acceptance per draft position on the real server, which SGLang returns with "
+        "every request: the command and how to read it are below.",
     ]
     return "\n".join(lines)
 
 
-def _fit_sentence(fits: list[dict], rows: list[dict]) -> str:
-    tested = [r for r in rows if r["name"] != t.REFERENCE]
+def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
+    """The lab's limits in one paragraph, from its manifest and what the run measured: a reader
+    must not take a lab figure for the incident's."""
+    lab = lab or {}
+    prompts = sorted({int(r["_row"]["prompts"]) for r in hyp_rows if r["_row"].get("prompts")})
+    rep = ((ev.get("acceptance") or {}).get("repetition") or {})
+    size = (f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target on a CPU"
+            if lab.get("parameters") else "a tiny target on a CPU")
+    parts = [f"The lab re-creates the incident's mechanisms on {size}, not on {_target()}"]
+    if prompts:
+        parts.append(f"{'–'.join(str(p) for p in (prompts[0], prompts[-1]) if p) if len(prompts) > 1 else prompts[0]} "
+                     "prompts per configuration, so its intervals are wide")
+    if rep.get("share") is not None:
+        parts.append(f"its greedy text repeats itself ({100 * rep['share']:.0f} % of {rep['window']}-token spans repeat an "
+                     "earlier one), which flatters acceptance")
+    return ("; ".join(parts) + ". It can show which mechanism produces the incident's accept length and the "
+            "shape of its per-position profile; it cannot say how large an effect is on the incident's model, and "
+            "its tokens/s are not the incident's: speed is carried to the incident's hardware by arithmetic on "
+            "the incident's own figures (calculated, not measured).")
+
+
+def _target() -> str:
+    return incident_record.load().model["target"]
+
+
+def _fit_sentence(fits: list[dict], tested: list[dict]) -> str:
     if not tested:
         return "No hypothesis was measured in this run."
+    where = f"Of the {len(tested)} hypotheses the lab tested at 5/1/6 (one at a time, on the lab)"
     if not fits:
-        return f"None of the {len(tested)} hypotheses the lab tested fits the incident's accept length at 5/1/6."
-    return (f"Of the {len(tested)} hypotheses the lab tested at 5/1/6, {len(fits)} cannot be excluded by the "
-            f"incident's accept length ({_names(fits)}) and {len(tested) - len(fits)} can.")
+        return f"{where}, none fits the incident's accept length."
+    return (f"{where}, {len(fits)} give an accept length the incident's does not exclude ({_names(fits)}) "
+            f"and {len(tested) - len(fits)} do not.")
 
 
 def _names(rows: list[dict]) -> str:
-    names = [f"*{r['stands for'].split(' (')[0]}*" for r in rows]
+    names = [f"*{t.short(r['name'])}*" for r in rows]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
@@ -87,30 +109,31 @@ def causes_table(ev: dict, rec, present=None) -> str:
     wiring = ev.get("wiring") or {}
     ids = ev.get("fix_ids") or {}
     before, after = fix.get("before") or {}, fix.get("after") or {}
+    check = res.get("sglang_check")
+    lab_wiring = (f"on the lab, acc@1 {100 * wiring['acc1_trained']:.0f} % as trained against "
+                  f"{100 * wiring['acc1_served']:.0f} % as served; accept length "
+                  f"{t.fmt(before.get('accept_length'), before.get('accept_length_ci95'))} → "
+                  f"{t.fmt(after.get('accept_length'), after.get('accept_length_ci95'))} with the fix"
+                  if wiring and before and after else "see notebook 02")
+    newer = (f"; the fix's ids feed the trained boundaries on SGLang {ids['fixed_on']} only (later releases "
+             "shift them one layer)" if ids.get("fixed_on") else "")
     rows = [
-        {"cause": "config override: steps 1, topk 1 runs 2 draft tokens",
+        {"cause": "1 · config override: steps 1, topk 1 runs 2 draft tokens",
          "status": "verified in SGLang's code",
-         "evidence": (f"SGLang's own resolver agrees ({res['sglang_check']['agree']} of {res['sglang_check']['of']} "
-                      "flag sets)" if res.get("sglang_check") else "SGLang's rules read in its wheels")
+         "evidence": (f"SGLang {check['version']}'s own resolver, run in this run, agrees on {check['agree']} of "
+                      f"{check['of']} flag sets" if check else "SGLang's rules read in its wheels")
                      + f"; {_link('01', present)}",
          "fix": "with topk 1, set draft tokens = steps + 1"},
-        {"cause": "wiring mismatch: trained on [embedding, layer 3, layer 31], served layers 3, 31, 59",
-         "status": "verified in SGLang's code; its cost measured on the lab",
-         "evidence": (f"lab: acc@1 {100 * wiring['acc1_trained']:.0f} % as trained, {100 * wiring['acc1_served']:.0f} % "
-                      f"as served; accept length {t.fmt(before.get('accept_length'), before.get('accept_length_ci95'))} → "
-                      f"{t.fmt(after.get('accept_length'), after.get('accept_length_ci95'))} with the fix"
-                      if wiring and before and after else "see notebook 02")
-                     + f"; {_link('02', present)}, {_link('03', present)}",
-         "fix": "ids that feed the trained boundaries for your SGLang version; the embedding needs the patch"},
-        {"cause": "the fix's ids one layer off on newer SGLang",
-         "status": "verified in SGLang's code; no measurable cost on the lab",
-         "evidence": (f"the ids feed the trained boundaries on {ids.get('fixed_on', '?')} only" if ids else "")
-                     + f"; {_link('03', present)}",
-         "fix": "use the ids notebook 03 lists for your version"},
-        {"cause": "accept length near 1.8 after the fix",
+        {"cause": f"2 · wiring mismatch: trained on {rec.model['trained_boundaries']}, served "
+                  f"{rec.model['served_boundaries_before_fix']}",
+         "status": "verified in SGLang's capture code; its cost measured on the lab",
+         "evidence": lab_wiring + newer + f"; {_link('02', present)}, {_link('03', present)}",
+         "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); "
+                "the embedding needs the patch"},
+        {"cause": "3 · accept length near 1.8 after the fix",
          "status": "open: hypotheses tested on the lab",
-         "evidence": f"the hypotheses table below; {_link('04', present)}, {_link('05', present)}",
-         "fix": "measure per-position acceptance on the server (below)"},
+         "evidence": f"the hypotheses below; {_link('04', present)}, {_link('05', present)}",
+         "fix": "first measure acceptance per position on the server (below)"},
     ]
     return t.markdown_table(rows, ["cause", "status", "evidence", "fix"])
 
@@ -118,25 +141,45 @@ def causes_table(ev: dict, rec, present=None) -> str:
 def actions(ev: dict, rec, hyp_rows) -> str:
     cost = t.incident_cost(rec)
     lines = [
-        "1. **Check what the server runs**, not what you asked: with topk 1, SGLang sets the draft tokens to "
+        "1. **Check how your draft was trained**: with training-time test (TTT: the draft also learns from its own "
+        f"earlier predictions, {TTT_OPTION}) or without. The incident's story does not say; a draft trained "
+        "without it accepts its first position and collapses after it, which is one of the profiles the next "
+        "measurement looks for.",
+        "2. **Check what the server runs**, not what you asked: with topk 1, SGLang sets the draft tokens to "
         "steps + 1 and says so in one log line.",
-        "2. **Check the wiring** slot by slot for your SGLang version before benchmarking; capturing the "
+        "3. **Check the wiring** slot by slot for your SGLang version before benchmarking; capturing the "
         "embedding (id −1) needs the patch.",
-        "3. **Know your break-even accept length** from your own figures: accept length × no-speculation tok/s "
+        "4. **Know your break-even accept length** from your own figures: accept length × no-speculation tok/s "
         f"/ speculative tok/s is the cost of one step in plain steps (the incident's: {cost['cost']:.1f} at 5/1/6).",
-        "4. **Measure acceptance per draft position** on your server before retraining (next section).",
+        "5. **Measure acceptance per draft position** on your server before retraining (next section).",
         "",
         _commands([
+            ("install eagle3lab, in a clone of its repository (Python 3.11; a CPU is enough, no GPU needed)",
+             "bash scripts/setup.sh && source .venv/bin/activate"),
             ("what SGLang runs for your flags", "eagle3lab config -- --speculative-num-steps 5 "
                                                 "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6"),
             ("which boundary feeds each slot", "eagle3lab wiring --draft DRAFT_DIR --target TARGET_DIR "
                                                "--serve sglang==VERSION"),
             ("whether your SGLang needs the embedding patch", "eagle3lab patch sglang --check"),
             ("per-position acceptance, speed-up and break-even on your server",
-             "eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl"),
+             "eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64"),
         ]),
+        "",
+        PROMPTS_FORMAT,
     ]
     return "\n".join(lines)
+
+
+# docs/sources.md section 9: SpecForge 0.2.0 `TrainingConfig.ttt_length` (default 7); its GitHub
+# scripts/train_eagle3.py `--ttt-length` (default 7)
+TTT_OPTION = "SpecForge's `ttt_length`, default 7; 1 means no TTT"
+# docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
+# verify step; the OpenAI endpoints only with `return_spec_tokens_details` (under `sglext`)
+PROMPTS_FORMAT = ("`prompts.jsonl`: one prompt per line, either plain text or a JSON object "
+                  "`{\"text\": \"…\", \"category\": \"code\"}` (or `\"messages\"` for a chat); the category "
+                  "is optional and gives the breakdown by kind. No server flag is needed: SGLang's `/generate`, "
+                  "which `bench --url` calls, returns the histogram with every finished request (its OpenAI "
+                  "endpoints only when a request sets `return_spec_tokens_details`).")
 
 
 def next_measurement(hyp_rows: list[dict]) -> str:
@@ -147,51 +190,64 @@ def next_measurement(hyp_rows: list[dict]) -> str:
     text = (f"SGLang from {FIRST_HISTOGRAM_RELEASE} returns with every request how many of its verify steps "
             "accepted exactly n draft tokens (`meta_info[\"spec_correct_drafts_histogram\"]`, read in its "
             "released wheels); for a chain (topk 1) that is the acceptance of each draft position. "
-            "`eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl` reads it and prints each "
-            "position's rate with its interval, and the same by prompt length and category.")
+            "`eagle3lab bench --url` (in the box above) reads it and prints each position's rate with its "
+            "interval, and the same by prompt length and category.")
     if sep:
-        groups = t.rate_groups(sep["rates"])
-        parts = "; ".join(f"near {_span(g)}: " + ", ".join(f"*{HYP(n)}*" for n, _ in g) for g in groups)
-        text += (f"\n\nOn the lab the hypotheses not excluded differ most at **position {sep['position']}** "
-                 f"(each reached by at least {t.MIN_AT_RISK} verify steps), in {len(groups)} groups: {parts}. "
-                 f"The real server's conditional rate at position {sep['position']}, with its 95 % interval, "
-                 "says which group the incident belongs to; the hypotheses inside a group need another measurement.")
+        text += "\n\n" + _separation_text(sep)
     elif len(fits) == 1:
         r = fits[0]["_row"]
-        text += (f"\n\nOnly *{HYP(fits[0]['name'])}* fits on the lab; its profile per position is "
+        text += (f"\n\nOnly *{t.short(fits[0]['name'])}* fits on the lab; its profile per position is "
                  f"{t.profile_text(r)}. If the real server's profile looks like it (first position accepted, "
                  "a collapse after it), the incident's draft needs training-time test; if every position is low, "
                  "look at what the lab could not reproduce (the target's numerics, the prompts).")
     return text
 
 
-def _span(group) -> str:
-    rates = [r for _, r in group]
-    return f"{min(rates):.2f}" if max(rates) - min(rates) < 0.005 else f"{min(rates):.2f}–{max(rates):.2f}"
-
-
-def HYP(name: str) -> str:  # noqa: N802 - reads as a noun in f-strings
-    return t.HYPOTHESES.get(name, name).split(" (")[0]
+def _separation_text(sep: dict) -> str:
+    """Where the hypotheses not excluded differ most, each rate with its interval and n, and how
+    many groups the lab's own intervals separate (no claim finer than they allow)."""
+    pos = sep["position"]
+    groups = t.rate_groups(sep["rates"], sep.get("ci95"))
+    cell = lambda n: f"*{t.short(n)}* {t.fmt(sep['rates'][n], (sep.get('ci95') or {}).get(n))} " \
+                     f"(n = {(sep.get('n') or {}).get(n, '?')})"  # noqa: E731
+    ordered = sorted(sep["rates"], key=sep["rates"].get)
+    text = (f"On the lab the hypotheses not excluded differ most at **draft position {pos}** (conditional rate, "
+            f"95 % interval over prompts, n = verify steps that reached it): " + "; ".join(cell(n) for n in ordered) + ".")
+    if len(groups) > 1:
+        parts = " | ".join(", ".join(f"*{t.short(n)}*" for n, _ in g) for g in groups)
+        text += (f" Their intervals separate {len(groups)} groups ({parts}, lowest first): the real server's rate "
+                 f"at position {pos}, measured over enough prompts to narrow its own interval, says which group "
+                 "the incident belongs to; hypotheses inside a group need another measurement.")
+    else:
+        text += (" On the lab's few prompts their intervals overlap, so the lab shows the shapes, not where each "
+                 "one's rate lies exactly: compare the server's whole profile (a high position 1 with a collapse "
+                 "after it, or every position low) with each row's profile below, and measure the server over "
+                 "enough prompts that its own intervals are narrow.")
+    return text
 
 
 def cost_section(ev: dict, rec) -> str:
     cost = t.incident_cost(rec)
     after = (ev.get("fix") or {}).get("after") or {}
     lab_c = t.lab_cost(after)
+    lo, hi = cost["cost_range"]
     lines = [
-        f"- One speculative step at 5/1/6 cost **{t.fmt(cost['cost'], cost['cost_range'])}** no-speculation steps on "
-        f"the incident's hardware (accept length × {rec.figure('baseline_tps').text()} / "
-        f"{rec.figure('after_fix_tps').text()}, the range from the logged accept lengths). Speculation there pays "
-        f"only above an accept length of **{cost['cost']:.1f}**.",
-        f"- Read as independent per-token acceptance, the logged {cost['accept_length']:.2f} at depth {cost['k']} is a "
-        f"rate of **{cost['iid_rate']:.2f}**; the draft's {rec.figure('validation_accuracy').text()} training accuracy, "
-        f"if it held at every position, would give {cost['accept_length_at_training_accuracy']:.2f}, "
-        f"{cost['accept_length_at_training_accuracy'] / cost['cost']:.2f}× at that cost.",
+        "*Calculated from the incident's reported figures, not measured.*",
+        "",
+        f"- One speculative step at 5/1/6 cost **{cost['cost']:.2f}** no-speculation steps on the incident's "
+        f"hardware ({lo:.2f}–{hi:.2f} across the three logged accept lengths; accept length × "
+        f"{rec.figure('baseline_tps').text()} / {rec.figure('after_fix_tps').text()}). Speculation there pays only "
+        f"above an accept length of about **{cost['cost']:.1f}**.",
+        f"- Read as independent per-token acceptance, the logged mean {cost['accept_length']:.2f} at depth "
+        f"{cost['k']} is a rate of **{cost['iid_rate']:.2f}** per token. Had the draft's "
+        f"{rec.figure('validation_accuracy').text()} training accuracy held at every position (a hypothetical), "
+        f"the accept length would be {cost['accept_length_at_training_accuracy']:.2f}: "
+        f"{cost['accept_length_at_training_accuracy'] / cost['cost']:.2f}× of no speculation at that cost.",
     ]
     if lab_c is not None:
         lines.append(f"- The lab's own step at 5/1/6 costs **{lab_c:.1f}** plain steps (measured in this run, the same "
                      "formula), so the lab's tokens/s are not the incident's: its acceptance is compared, its speed "
-                     "is carried over through the incident's cost (last column below).")
+                     "is carried over through the incident's cost (the hypotheses' last column).")
     pred = ev.get("prediction") or {}
     if pred.get("of"):
         lines.append(f"- How far a cost model can be trusted: calibrated on the lab's measured step costs, it predicts "
@@ -200,6 +256,9 @@ def cost_section(ev: dict, rec) -> str:
     lines.append("\n*Assumption, stated once: a step's cost is set by the configuration and the hardware, not by "
                  "how much is accepted; one request at a time.*")
     return "\n".join(lines)
+
+
+GPU_COLUMN = "calculated for the incident's GPU"
 
 
 def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
@@ -211,14 +270,19 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
         from eagle3lab.postmortem.figures import hypotheses_figure
 
         picture = hypotheses_figure(hyp_rows, rec.low, rec.high) + "\n\n"
-    rows = [{**r, "hypothesis": f"{r['stands for']}" + (f" (`{r['name']}`)" if r["name"] != t.REFERENCE else "")}
-            for r in hyp_rows]
-    table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident",
-                                    "on the incident's GPU"])
-    return ("Each lab switch alone at 5/1/6, the lab measured in this run (accept length with its 95 % interval "
-            "over prompts; per position: the conditional acceptance of draft positions 1–5, – where no step reached "
-            f"it). *Not excluded*: its interval meets the incident's {_range()} range; the last column carries "
-            "its accept length to the incident's cost.\n\n" + picture + table)
+    rows = [{**r, "hypothesis": f"{r['stands for']}" + (f" (`{r['name']}`)" if r["name"] != t.REFERENCE else ""),
+             GPU_COLUMN: r["on the incident's GPU"]} for r in hyp_rows]
+    table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident", GPU_COLUMN])
+    prompts = sorted({int(r["_row"]["prompts"]) for r in hyp_rows if r["_row"].get("prompts")})
+    n = f"{prompts[0]}" if len(prompts) == 1 else f"{prompts[0]}–{prompts[-1]}" if prompts else "a few"
+    return (f"Each lab switch alone at 5/1/6, the lab measured in this run over {n} prompts (accept length with its "
+            "95 % interval over prompts; per position: the conditional acceptance of draft positions 1–5, – where "
+            f"no step reached it). *Not excluded*: its interval meets the incident's {_range()} range. "
+            "*Excluded* is a statement about the lab: the lab's version of that fault, alone, gives another accept "
+            f"length; on {_target()}, combined with another fault, or larger, it could still be part of the cause. "
+            "With intervals this wide, *not excluded* is weak evidence for a hypothesis. The last column is "
+            "arithmetic: the row's accept length at the incident's step cost, as a speed-up over no speculation."
+            "\n\n" + picture + table)
 
 
 def _range() -> str:
@@ -232,13 +296,22 @@ def trust_section(ev: dict, present=None) -> str:
     lines = []
     if top:
         lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, which lacks TTT by "
-                     f"construction, the diagnosis ranks *{top}* first ({_link('04', present)}).")
+                     f"construction, the diagnosis ranks *{CAUSE_WORDS.get(top, top)}* (`{top}`) first "
+                     f"({_link('04', present)}).")
     if score:
-        lines.append(f"- **What to trust:** the diagnosis' blind score, strict top-1 **{score['top1']} %** "
-                     f"({score['right']}/{score['of']}; 95 % interval {score['ci'][0]}–{score['ci'][1]} %) on a lab "
-                     f"built after its rules froze ({score['lab']}, built {score['built']}; `{score['file']}`, "
-                     "not re-measured in this run).")
+        lines.append(f"- **What to trust is its blind score**: on a lab built after the diagnosis' rules were frozen "
+                     f"(\"{score['lab']}\", built {score['built']}), whose drafts' faults were hidden from it, it named "
+                     f"the right fault first for **{score['right']} of {score['of']}** drafts ({score['top1']} %; "
+                     f"95 % interval {score['ci'][0]}–{score['ci'][1]} %; `{score['file']}`, not re-measured in this run).")
     return "\n".join(lines)
+
+
+# the diagnosis' causes (eagle3lab.diagnosis.rules.CAUSES) in words
+CAUSE_WORDS = {"config_adjusted": "the server adjusted the configuration", "wiring": "a wiring mismatch",
+               "vocab_mapping": "a broken vocabulary map", "multi_step": "a draft trained one step deep (no TTT)",
+               "quantization": "a quantized target", "distribution_shift": "prompts unlike the training data",
+               "context_length": "contexts longer than training", "sampling": "the sampling settings",
+               "healthy": "no fault"}
 
 
 def evidence_section(runs_ok: dict) -> str:
@@ -259,17 +332,19 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     timeline = t.timeline_rows(ev, rec)
     parts = [
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
-        f"*Incident figures are quoted as reported (`data/incident/`); lab figures were measured in this run "
-        f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means steps/topk/draft tokens; "
-        "accept length is tokens per verify step, the bonus token included; brackets are 95 % intervals over "
-        "prompts.*",
-        "## Summary", summary(ev, rec, hyp_rows),
+        f"*Incident figures are quoted as reported in the incident's write-up (`data/incident/`); lab figures were "
+        f"measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means "
+        "steps/topk/draft tokens; accept length is tokens per verify step, the bonus token included; brackets are "
+        "95 % intervals over prompts unless said otherwise. A boundary b is the hidden state entering layer b "
+        "(0 = the embedding): the write-up's \"layer3\", captured before layer 3 runs, is boundary 3.*",
+        "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Causes and their status", causes_table(ev, rec, present),
         "## What to change in your own deployment", actions(ev, rec, hyp_rows),
         "## The next measurement", next_measurement(hyp_rows),
         "## Timeline, figure by figure",
         "Each incident figure beside the lab's figure of the same definition at the same configuration "
-        f"({t.DRAFTS['seed']}: trained like the incident's, without TTT; served as SGLang served the incident's).\n\n"
+        f"({t.DRAFTS['seed']}: trained on the incident's boundaries {rec.model['trained_boundaries']} without TTT, "
+        "served as SGLang served the incident's). Step numbers are the write-up's order.\n\n"
         + t.markdown_table(timeline),
         "## The incident's own cost", cost_section(ev, rec),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),

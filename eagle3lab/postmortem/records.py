@@ -71,7 +71,10 @@ def fix(table, before: str, after: str) -> dict:
 
 
 def acceptance(run, per_pos, findings) -> dict:
-    """Notebook 04: accept length and per-position acceptance after the fix, and the diagnosis."""
+    """Notebook 04: accept length and per-position acceptance after the fix, the diagnosis, and
+    how often the lab's generated text repeats itself (said on the index beside the lab's figures)."""
+    from eagle3lab.prose import repetition_share
+
     obs = run.observation
     rates = [] if per_pos is None else [
         {"position": int(r["position"]), "rate": r.get("rate"), "lo": r.get("lo"), "hi": r.get("hi"),
@@ -79,7 +82,8 @@ def acceptance(run, per_pos, findings) -> dict:
     return _record("acceptance", {"accept_length": obs.accept_length, "accept_length_ci95": obs.accept_length_ci95,
                                   "per_position": rates, "standalone": run.standalone_acc,
                                   "diagnosis": [f.cause for f in findings], "cost_ratio": run.cost_ratio,
-                                  "source": obs.source, "n_steps": obs.n_steps})
+                                  "source": obs.source, "n_steps": obs.n_steps,
+                                  "repetition": repetition_share(getattr(run, "tokens", None))})
 
 
 def hypotheses(table) -> dict:

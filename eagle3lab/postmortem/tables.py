@@ -18,16 +18,17 @@ from eagle3lab import stepcost
 # `healthy` trained with TTT; `seed` trained without TTT on [embedding, low, mid] as the
 # incident's was; `no-ttt` trained without TTT on the standard boundaries.
 HYPOTHESES = {
-    "embed-patch": "trained without TTT, wiring fixed (the incident's draft as its story describes it)",
-    "no-ttt": "trained without TTT (standard wiring)",
-    "wiring-seed": "the wiring still off, as before the fix",
-    "quant-int4": "target quantized to int4 at serve time, draft trained on the unquantized target",
-    "quant-int8": "target quantized to int8 at serve time",
+    "embed-patch": "no TTT with the wiring fixed (the incident's draft after the fix, if it was trained without "
+                   "TTT: its write-up does not say)",
+    "no-ttt": "no TTT on standard wiring (a second no-TTT draft)",
+    "wiring-seed": "wiring still off (as before the fix)",
+    "quant-int4": "target quantized to int4 (at serve time; the draft trained on the unquantized target)",
+    "quant-int8": "target quantized to int8 (at serve time)",
     "domain-shift": "prompts unlike the training data",
     "long-context": "prompts longer than the draft's training windows",
-    "no-d2t": "the draft's vocabulary map dropped",
-    "normed-last": "the final norm applied to the last captured state",
-    "healthy (no fault)": "none: a draft trained with TTT, served as trained (the reference)",
+    "no-d2t": "vocabulary map dropped (the draft's d2t)",
+    "normed-last": "final norm on the last captured state",
+    "healthy (no fault)": "none: a draft trained with TTT, served as trained (the reference, not a hypothesis)",
 }
 REFERENCE = "healthy (no fault)"
 
@@ -158,6 +159,11 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         rows.append({"step": step, "incident (as reported)": figure, "lab, same measure (this run)": lab,
                      "verdict": verdict})
 
+    trained = rec.figure("validation_accuracy")
+    add(1, f"trained on {rec.figure('train_samples').value:,} samples: **{trained.text()}** validation accuracy "
+           "(the trainer's first prediction, teacher-forced)",
+        f"{DRAFTS['seed']}, trained on the same boundaries without TTT (its accuracy: step 4's row)",
+        "no counterpart: the lab's draft is tiny")
     first = rec.config("first")
     runs = next((r for r in res.get("rows", []) if r.get("asked") == [first["num_steps"], first["topk"],
                                                                    first["num_draft_tokens"]]), None)
@@ -195,13 +201,14 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         add(4, f"the server fed **{model['served_boundaries_before_fix']}**, training used "
                f"**{model['trained_boundaries']}** (ids {model['config_ids_before_fix']})",
             f"SGLang's capture rule, read in its wheels, feeds {model['served_boundaries_before_fix']} for those ids "
-            f"on {ids['story_versions']}", "same (SGLang's code)")
+            f"on {ids['story_versions']}", f"same on those versions (SGLang's code); {VERSION_CLUES}")
     if ids.get("fixed_on"):
         add(5, f"ids rewritten to **{model['config_ids_after_fix']}** with the embedding patch",
             f"they feed the trained boundaries on {ids['fixed_on']}; on {ids['latest']} they feed "
-            f"{ids['fed_latest']}", "depends on the SGLang version (the incident's is not stated)")
+            f"{ids['fed_latest']}", "depends on the SGLang version (the write-up does not state the incident's)")
     if wiring:
-        add(4, f"standalone first-token accuracy with the right wiring: **{rec.figure('standalone_accuracy').text()}**",
+        add(4, f"standalone test with the right wiring: **{rec.figure('standalone_accuracy').text()}** accuracy "
+               "(the write-up does not say over which positions)",
             f"{DRAFTS['seed']}: acc@1 {fmt(100 * wiring['acc1_trained'], None, 1)} % as trained, "
             f"{fmt(100 * wiring['acc1_served'], None, 1)} % as served (n = {wiring.get('positions', '?')} tokens)",
             "not the same draft: the lab's is tiny; the wiring's cost is what carries over")
@@ -209,8 +216,9 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
     if after:
         add(6, f"5/1/6 after the fix: **{rec.figure('after_fix_tps').text()}** = {rec.speedup('after_fix_tps'):.2f}×",
             _speedup_cell(after),
-            f"differs in cost: a step costs {fmt(cost['cost'], cost['cost_range'], 1)} plain steps on the incident's "
-            f"GPU, {fmt(lab_cost(after), None, 1)} on the lab's CPU")
+            f"differs in cost: a step costs {cost['cost']:.1f} plain steps on the incident's GPU "
+            f"({cost['cost_range'][0]:.1f}–{cost['cost_range'][1]:.1f} over the logged accept lengths; calculated), "
+            f"{fmt(lab_cost(after), None, 1)} on the lab's CPU (measured)")
     if acc or after:
         src = acc if acc.get("accept_length") is not None else after
         length = rec.figure("after_fix_accept_length")
@@ -221,11 +229,19 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         k1 = rec.config("after_fix")["num_steps"] + 1
         ci = _ci(src.get("accept_length_ci95"))
         lab_rate = None if not _finite(src.get("accept_length")) else float(src["accept_length"]) / k1
-        add(6, f"accept rate **{rate.text()}** (accept length / {k1})",
+        add(6, f"accept rate **{rate.text()}** (SGLang's logged rate; these equal accept length / {k1}, "
+               f"{RATE_DEFINITION})",
             fmt(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1)),
             against_range(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1), rate.low, rate.high))
     rows.sort(key=lambda r: r["step"])
     return rows
+
+
+# docs/sources.md section 3: which releases print which accept rate (read in SGLang's wheels)
+RATE_DEFINITION = ("the rate SGLang 0.5.3.post2–0.5.10.post1 print; 0.5.11 and later print (accept length − 1) / 5, "
+                   "which would read 0.15–0.17 here")
+VERSION_CLUES = ("but the logged accept rate follows 0.5.10.post1 or earlier (step 6): the write-up does not state "
+                 "its SGLang version, and its two clues disagree")
 
 
 def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
@@ -263,6 +279,11 @@ def hypothesis_rows(ev: dict, rec=None) -> list[dict]:
     return rows
 
 
+def short(name: str) -> str:
+    """A hypothesis' short name, as the page's sentences and figure use it."""
+    return HYPOTHESES.get(name, name).split(" (")[0]
+
+
 def profile_text(row: dict) -> str:
     rates = row.get("per_position") or []
     return " · ".join("–" if r is None else f"{r:.2f}" for r in rates) or "n/a"
@@ -278,38 +299,48 @@ MIN_AT_RISK = 30  # steps that reached a position: below it a rate's interval sa
 def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | None:
     """Among the hypotheses not excluded, the draft position whose rates differ most between them,
     counting only positions every one of them reached at least `min_n` times: the one
-    measurement on the real server that would tell them apart."""
+    measurement on the real server that would tell them apart. Carries each rate's 95 % interval
+    and steps at risk, so that a reader sees how far the lab's own sample separates them."""
     cands = consistent(rows)
     if len(cands) < 2:
         return None
     best = None
     depth = max(len(r["_row"].get("per_position") or []) for r in cands)
     for i in range(depth):
-        vals = {}
+        vals, cis, ns = {}, {}, {}
         for r in cands:
-            rates, ns = r["_row"].get("per_position") or [], r["_row"].get("per_position_n") or []
-            if i < len(rates) and rates[i] is not None and i < len(ns) and (ns[i] or 0) >= min_n:
-                vals[r["name"]] = rates[i]
+            row = r["_row"]
+            rates, n = row.get("per_position") or [], row.get("per_position_n") or []
+            ci = row.get("per_position_ci95") or []
+            if i < len(rates) and rates[i] is not None and i < len(n) and (n[i] or 0) >= min_n:
+                vals[r["name"]], ns[r["name"]] = rates[i], int(n[i])
+                cis[r["name"]] = _ci(ci[i]) if i < len(ci) else None
         if len(vals) < len(cands):
             continue
         spread = max(vals.values()) - min(vals.values())
         if best is None or spread > best["spread"]:
-            best = {"position": i + 1, "spread": spread, "rates": vals}
+            best = {"position": i + 1, "spread": spread, "rates": vals, "ci95": cis, "n": ns}
     return best
 
 
-GROUP_GAP = 0.15  # rates closer than this at one position are one group: no server measurement tells them apart
+GROUP_GAP = 0.15  # without intervals: rates closer than this at one position are one group
 
 
-def rate_groups(rates: dict, gap: float = GROUP_GAP) -> list[list[tuple[str, float]]]:
-    """Hypotheses grouped by their rate at one position, lowest first: a new group wherever the
-    next rate is at least `gap` above the previous one."""
+def rate_groups(rates: dict, cis: dict | None = None, gap: float = GROUP_GAP) -> list[list[tuple[str, float]]]:
+    """Hypotheses grouped by their rate at one position, lowest first. With 95 % intervals a new
+    group starts only where the next interval lies wholly above every interval of the group so far
+    (the lab's sample separates them); without, wherever the next rate is `gap` above the last."""
+    cis = cis or {}
     groups: list[list[tuple[str, float]]] = []
+    top = None  # the highest upper end of the current group's intervals
     for name, rate in sorted(rates.items(), key=lambda kv: kv[1]):
-        if groups and rate - groups[-1][-1][1] < gap:
+        ci = _ci(cis.get(name))
+        if groups and (rate - groups[-1][-1][1] < gap if not cis else (ci is None or top is None or ci[0] <= top)):
             groups[-1].append((name, rate))
+            top = None if ci is None or top is None else max(top, ci[1])
         else:
             groups.append([(name, rate)])
+            top = None if ci is None else ci[1]
     return groups
 
 

@@ -310,13 +310,12 @@ def other_prompts_sentence(faults) -> str:
             "prompts: " + ("its" if len(own) == 1 else "their") + " speed-up is measured on those.")
 
 
-def repetition_sentence(tokens, window: int = 4) -> str:
+def repetition_share(tokens, window: int = 4) -> dict | None:
     """How repetitive the generated text is (every request of a lab run): the share of
-    `window`-token spans that already occurred earlier in the same generation. A tiny target's
-    greedy text loops; the sentence says so when it does, so the token view is read for its
-    colours, not as the target's prose."""
+    `window`-token spans that already occurred earlier in the same generation, with its counts.
+    None without token records."""
     if tokens is None or not len(tokens) or "text" not in tokens:
-        return ""
+        return None
     generated = tokens[tokens["kind"] != "prefill"] if "kind" in tokens else tokens
     repeats = spans = 0
     for _, group in (generated.groupby("request") if "request" in generated else [(0, generated)]):
@@ -328,11 +327,20 @@ def repetition_sentence(tokens, window: int = 4) -> str:
             spans += 1
             seen.add(span)
     if not spans:
+        return None
+    return {"share": repeats / spans, "spans": spans, "window": window,
+            "requests": int(generated["request"].nunique()) if "request" in generated else 1}
+
+
+def repetition_sentence(tokens, window: int = 4) -> str:
+    """A tiny target's greedy text loops: the sentence says so when it does (`repetition_share`),
+    so the token view is read for its colours, not as the target's prose."""
+    rep = repetition_share(tokens, window)
+    if rep is None:
         return ""
-    share = repeats / spans
-    n_req = generated["request"].nunique() if "request" in generated else 1
+    share = rep["share"]
     figure = (f"{share:.0%} of the generated {window}-token spans repeat an earlier span of the same "
-              f"generation (measured in this run, n = {spans} spans over {n_req} requests)")
+              f"generation (measured in this run, n = {rep['spans']} spans over {rep['requests']} requests)")
     if share >= 0.3:
         return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
                 "for how each token was produced, not as text.*")

@@ -15,7 +15,7 @@
 # %%
 from eagle3lab import glossary
 
-glossary.define("the seed", "TTT", "the lab", "accept length", "speed-up", "depth", "bonus token", "topk")
+glossary.define("the incident", "TTT", "the lab", "accept length", "speed-up", "depth", "bonus token", "topk")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.

@@ -3,9 +3,14 @@
 #
 # The incident's second bug was silent: training fed the draft's `fc` layer the concatenation of
 # boundaries `[0, 3, 31]` (the embedding, the inputs of layers 3 and 31), while the SGLang it ran
-# (0.5.11 or 0.5.12, whose `deepseek_v2.py` adds 1 to every id) read the ids `[2, 30, 58]` in the
-# draft's config and fed boundaries `[3, 31, 59]`. (Notebook 03 shows, version by version, what
-# the same ids do on later SGLang releases: the rule changed in 0.5.13.) The server ran, outputs
+# read the ids `[2, 30, 58]` in the draft's config and fed boundaries `[3, 31, 59]`. The write-up
+# does not say which SGLang that was. Adding 1 to every id in `deepseek_v2.py` is what its 0.5.11
+# and 0.5.12 releases do (notebook 03 shows, version by version, what the same ids do: the rule
+# changed in 0.5.13), while the accept rate it logged follows the definition of 0.5.10.post1 and
+# earlier (docs/sources.md section 3): the two clues disagree, and the version stays unknown. A
+# boundary b is the state entering layer b: the write-up's "layer3", captured before layer 3
+# runs, is boundary 3.
+# The server ran, outputs
 # stayed correct (speculative decoding is lossless), and only acceptance showed that something was
 # off.
 #

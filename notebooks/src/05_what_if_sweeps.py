@@ -57,7 +57,7 @@ budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW
 
 # %%
 hypotheses = experiments.fault_sweep(FAULTS, lab=LAB, spec=SEED_SPEC, **budget)
-display(hypotheses.drop(columns=["per_position", "per_position_n", "draft_over_target"]))
+display(hypotheses.drop(columns=["per_position", "per_position_n", "per_position_ci95", "draft_over_target"], errors="ignore"))
 prose.markdown(prose.other_prompts_sentence(FAULTS))
 
 # %%
@@ -91,7 +91,7 @@ if BACKEND == "vllm":
                    f"{len(trees)} trees left out ({', '.join('/'.join(map(str, t)) for t in trees) or 'none'}).")
 sweep = experiments.config_sweep(grid, lab=LAB, urls=SERVER_URLS, draft=DRAFT, file=SWEEP_FILE,
                                  backend=BACKEND, **budget)
-sweep.drop(columns=["per_position", "per_position_n"], errors="ignore")
+sweep.drop(columns=["per_position", "per_position_n", "per_position_ci95"], errors="ignore")
 
 # %%
 plots.speedup_vs_depth(sweep, title=f"Speed-up over no speculation {prose.where(BACKEND)[1]}: "
