@@ -209,10 +209,15 @@ def pairs(records: list[dict]) -> list[tuple[dict, dict]]:
     return out
 
 
+# the lab's drafts named by how they were trained, so that none reads as the incident's
+DRAFT_WORDS = {"healthy": "TTT draft", "seed": "no-TTT draft", "no-ttt": "second no-TTT draft"}
+
+
 def label_of(key: dict, usual_prompts: str | None = None) -> str:
     """A configuration's name from what determines it: draft, steps/topk/draft tokens, boundaries
     fed, switches."""
-    parts = [str(key.get("draft")), "/".join(str(v) for v in key.get("spec", []))]
+    draft = str(key.get("draft"))
+    parts = [DRAFT_WORDS.get(draft, draft), "/".join(str(v) for v in key.get("spec", []))]
     parts += [f"fed boundaries {key['boundaries']}"] if key.get("boundaries") is not None else []
     return " ".join(parts + switches_of(key, usual_prompts))
 
@@ -230,7 +235,7 @@ def switches_of(key: dict, usual_prompts: str | None = None) -> list[str]:
             text = say(key[name])
             parts += [text] if text else []
     if usual_prompts is not None and key.get("prompts") != usual_prompts:
-        parts.append("other prompts")
+        parts.append(f"other prompts #{str(key.get('prompts'))[:4]}")  # which set: two rows may use two
     return parts
 
 
