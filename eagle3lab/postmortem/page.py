@@ -47,10 +47,13 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "**Why.** Three problems stacked up: two causes verified in SGLang's code, and a third still open.",
         f"1. *A silent config override* (**verified**): steps 1 with topk 1 verifies "
         f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
-        f"2. *A hidden-state wiring mismatch* (**verified**): the draft was trained on boundaries "
-        f"{rec.model['trained_boundaries']} and served {rec.model['served_boundaries_before_fix']}; the "
-        "embedding-capture patch fixes it on the SGLang versions where its new ids feed the trained boundaries.",
-        f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix* (**open**). "
+        f"2. *A hidden-state wiring mismatch* (**verified in SGLang's code, on the releases that feed what the "
+        f"write-up reports**): the draft was trained on boundaries {rec.model['trained_boundaries']} and served "
+        f"{rec.model['served_boundaries_before_fix']}. " + version_caveat(ev, rec),
+        f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix* (**open**). The incident's own "
+        f"figures fit one simple reading (arithmetic, not a measurement): a first position accepted at the training "
+        f"accuracy and none after it gives 1 + {f('validation_accuracy').mid:.3f} = "
+        f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range. "
         + _fit_sentence(t.consistent(hyp_rows), tested)
         + f" At the incident's own step cost, speculation at 5/1/6 pays only above an accept length of "
           f"about **{cost['cost']:.1f}**.",
@@ -61,6 +64,25 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "every request: the command and how to read it are below.",
     ]
     return "\n".join(lines)
+
+
+def version_caveat(ev: dict, rec) -> str:
+    """Which SGLang the incident ran decides whether its fix fed the trained boundaries; the
+    write-up does not say, and its two clues (the ids' behaviour, the accept rate's definition)
+    disagree: said on the first screen, not left in a timeline cell."""
+    from eagle3lab.boundaries import default_boundaries
+    from eagle3lab.engines.sglang.capture import SGLANG_CUDA_GRAPH_RESET
+
+    ids = ev.get("fix_ids") or {}
+    default = default_boundaries(rec.model["target_layers"])
+    first, last = SGLANG_CUDA_GRAPH_RESET
+    fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
+    return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, and "
+            f"there the embedding-capture patch and ids {rec.model['config_ids_after_fix']} fix it. But the accept "
+            f"rate the incident logged follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ({first}–{last}) "
+            f"reset every id to the default boundaries {default}, before and after the fix. The write-up does not "
+            "state its version, so **whether the fix took effect is not known**: the next measurement tells "
+            "(wiring still off: position 1 low too).")
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -126,7 +148,8 @@ def causes_table(ev: dict, rec, present=None) -> str:
          "fix": "with topk 1, set draft tokens = steps + 1"},
         {"cause": f"2 · wiring mismatch: trained on {rec.model['trained_boundaries']}, served "
                   f"{rec.model['served_boundaries_before_fix']}",
-         "status": "verified in SGLang's capture code; its cost measured on the lab",
+         "status": "verified in SGLang's capture code for the releases that feed what the write-up reports; "
+                   "whether the fix took effect depends on the unstated version; its cost measured on the lab",
          "evidence": lab_wiring + newer + f"; {_link('02', present)}, {_link('03', present)}",
          "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); "
                 "the embedding needs the patch"},
@@ -150,19 +173,25 @@ def actions(ev: dict, rec, hyp_rows) -> str:
         "3. **Check the wiring** slot by slot for your SGLang version before benchmarking; capturing the "
         "embedding (id −1) needs the patch.",
         "4. **Know your break-even accept length** from your own figures: accept length × no-speculation tok/s "
-        f"/ speculative tok/s is the cost of one step in plain steps (the incident's: {cost['cost']:.1f} at 5/1/6).",
+        f"/ speculative tok/s is the cost of one step in plain steps (the incident's: {cost['cost']:.1f} at 5/1/6). "
+        f"That cost is a problem of its own: it caps the speed-up at {cost['k'] + 1} / {cost['cost']:.1f} = "
+        f"{(cost['k'] + 1) / cost['cost']:.2f}× even if every draft were accepted, so profile the draft and verify "
+        "passes on the server too.",
         "5. **Measure acceptance per draft position** on your server before retraining (next section).",
         "",
         _commands([
-            ("install eagle3lab, in a clone of its repository (Python 3.11; a CPU is enough, no GPU needed)",
-             "bash scripts/setup.sh && source .venv/bin/activate"),
+            ("install eagle3lab (not on PyPI: in a clone of the repository this report was rendered from; "
+             "Python 3.11, a CPU is enough)", "bash scripts/setup.sh && source .venv/bin/activate"),
             ("what SGLang runs for your flags", "eagle3lab config -- --speculative-num-steps 5 "
                                                 "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6"),
             ("which boundary feeds each slot", "eagle3lab wiring --draft DRAFT_DIR --target TARGET_DIR "
                                                "--serve sglang==VERSION"),
             ("whether your SGLang needs the embedding patch", "eagle3lab patch sglang --check"),
-            ("per-position acceptance, speed-up and break-even on your server",
+            ("per-position acceptance and accept length on your server (the more prompts, the narrower the "
+             "intervals; the breakdown by kind needs several per kind)",
              "eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64"),
+            ("your step cost and break-even, from your own no-speculation and speculative tok/s",
+             "eagle3lab cost --baseline-tps B --spec-tps S --accept-length L --steps 5"),
         ]),
         "",
         PROMPTS_FORMAT,
@@ -250,11 +279,13 @@ def cost_section(ev: dict, rec) -> str:
                      "is carried over through the incident's cost (the hypotheses' last column).")
     pred = ev.get("prediction") or {}
     if pred.get("of"):
-        lines.append(f"- How far a cost model can be trusted: calibrated on the lab's measured step costs, it predicts "
-                     f"**{pred['inside']} of {pred['of']}** of this run's configurations' speed-ups inside their "
-                     f"measured intervals ({_link('05')}).")
+        lines.append(f"- How far a cost model can be trusted: calibrated on the lab's measured step costs, each "
+                     f"configuration predicted from the others' timings (leave one out), it puts "
+                     f"**{pred['inside']} of {pred['of']}** of this run's measured speed-ups inside their 95 % intervals "
+                     f"({_link('05')}); with 6 prompts those intervals are wide, so this is a weak test.")
     lines.append("\n*Assumption, stated once: a step's cost is set by the configuration and the hardware, not by "
-                 "how much is accepted; one request at a time.*")
+                 "how much is accepted; one request at a time (the write-up gives neither its GPU nor its "
+                 "concurrency).*")
     return "\n".join(lines)
 
 
@@ -295,6 +326,9 @@ def trust_section(ev: dict, present=None) -> str:
     score = t.blind_score()
     lines = []
     if top:
+        lines.append("- *The diagnosis* is eagle3lab's rule-based ranking of causes from a run's per-position "
+                     "acceptance and the draft's standalone accuracy (notebook 04); it needs per-position data, "
+                     "which the incident never had, so it has not been run on the incident.")
         lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, which lacks TTT by "
                      f"construction, the diagnosis ranks *{CAUSE_WORDS.get(top, top)}* (`{top}`) first "
                      f"({_link('04', present)}).")
@@ -335,8 +369,10 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         f"*Incident figures are quoted as reported in the incident's write-up (`data/incident/`); lab figures were "
         f"measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means "
         "steps/topk/draft tokens; accept length is tokens per verify step, the bonus token included; brackets are "
-        "95 % intervals over prompts unless said otherwise. A boundary b is the hidden state entering layer b "
-        "(0 = the embedding): the write-up's \"layer3\", captured before layer 3 runs, is boundary 3.*",
+        "95 % intervals over prompts unless said otherwise (per position: the wider of a jackknife over prompts "
+        "and the exact binomial interval). A boundary b is the hidden state entering layer b (0 = the embedding). "
+        "The write-up names the captured states two ways (id 2 \"capture before layer 3 runs\", and \"output "
+        "after layer 3\"); this report follows SGLang's capture code: id 2 feeds boundary 3.*",
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Causes and their status", causes_table(ev, rec, present),
         "## What to change in your own deployment", actions(ev, rec, hyp_rows),

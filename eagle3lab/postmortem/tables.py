@@ -161,7 +161,7 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
 
     trained = rec.figure("validation_accuracy")
     add(1, f"trained on {rec.figure('train_samples').value:,} samples: **{trained.text()}** validation accuracy "
-           "(the trainer's first prediction, teacher-forced)",
+           "(the write-up does not say of which positions)",
         f"{DRAFTS['seed']}, trained on the same boundaries without TTT (its accuracy: step 4's row)",
         "no counterpart: the lab's draft is tiny")
     first = rec.config("first")
@@ -180,8 +180,8 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         lab_row = by_cfg.get((cfg["num_steps"], cfg["topk"], cfg["num_draft_tokens"]))
         inc = rec.figure(fid)
         where = against_one((lab_row or {}).get("speedup_ci95"), (lab_row or {}).get("speedup"))
-        verdict = {"below": "reproduced: slower than no speculation",
-                   "above": "not reproduced: faster on the lab",
+        verdict = {"below": "reproduced: slower than no speculation on the lab too (at the lab's own step cost)",
+                   "above": "not reproduced: faster on the lab (at the lab's own step cost)",
                    "not distinguishable": "not distinguishable from no speculation on the lab"}.get(where, where)
         add(step, f"{incident_record.config_label(cfg)}, wiring off: **{inc.text()}** = "
                   f"{rec.speedup(fid):.2f}× of {rec.figure('baseline_tps').text()}",
@@ -229,15 +229,16 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         k1 = rec.config("after_fix")["num_steps"] + 1
         ci = _ci(src.get("accept_length_ci95"))
         lab_rate = None if not _finite(src.get("accept_length")) else float(src["accept_length"]) / k1
-        add(6, f"accept rate **{rate.text()}** (SGLang's logged rate; these equal accept length / {k1}, "
-               f"{RATE_DEFINITION})",
-            fmt(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1)),
+        add(6, f"accept rate **{rate.text()}** (SGLang's logged rate; about accept length / {k1}: "
+               f"{length.low / k1:.2f}–{length.high / k1:.2f}, {RATE_DEFINITION})",
+            fmt(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1)) + f" (the lab's accept length / {k1})",
             against_range(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1), rate.low, rate.high))
     rows.sort(key=lambda r: r["step"])
     return rows
 
 
 # docs/sources.md section 3: which releases print which accept rate (read in SGLang's wheels)
+RATE_OLD_UNTIL = "0.5.10.post1"
 RATE_DEFINITION = ("the rate SGLang 0.5.3.post2–0.5.10.post1 print; 0.5.11 and later print (accept length − 1) / 5, "
                    "which would read 0.15–0.17 here")
 VERSION_CLUES = ("but the logged accept rate follows 0.5.10.post1 or earlier (step 6): the write-up does not state "

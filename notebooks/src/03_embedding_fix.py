@@ -74,6 +74,10 @@ capture_table
 # is decided by `set_eagle3_layers_to_capture` in `srt/models/deepseek_v2.py`, which changed in
 # SGLang 0.5.13 (from then on: +1 only when the first id is 1). The table applies each version's rule
 # (`eagle3lab.conventions`, read in each wheel) to the seed's ids, and lists the ids that work.
+# Served with CUDA graphs (SGLang's default), 0.4.9 – 0.5.10 reset every id to the default
+# boundaries `[2, N//2, N-3]` = `[2, 30, 58]` for decode and verify (`cuda_graph_runner.py`,
+# docs/sources.md section 2): on those releases neither the incident's ids nor its fix change what
+# is fed, which is why their row reads `[2, 30, 58]` in both columns.
 
 # %%
 by_version = experiments.seed_ids_by_version()
@@ -130,4 +134,4 @@ prose.markdown("**" + prose.fix_title(fix, before, after, backend=BACKEND) + "**
 # The incident's figures for the fix (as reported) next to the lab's of the same definition.
 
 # %%
-prose.markdown(postmortem.beside_incident())
+prose.markdown(postmortem.beside_incident(steps=(4, 5, 6)))
