@@ -14,18 +14,14 @@ from eagle3lab.errors import EagleLabError
 # term -> (plain definition, regex that finds a use of the term in prose)
 TERMS: dict[str, tuple[str, str]] = {
     "the incident": (
-        "the case this report retells: an EAGLE-3 draft for Kimi-K2.5 (a DeepSeek-V3-style model "
-        "with 61 layers), served by SGLang, slower than no speculation. Its figures are quoted as "
-        "reported (data/incident/), never measured here; the lab's drafts are small stand-ins, and "
-        "every figure of theirs is the lab's.",
+        "the case this report retells: an EAGLE-3 draft for Kimi-K2.5 served by SGLang, slower than no "
+        "speculation; its figures are quoted as reported (data/incident/), never measured here.",
         r"\b[Tt]he incident\b|\bincident's\b"),
     "the lab": (
-        "a small, real stand-in for the incident built on this machine: a tiny Llama target trained "
-        "on Python source and EAGLE-3 drafts trained on it (the lab's TTT draft, trained with "
-        "training-time test; its no-TTT draft, trained without it on [embedding, low, mid] as the "
-        "incident's was), served through SGLang's HTTP API by a reference speculative decoder. Its "
-        "wiring behaves as a real deployment's and its acceptance shows the mechanisms; how large an effect "
-        "is on a large model, and tokens/s on a GPU, it cannot say.",
+        "a small, real stand-in built on this machine: a tiny Llama target trained on Python source, EAGLE-3 "
+        "drafts trained on it with and without training-time test, served through SGLang's HTTP API by a "
+        "reference speculative decoder. It shows mechanisms, not the size of effects on a large model or "
+        "tokens/s on a GPU.",
         r"\b[Tt]he lab\b|\blab's\b|\blab server\b"),
     "accept length": (
         "tokens produced per verify step of the target, the bonus token included (SGLang's "

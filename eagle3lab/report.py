@@ -404,11 +404,8 @@ def headlines(nb) -> list[str]:
 # How to rerun each notebook on one's own deployment: the parameters each command sets (every
 # name is a parameter of that notebook; tests/test_report.py checks it).
 RERUN: dict[str, list[tuple[str, str]]] = {
-    "01": [("a running SGLang server", "-p SERVER_URL=http://HOST:30000"),
-           ("or launch SGLang per flag set, on the GPU machine",
-            "-p BACKEND=sglang -p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft"),
-           ("or launch vLLM per flag set (your GPU's vLLM via $EAGLE3LAB_VLLM_PYTHON)",
-            "-p BACKEND=vllm -p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft")],
+    # launching SGLang or vLLM per flag set instead (-p BACKEND=sglang|vllm): README "Pointing it at your own deployment"
+    "01": [("a running SGLang server", "-p SERVER_URL=http://HOST:30000")],
     "02": [("your checkpoints", "-p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft "
                                 "-p \"SERVE=('sglang', '0.5.23')\"")],
     "03": [("your SGLang tree and patched server",
@@ -470,10 +467,8 @@ def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", stor
     cmds = "\n".join(f"- `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
                       for nb, items in RERUN.items() if nb in names for why, args in items)
     return (f"Lab figures come from {lab_sentence(lab, backend)}.{store_text} What carries over to a real "
-            "deployment is the mechanism: where the chain breaks, and the direction of what a wiring offset or a "
-            "draft trained one step deep does; not the size of an effect on a large model, and not tokens/s or "
-            "step costs, which is why speed is carried to the incident's hardware through the incident's own "
-            "cost.\n\n"
+            "deployment is the mechanism; not the size of an effect on a large model, nor tokens/s or step costs."
+            "\n\n"
             + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
 
 

@@ -164,10 +164,9 @@ def causes_table(ev: dict, rec, present=None) -> str:
 def actions(ev: dict, rec, hyp_rows) -> str:
     cost = t.incident_cost(rec)
     lines = [
-        "1. **Check how your draft was trained**: with training-time test (TTT: the draft also learns from its own "
-        f"earlier predictions, {TTT_OPTION}) or without. The incident's story does not say; a draft trained "
-        "without it accepts its first position and collapses after it, which is one of the profiles the next "
-        "measurement looks for.",
+        "1. **Check how your draft was trained**: with training-time test or without (TTT; "
+        f"{TTT_OPTION}). The incident's write-up does not say; without it a draft accepts its first position "
+        "and collapses after it.",
         "2. **Check what the server runs**, not what you asked: with topk 1, SGLang sets the draft tokens to "
         "steps + 1 and says so in one log line.",
         "3. **Check the wiring** slot by slot for your SGLang version before benchmarking; capturing the "
@@ -301,18 +300,16 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
         from eagle3lab.postmortem.figures import hypotheses_figure
 
         picture = hypotheses_figure(hyp_rows, rec.low, rec.high) + "\n\n"
-    rows = [{**r, "hypothesis": f"{r['stands for']}" + (f" (`{r['name']}`)" if r["name"] != t.REFERENCE else ""),
-             GPU_COLUMN: r["on the incident's GPU"]} for r in hyp_rows]
+    # no switch names here (notebook 05 has them): the page speaks of hypotheses, not of lab switches
+    rows = [{**r, "hypothesis": r["stands for"], GPU_COLUMN: r["on the incident's GPU"]} for r in hyp_rows]
     table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident", GPU_COLUMN])
     prompts = sorted({int(r["_row"]["prompts"]) for r in hyp_rows if r["_row"].get("prompts")})
     n = f"{prompts[0]}" if len(prompts) == 1 else f"{prompts[0]}–{prompts[-1]}" if prompts else "a few"
-    return (f"Each lab switch alone at 5/1/6, the lab measured in this run over {n} prompts (accept length with its "
-            "95 % interval over prompts; per position: the conditional acceptance of draft positions 1–5, – where "
-            f"no step reached it). *Not excluded*: its interval meets the incident's {_range()} range. "
-            "*Excluded* is a statement about the lab: the lab's version of that fault, alone, gives another accept "
-            f"length; on {_target()}, combined with another fault, or larger, it could still be part of the cause. "
-            "With intervals this wide, *not excluded* is weak evidence for a hypothesis. The last column is "
-            "arithmetic: the row's accept length at the incident's step cost, as a speed-up over no speculation."
+    return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts (per position: "
+            "conditional acceptance of draft positions 1–5; – where no step reached it). *Not excluded*: its "
+            f"interval meets the incident's {_range()}; with intervals this wide, weak evidence. *Excluded* speaks "
+            f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part. "
+            "The last column is arithmetic: the accept length at the incident's step cost, as a speed-up."
             "\n\n" + picture + table)
 
 

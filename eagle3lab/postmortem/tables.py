@@ -241,8 +241,7 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
 RATE_OLD_UNTIL = "0.5.10.post1"
 RATE_DEFINITION = ("the rate SGLang 0.5.3.post2–0.5.10.post1 print; 0.5.11 and later print (accept length − 1) / 5, "
                    "which would read 0.15–0.17 here")
-VERSION_CLUES = ("but the logged accept rate follows 0.5.10.post1 or earlier (step 6): the write-up does not state "
-                 "its SGLang version, and its two clues disagree")
+VERSION_CLUES = "but the logged accept rate points to 0.5.10.post1 or earlier (step 6): the version is not known"
 
 
 def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
