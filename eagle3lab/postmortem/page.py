@@ -44,16 +44,17 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"with 15 steps, and {f('after_fix_tps').text()} after a wiring fix at 5/1/6, where SGLang logged accept "
         f"lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Three problems stacked up: two causes verified in SGLang's code, and a third still open.",
+        "**Why.** Three problems stacked up: two causes whose mechanisms are verified in SGLang's code, and a third still open.",
         f"1. *A silent config override* (**verified**): steps 1 with topk 1 verifies "
         f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
-        f"2. *A hidden-state wiring mismatch* (**verified in SGLang's code, on the releases that feed what the "
-        f"write-up reports**): the draft was trained on boundaries {rec.model['trained_boundaries']} and served "
+        f"2. *A hidden-state wiring mismatch* (**its mechanism verified in SGLang's code; its fix not confirmed**): "
+        f"the draft was trained on boundaries {rec.model['trained_boundaries']} and served "
         f"{rec.model['served_boundaries_before_fix']}. " + version_caveat(ev, rec),
         f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix* (**open**). The incident's own "
-        f"figures fit one simple reading (arithmetic, not a measurement): a first position accepted at the training "
-        f"accuracy and none after it gives 1 + {f('validation_accuracy').mid:.3f} = "
-        f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range. "
+        f"figures fit one simple reading (arithmetic, not evidence: a served first position need not accept at the "
+        f"training accuracy): the first position accepted at {f('validation_accuracy').text()} and none after it "
+        f"gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}, inside the logged "
+        "range: the profile of a draft trained without TTT. "
         + _fit_sentence(t.consistent(hyp_rows), tested)
         + f" At the incident's own step cost, speculation at 5/1/6 pays only above an accept length of "
           f"about **{cost['cost']:.1f}**.",
@@ -79,7 +80,7 @@ def version_caveat(ev: dict, rec) -> str:
     fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
     return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, and "
             f"there the embedding-capture patch and ids {rec.model['config_ids_after_fix']} fix it. But the accept "
-            f"rate the incident logged follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ({first}–{last}) "
+            f"rate the incident logged follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs (from {first}) "
             f"reset every id to the default boundaries {default}, before and after the fix. The write-up does not "
             "state its version, so **whether the fix took effect is not known**: the next measurement tells "
             "(wiring still off: position 1 low too).")
@@ -148,11 +149,11 @@ def causes_table(ev: dict, rec, present=None) -> str:
          "fix": "with topk 1, set draft tokens = steps + 1"},
         {"cause": f"2 · wiring mismatch: trained on {rec.model['trained_boundaries']}, served "
                   f"{rec.model['served_boundaries_before_fix']}",
-         "status": "verified in SGLang's capture code for the releases that feed what the write-up reports; "
-                   "whether the fix took effect depends on the unstated version; its cost measured on the lab",
+         "status": "mechanism verified in SGLang's capture code; whether the fix took effect depends on the "
+                   "unstated version (see the summary); its cost measured on the lab",
          "evidence": lab_wiring + newer + f"; {_link('02', present)}, {_link('03', present)}",
-         "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); "
-                "the embedding needs the patch"},
+         "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); up to "
+                "0.5.10.post1 with CUDA graphs none do (upgrade, or --disable-cuda-graph)"},
         {"cause": "3 · accept length near 1.8 after the fix",
          "status": "open: hypotheses tested on the lab",
          "evidence": f"the hypotheses below; {_link('04', present)}, {_link('05', present)}",
@@ -169,11 +170,11 @@ def actions(ev: dict, rec, hyp_rows) -> str:
         "and collapses after it.",
         "2. **Check what the server runs**, not what you asked: with topk 1, SGLang sets the draft tokens to "
         "steps + 1 and says so in one log line.",
-        "3. **Check the wiring** slot by slot for your SGLang version before benchmarking; capturing the "
-        "embedding (id −1) needs the patch.",
+        "3. **Check the wiring** slot by slot for your SGLang version before benchmarking: which ids feed the "
+        "embedding, and whether that needs the patch, changes from release to release (notebook 03).",
         "4. **Know your break-even accept length** from your own figures: accept length × no-speculation tok/s "
         f"/ speculative tok/s is the cost of one step in plain steps (the incident's: {cost['cost']:.1f} at 5/1/6). "
-        f"That cost is a problem of its own: it caps the speed-up at {cost['k'] + 1} / {cost['cost']:.1f} = "
+        f"That cost is a problem of its own: it caps the speed-up at {cost['k'] + 1} / {cost['cost']:.2f} = "
         f"{(cost['k'] + 1) / cost['cost']:.2f}× even if every draft were accepted, so profile the draft and verify "
         "passes on the server too.",
         "5. **Measure acceptance per draft position** on your server before retraining (next section).",
@@ -283,8 +284,8 @@ def cost_section(ev: dict, rec) -> str:
                      f"**{pred['inside']} of {pred['of']}** of this run's measured speed-ups inside their 95 % intervals "
                      f"({_link('05')}); with 6 prompts those intervals are wide, so this is a weak test.")
     lines.append("\n*Assumption, stated once: a step's cost is set by the configuration and the hardware, not by "
-                 "how much is accepted; one request at a time (the write-up gives neither its GPU nor its "
-                 "concurrency).*")
+                 "how much is accepted; one request at a time; the three figures measured on the same prompts "
+                 "(the write-up gives neither its GPU, its prompts nor its concurrency).*")
     return "\n".join(lines)
 
 
@@ -307,7 +308,8 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
     n = f"{prompts[0]}" if len(prompts) == 1 else f"{prompts[0]}–{prompts[-1]}" if prompts else "a few"
     return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts (per position: "
             "conditional acceptance of draft positions 1–5; – where no step reached it). *Not excluded*: its "
-            f"interval meets the incident's {_range()}; with intervals this wide, weak evidence. *Excluded* speaks "
+            f"interval meets the incident's {_range()}; with intervals this wide, weak evidence. Faults other than "
+            "no TTT are applied to the lab's TTT draft. *Excluded* speaks "
             f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part. "
             "The last column is arithmetic: the accept length at the incident's step cost, as a speed-up."
             "\n\n" + picture + table)
