@@ -44,7 +44,8 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"with 15 steps, and {f('after_fix_tps').text()} after a wiring fix at 5/1/6, where SGLang logged accept "
         f"lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Three problems stacked up: two causes whose mechanisms are verified in SGLang's code, and a third still open.",
+        "**Why.** Three problems stacked up: two causes whose mechanisms are verified in SGLang's code, and a third "
+        "still open.",
         f"1. *A silent config override* (**verified**): steps 1 with topk 1 verifies "
         f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
         f"2. *A hidden-state wiring mismatch* (**its mechanism verified in SGLang's code; its fix not confirmed**): "
