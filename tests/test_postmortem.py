@@ -135,3 +135,14 @@ def test_every_diagnosis_cause_has_words_on_the_page():
     from eagle3lab.postmortem.page import CAUSE_WORDS
 
     assert set(CAUSE_WORDS) == set(CAUSES)
+
+
+def test_the_separating_position_is_where_the_intervals_separate_not_the_widest_spread():
+    ev = {"hypotheses": {"rows": {
+        "embed-patch": {**_row(1.90, (1.76, 2.08), pp=(0.83, 0.06), n=(400, 330)),
+                        "per_position_ci95": [[0.70, 0.99], [0.01, 0.75]]},
+        "no-d2t": {**_row(1.50, (1.23, 2.10), pp=(0.35, 0.72), n=(400, 150)),
+                   "per_position_ci95": [[0.20, 0.64], [0.47, 1.00]]}}}}
+    sep = t.separating_position(t.hypothesis_rows(ev))
+    # position 2 spreads wider (0.66 against 0.48) but its intervals overlap; position 1's do not
+    assert sep["position"] == 1 and sep["groups"] == 2

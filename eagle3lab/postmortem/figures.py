@@ -52,7 +52,9 @@ def hypotheses_figure(rows: list[dict], low: float, high: float) -> str:
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     fits = [short(r["name"]) for r in rows if r["_verdict"] == "consistent" and not r["name"].startswith("healthy")]
-    alt = (f"Accept length at 5/1/6 with 95 % intervals for {len(rows)} lab hypotheses against the incident's "
+    n_hyp = sum(not r["name"].startswith("healthy") for r in rows)
+    alt = (f"Accept length at 5/1/6 with 95 % intervals for {n_hyp} lab hypotheses and a healthy reference against "
+           "the incident's "
            f"reported range {low:.2f} to {high:.2f}; not excluded: {'; '.join(fits) or 'none'}.")
     data = base64.b64encode(buf.getvalue()).decode()
     return f'<img src="data:image/png;base64,{data}" alt="{alt}" style="max-width:100%">'

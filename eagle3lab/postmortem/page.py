@@ -46,8 +46,9 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "",
         "**Why.** Three problems stacked up: two causes whose mechanisms are verified in SGLang's code, and a third "
         "still open.",
-        f"1. *A silent config override* (**verified**): steps 1 with topk 1 verifies "
-        f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
+        f"1. *A silent config override* (**verified**: SGLang's own resolver, and the rule read in every release "
+        f"since 0.4.5.post3): steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, not "
+        "the 16 asked.",
         f"2. *A hidden-state wiring mismatch* (**its mechanism verified in SGLang's code; its fix not confirmed**): "
         f"the draft was trained on boundaries {rec.model['trained_boundaries']} and served "
         f"{rec.model['served_boundaries_before_fix']}. " + version_caveat(ev, rec),
@@ -84,7 +85,8 @@ def version_caveat(ev: dict, rec) -> str:
             f"rate the incident logged follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs (from {first}) "
             f"reset every id to the default boundaries {default}, before and after the fix. The write-up does not "
             "state its version, so **whether the fix took effect is not known**: the next measurement tells "
-            "(wiring still off: position 1 low too).")
+            "(wiring still off: position 1 low too; on the lab it gives an accept length below the incident's, "
+            "weak evidence that the fix did take effect).")
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -241,7 +243,7 @@ def _separation_text(sep: dict) -> str:
     cell = lambda n: f"*{t.short(n)}* {t.fmt(sep['rates'][n], (sep.get('ci95') or {}).get(n))} " \
                      f"(n = {(sep.get('n') or {}).get(n, '?')})"  # noqa: E731
     ordered = sorted(sep["rates"], key=sep["rates"].get)
-    text = (f"On the lab the hypotheses not excluded differ most at **draft position {pos}** (conditional rate, "
+    text = (f"On the lab the hypotheses not excluded are told apart best at **draft position {pos}** (conditional rate, "
             f"95 % interval over prompts, n = verify steps that reached it): " + "; ".join(cell(n) for n in ordered) + ".")
     if len(groups) > 1:
         parts = " | ".join(", ".join(f"*{t.short(n)}*" for n, _ in g) for g in groups)

@@ -297,8 +297,9 @@ MIN_AT_RISK = 30  # steps that reached a position: below it a rate's interval sa
 
 
 def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | None:
-    """Among the hypotheses not excluded, the draft position whose rates differ most between them,
-    counting only positions every one of them reached at least `min_n` times: the one
+    """Among the hypotheses not excluded, the draft position whose 95 % intervals separate them into
+    the most groups (`rate_groups`; among equals, whose rates differ most), counting only positions
+    every one of them reached at least `min_n` times: the one
     measurement on the real server that would tell them apart. Carries each rate's 95 % interval
     and steps at risk, so that a reader sees how far the lab's own sample separates them."""
     cands = consistent(rows)
@@ -318,8 +319,10 @@ def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | No
         if len(vals) < len(cands):
             continue
         spread = max(vals.values()) - min(vals.values())
-        if best is None or spread > best["spread"]:
-            best = {"position": i + 1, "spread": spread, "rates": vals, "ci95": cis, "n": ns}
+        groups = len(rate_groups(vals, cis if all(cis.values()) else None))
+        # the position whose intervals separate most groups; among equals, the widest spread
+        if best is None or (groups, spread) > (best["groups"], best["spread"]):
+            best = {"position": i + 1, "spread": spread, "groups": groups, "rates": vals, "ci95": cis, "n": ns}
     return best
 
 

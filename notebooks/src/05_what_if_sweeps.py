@@ -1,9 +1,12 @@
 # %% [markdown]
 # # 05 · What if? Sweeps over the configuration and over each hypothesis
 #
-# The incident's investigation ended with several open hypotheses for the gap between standalone
-# accuracy and served acceptance: a quantized target, a draft trained without training-time test,
-# prompts unlike the training data, longer contexts... On the lab each can be switched on alone,
+# The incident's write-up ended with open hypotheses for the gap between standalone accuracy and
+# served acceptance (a quantized INT4 target, different numerical precision or residual handling,
+# a bug only in batched inference, more wiring issues). The lab adds others a deployer meets (a
+# draft trained without training-time test, prompts unlike the training data, longer contexts, a
+# dropped vocabulary map) and cannot test some of the write-up's (batching, the target's own
+# numerics at scale). On the lab each can be switched on alone,
 # so we measure which ones are consistent with the incident's reported accept length at its fixed
 # configuration, which are excluded, and which measurement on the real server would separate the
 # consistent ones; then which configuration wins once the draft is sound.
