@@ -146,3 +146,20 @@ def test_the_separating_position_is_where_the_intervals_separate_not_the_widest_
     sep = t.separating_position(t.hypothesis_rows(ev))
     # position 2 spreads wider (0.66 against 0.48) but its intervals overlap; position 1's do not
     assert sep["position"] == 1 and sep["groups"] == 2
+
+
+def test_pairs_the_intervals_separate_are_named_when_no_grouping_holds():
+    ev = {"hypotheses": {"rows": {
+        "embed-patch": {**_row(1.90, (1.76, 2.08), pp=(0.83, 0.06), n=(400, 330)),
+                        "per_position_ci95": [[0.70, 0.99], [0.01, 0.75]]},
+        "long-context": {**_row(2.70, (1.63, 5.62), pp=(0.61, 0.58), n=(400, 170)),
+                         "per_position_ci95": [[0.45, 0.80], [0.38, 0.89]]},
+        "no-d2t": {**_row(1.50, (1.23, 2.10), pp=(0.35, 0.40), n=(400, 180)),
+                   "per_position_ci95": [[0.20, 0.64], [0.12, 1.00]]}}}}
+    rows = t.hypothesis_rows(ev)
+    assert [(p["position"], p["low"][0], p["high"][0]) for p in t.separated_pairs(rows)] == [(1, "no-d2t", "embed-patch")]
+    from eagle3lab.postmortem.page import next_measurement
+
+    text = next_measurement(rows)
+    assert "intervals overlap" in text and "Pairs the lab's intervals do separate: at position 1, *no TTT with the " \
+        "wiring fixed* 0.83 [0.70, 0.99] against *vocabulary map dropped* 0.35 [0.20, 0.64]." in text

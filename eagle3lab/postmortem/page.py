@@ -225,7 +225,7 @@ def next_measurement(hyp_rows: list[dict]) -> str:
             "`eagle3lab bench --url` (in the box above) reads it and prints each position's rate with its "
             "interval, and the same by prompt length and category.")
     if sep:
-        text += "\n\n" + _separation_text(sep)
+        text += "\n\n" + _separation_text(sep, t.separated_pairs(hyp_rows) if sep.get("groups", 0) < 2 else [])
     elif len(fits) == 1:
         r = fits[0]["_row"]
         text += (f"\n\nOnly *{t.short(fits[0]['name'])}* fits on the lab; its profile per position is "
@@ -235,7 +235,7 @@ def next_measurement(hyp_rows: list[dict]) -> str:
     return text
 
 
-def _separation_text(sep: dict) -> str:
+def _separation_text(sep: dict, pairs: list[dict] | None = None) -> str:
     """Where the hypotheses not excluded differ most, each rate with its interval and n, and how
     many groups the lab's own intervals separate (no claim finer than they allow)."""
     pos = sep["position"]
@@ -255,6 +255,11 @@ def _separation_text(sep: dict) -> str:
                  "one's rate lies exactly: compare the server's whole profile (a high position 1 with a collapse "
                  "after it, or every position low) with each row's profile below, and measure the server over "
                  "enough prompts that its own intervals are narrow.")
+        if pairs:
+            said = "; ".join(f"at position {p['position']}, *{t.short(p['high'][0])}* "
+                             f"{t.fmt(p['high'][1], p['high'][2])} against *{t.short(p['low'][0])}* "
+                             f"{t.fmt(p['low'][1], p['low'][2])}" for p in pairs[:2])
+            text += f" Pairs the lab's intervals do separate: {said}."
     return text
 
 

@@ -326,6 +326,30 @@ def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | No
     return best
 
 
+def separated_pairs(rows: list[dict], min_n: int = MIN_AT_RISK) -> list[dict]:
+    """Pairs of hypotheses not excluded whose 95 % intervals at one draft position do not overlap
+    (each reached at least `min_n` times), lowest position first: what the lab's own sample does
+    tell apart when no grouping of all of them holds."""
+    cands = consistent(rows)
+    out = []
+    depth = max((len(r["_row"].get("per_position") or []) for r in cands), default=0)
+    for i in range(depth):
+        at = {}
+        for r in cands:
+            row = r["_row"]
+            rates, n = row.get("per_position") or [], row.get("per_position_n") or []
+            ci = row.get("per_position_ci95") or []
+            if i < len(rates) and rates[i] is not None and i < len(n) and (n[i] or 0) >= min_n and i < len(ci) \
+                    and _ci(ci[i]):
+                at[r["name"]] = (rates[i], _ci(ci[i]))
+        names = sorted(at, key=lambda k: at[k][0])
+        for a_i, a in enumerate(names):
+            for b in names[a_i + 1:]:
+                if at[a][1][1] < at[b][1][0]:
+                    out.append({"position": i + 1, "low": (a, *at[a]), "high": (b, *at[b])})
+    return out
+
+
 GROUP_GAP = 0.15  # without intervals: rates closer than this at one position are one group
 
 
