@@ -78,7 +78,7 @@ def version_caveat(ev: dict, rec) -> str:
 
     ids = ev.get("fix_ids") or {}
     default = default_boundaries(rec.model["target_layers"])
-    first, last = SGLANG_CUDA_GRAPH_RESET
+    first = SGLANG_CUDA_GRAPH_RESET[0]
     fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
     return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, and "
             f"there the embedding-capture patch and ids {rec.model['config_ids_after_fix']} fix it. But the accept "
@@ -93,14 +93,13 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     """The lab's limits in one paragraph, from its manifest and what the run measured: a reader
     must not take a lab figure for the incident's."""
     lab = lab or {}
-    prompts = sorted({int(r["_row"]["prompts"]) for r in hyp_rows if r["_row"].get("prompts")})
+    prompts = t.prompts_text(hyp_rows)
     rep = ((ev.get("acceptance") or {}).get("repetition") or {})
     size = (f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target on a CPU"
             if lab.get("parameters") else "a tiny target on a CPU")
     parts = [f"The lab re-creates the incident's mechanisms on {size}, not on {_target()}"]
     if prompts:
-        parts.append(f"{'–'.join(str(p) for p in (prompts[0], prompts[-1]) if p) if len(prompts) > 1 else prompts[0]} "
-                     "prompts per configuration, so its intervals are wide")
+        parts.append(f"{prompts} prompts per configuration, so its intervals are wide")
     if rep.get("share") is not None:
         parts.append(f"its greedy text repeats itself ({100 * rep['share']:.0f} % of {rep['window']}-token spans repeat an "
                      "earlier one), which flatters acceptance")
@@ -312,8 +311,7 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
     # no switch names here (notebook 05 has them): the page speaks of hypotheses, not of lab switches
     rows = [{**r, "hypothesis": r["stands for"], GPU_COLUMN: r["on the incident's GPU"]} for r in hyp_rows]
     table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident", GPU_COLUMN])
-    prompts = sorted({int(r["_row"]["prompts"]) for r in hyp_rows if r["_row"].get("prompts")})
-    n = f"{prompts[0]}" if len(prompts) == 1 else f"{prompts[0]}–{prompts[-1]}" if prompts else "a few"
+    n = t.prompts_text(hyp_rows) or "a few"
     return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts (per position: "
             "conditional acceptance of draft positions 1–5; – where no step reached it). *Not excluded*: its "
             f"interval meets the incident's {_range()}; with intervals this wide, weak evidence. Faults other than "

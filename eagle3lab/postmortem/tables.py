@@ -239,9 +239,9 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
 
 # docs/sources.md section 3: which releases print which accept rate (read in SGLang's wheels)
 RATE_OLD_UNTIL = "0.5.10.post1"
-RATE_DEFINITION = ("the rate SGLang 0.5.3.post2–0.5.10.post1 print; 0.5.11 and later print (accept length − 1) / 5, "
-                   "which would read 0.15–0.17 here")
-VERSION_CLUES = "but the logged accept rate points to 0.5.10.post1 or earlier (step 6): the version is not known"
+RATE_DEFINITION = (f"the rate SGLang 0.5.3.post2–{RATE_OLD_UNTIL} print; 0.5.11 and later print (accept length − 1) "
+                   "/ 5, which would read 0.15–0.17 here")
+VERSION_CLUES = f"but the logged accept rate points to {RATE_OLD_UNTIL} or earlier (step 6): the version is not known"
 
 
 def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
@@ -279,6 +279,12 @@ def hypothesis_rows(ev: dict, rec=None) -> list[dict]:
     return rows
 
 
+def prompts_text(rows: list[dict]) -> str:
+    """How many prompts the hypotheses' rows decoded: `6`, or `4–6` when they differ."""
+    n = sorted({int(r["_row"]["prompts"]) for r in rows if r["_row"].get("prompts")})
+    return "" if not n else str(n[0]) if n[0] == n[-1] else f"{n[0]}–{n[-1]}"
+
+
 def short(name: str) -> str:
     """A hypothesis' short name, as the page's sentences and figure use it."""
     return HYPOTHESES.get(name, name).split(" (")[0]
@@ -308,16 +314,12 @@ def separating_position(rows: list[dict], min_n: int = MIN_AT_RISK) -> dict | No
     best = None
     depth = max(len(r["_row"].get("per_position") or []) for r in cands)
     for i in range(depth):
-        vals, cis, ns = {}, {}, {}
-        for r in cands:
-            row = r["_row"]
-            rates, n = row.get("per_position") or [], row.get("per_position_n") or []
-            ci = row.get("per_position_ci95") or []
-            if i < len(rates) and rates[i] is not None and i < len(n) and (n[i] or 0) >= min_n:
-                vals[r["name"]], ns[r["name"]] = rates[i], int(n[i])
-                cis[r["name"]] = _ci(ci[i]) if i < len(ci) else None
-        if len(vals) < len(cands):
+        at = _at_position(cands, i, min_n)
+        if len(at) < len(cands):
             continue
+        vals = {k: v[0] for k, v in at.items()}
+        cis = {k: v[1] for k, v in at.items()}
+        ns = {k: v[2] for k, v in at.items()}
         spread = max(vals.values()) - min(vals.values())
         groups = len(rate_groups(vals, cis if all(cis.values()) else None))
         # the position whose intervals separate most groups; among equals, the widest spread
@@ -334,20 +336,25 @@ def separated_pairs(rows: list[dict], min_n: int = MIN_AT_RISK) -> list[dict]:
     out = []
     depth = max((len(r["_row"].get("per_position") or []) for r in cands), default=0)
     for i in range(depth):
-        at = {}
-        for r in cands:
-            row = r["_row"]
-            rates, n = row.get("per_position") or [], row.get("per_position_n") or []
-            ci = row.get("per_position_ci95") or []
-            if i < len(rates) and rates[i] is not None and i < len(n) and (n[i] or 0) >= min_n and i < len(ci) \
-                    and _ci(ci[i]):
-                at[r["name"]] = (rates[i], _ci(ci[i]))
+        at = {k: v[:2] for k, v in _at_position(cands, i, min_n).items() if v[1]}
         names = sorted(at, key=lambda k: at[k][0])
         for a_i, a in enumerate(names):
             for b in names[a_i + 1:]:
                 if at[a][1][1] < at[b][1][0]:
                     out.append({"position": i + 1, "low": (a, *at[a]), "high": (b, *at[b])})
     return out
+
+
+def _at_position(cands: list[dict], i: int, min_n: int) -> dict:
+    """{name: (rate, 95 % interval or None, steps at risk)} at draft position i + 1, for the
+    hypotheses that reached it at least `min_n` times."""
+    at = {}
+    for r in cands:
+        row = r["_row"]
+        rates, n, ci = (row.get(k) or [] for k in ("per_position", "per_position_n", "per_position_ci95"))
+        if i < len(rates) and rates[i] is not None and i < len(n) and (n[i] or 0) >= min_n:
+            at[r["name"]] = (rates[i], _ci(ci[i]) if i < len(ci) else None, int(n[i]))
+    return at
 
 
 GROUP_GAP = 0.15  # without intervals: rates closer than this at one position are one group
