@@ -29,7 +29,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
 
-    from eagle3lab.engine import make_lab_engine, run_bench
+    from eagle3lab.decoder import make_lab_engine, run_bench
     from eagle3lab.lab import load_lab
 
     torch.set_num_threads(args.threads)

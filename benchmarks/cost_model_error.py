@@ -9,7 +9,7 @@ Measures the configurations the report measures (01's flag sets, 03's wirings an
 cell, measured through the same `experiments` calls, into a fresh measurement store), or reads a
 report's store (`--store`), then prints one row per configuration: the speed-up of total tokens/s
 the cost model predicts (calibrated on the *other* configurations' measured costs, leave-one-out;
-`eagle3lab.costfit`), the measured one with its 95 % interval over prompts, whether the interval
+`eagle3lab.cost.costfit`), the measured one with its 95 % interval over prompts, whether the interval
 holds the prediction, and last the share inside against the 90 % target, and the calibrated
 costs. Exit 1 when the share misses the target.
 
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def notebook_parameters(name: str) -> dict:
     """A notebook's parameters cell, executed (it holds literals only): the configurations it measures."""
-    from eagle3lab import report
+    from eagle3lab.report import render as report
 
     nb = report.read_notebook(REPO / "notebooks" / name)
     namespace: dict = {}
@@ -42,7 +42,8 @@ def notebook_parameters(name: str) -> dict:
 
 def measure_report_configurations(lab: str, num_prompts: int, max_new_tokens: int, log=print) -> None:
     """Every lab configuration the five notebooks measure, into the active store."""
-    from eagle3lab import experiments, measurements
+    from eagle3lab import experiments
+    from eagle3lab.serving import measurements
     from eagle3lab.lab import load_lab
     from eagle3lab.spec import SpecConfig
 
@@ -86,7 +87,9 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from eagle3lab import costfit, experiments, measurements
+    from eagle3lab import experiments
+    from eagle3lab.cost import costfit
+    from eagle3lab.serving import measurements
     from eagle3lab.errors import EagleLabError
 
     try:

@@ -27,9 +27,9 @@ FAULTS = ["none", "lm-head-target", "rope-theta", "no-aux-ids", "embed-patch", "
 
 
 def accept_length(lab, faults, prompts, new_tokens, steps) -> float:
-    from eagle3lab import stats
-    from eagle3lab.engine.faults import build_engine, plan_faults
-    from eagle3lab.engine.speculate import SamplingParams
+    from eagle3lab.acceptance import stats
+    from eagle3lab.decoder.faults import build_engine, plan_faults
+    from eagle3lab.decoder.speculate import SamplingParams
     from eagle3lab.spec import SpecParams
 
     plan = plan_faults([f for f in faults if f != "none"], lab.num_layers)
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     if args.lab_dir:
-        from eagle3lab.lab.lab import Lab
+        from eagle3lab.lab.built import Lab
 
         lab = Lab(args.lab_dir)
     else:

@@ -9,7 +9,7 @@ very different lengths, an accept length from per-request step counts, a per-pos
 per-request counts), draws n prompts, and
 counts how often each method's interval holds the model's true value (the ratio of expected sums,
 from 2 million draws). Methods: the percentile bootstrap the report used until issue #24 (copied
-below as the reference), Hesterberg's expanded percentile bootstrap, and `eagle3lab.stats` as it
+below as the reference), Hesterberg's expanded percentile bootstrap, and `eagle3lab.acceptance.stats` as it
 is (the leave-one-prompt-out jackknife with Student-t quantiles). Each coverage carries its
 Monte-Carlo 95 % Wilson interval; "width" is the median over trials of the interval's width over
 the old method's.
@@ -25,7 +25,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from eagle3lab import stats
+from eagle3lab.acceptance import stats
 
 K = 5  # draft depth of the accept-length model
 

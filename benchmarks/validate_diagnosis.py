@@ -1,4 +1,4 @@
-"""Blind validation of eagle3lab.diagnosis.diagnose on a lab's faults (strict top-1 and top-2).
+"""Blind validation of eagle3lab.acceptance.diagnosis.diagnose on a lab's faults (strict top-1 and top-2).
 
 Every lab fault alone, ten pairs and three fault-free or config scenarios are decoded by the
 lab engine at one served depth; diagnose() sees only what a deployer can measure (see
@@ -7,7 +7,7 @@ depth. Scores are strict: top-1 = the first finding is a cause of one of the sce
 faults; top-2 = every fault of the scenario is named within the first two findings. No fault
 is excused, not even one that changes nothing measurable on the lab at hand.
 
-What is held out: the rules and thresholds (eagle3lab/diagnosis/rules.py; eagle3lab/analysis.py
+What is held out: the rules and thresholds (eagle3lab/acceptance/diagnosis/cause_rules.py; eagle3lab/analysis.py
 until it was split) were tuned on the
 default and ci labs only (data/lab/default, data/lab/ci: seed 0). A lab is held out only if it
 was built after the rules and everything the observations depend on were frozen
@@ -66,7 +66,7 @@ def parse_args(argv=None):
 
 def open_lab(args):
     """(lab, its folder): --lab-dir, else the preset (ci if built, else default)."""
-    from eagle3lab.lab.lab import Lab
+    from eagle3lab.lab.built import Lab
     from eagle3lab.paths import lab_dir
 
     if args.lab_dir:

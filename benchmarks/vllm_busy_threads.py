@@ -42,7 +42,8 @@ def burners(n: int) -> list:
 def one_round(lab, env: dict, prompts, tokens: int, vllm_python) -> tuple[float, float, int]:
     """(seconds to healthy, seconds for the requests, tokens they returned) of one server launched
     with `env` (sampled requests may stop early, so the rate is what compares)."""
-    from eagle3lab import loadtest, server
+    from eagle3lab.serving import loadtest
+    from eagle3lab.serving import server
 
     launch_env = {k: v for k, v in env.items() if v is not None}
     saved = os.environ.pop("OMP_NUM_THREADS", None)  # unset means torch's default in the server

@@ -29,7 +29,7 @@ from pathlib import Path
 import requests
 
 from eagle3lab.engines.vllm import launch as vllm_launch
-from eagle3lab import server
+from eagle3lab.serving import server
 from eagle3lab.lab import load_lab
 
 

@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     p.add_argument("--spec", default="7/1/8", help="steps/topk/draft tokens")
     args = p.parse_args(argv)
 
-    from eagle3lab.engine import run_bench
-    from eagle3lab.engine.faults import build_engine, plan_faults
+    from eagle3lab.decoder import run_bench
+    from eagle3lab.decoder.faults import build_engine, plan_faults
     from eagle3lab.lab import load_lab
 
     torch.set_num_threads(1)

@@ -17,4 +17,4 @@ This package's root may import any of them (it registers `config` so `SpecConfig
 __version__ = "0.1.0"
 
 from eagle3lab.errors import EagleLabError  # noqa: E402,F401
-from eagle3lab import config as _config  # noqa: E402,F401  (registers SpecConfig.resolve in spec)
+from eagle3lab.engines import effective as _config  # noqa: E402,F401  (registers SpecConfig.resolve in spec)

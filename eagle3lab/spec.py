@@ -7,7 +7,7 @@ the engine versions eagle3lab knows (every SGLang release from 0.4.0 on, PyPI 20
 release its rules were read in; `LATEST`, the newest per engine). See docs/sources.md.
 
 Imports errors and the standard library only: every room above may use it. Resolving a config
-is an engine's work: `SpecConfig.resolve` calls the resolver `eagle3lab.config` registers here
+is an engine's work: `SpecConfig.resolve` calls the resolver `eagle3lab.engines.effective` registers here
 (`set_resolver`), so this module needs nothing above it.
 """
 
@@ -27,7 +27,7 @@ SGLANG_RELEASES = tuple((
     "0.5.23").split())
 LATEST_SGLANG = SGLANG_RELEASES[-1]
 
-# Capture rules (eagle3lab/engines/sglang/capture.py): every release from the first EAGLE-3 capable one,
+# Capture rules (eagle3lab/engines/sglang/sglang_capture.py): every release from the first EAGLE-3 capable one,
 # 0.4.4, read; the 0.5.0 release candidates before rc2 were skipped.
 SGLANG_CAPTURE_READ = tuple(v for v in SGLANG_RELEASES[SGLANG_RELEASES.index("0.4.4"):]
                             if v not in ("0.5.0rc0", "0.5.0rc1"))
@@ -207,9 +207,9 @@ class SpecConfig:
     @classmethod
     def from_flags(cls, argv: list[str] | str) -> "SpecConfig":
         """Parse `python -m sglang.launch_server` flags (other known flags are accepted and ignored;
-        `eagle3lab.config.parse_launch_flags`, registered below it)."""
+        `eagle3lab.engines.effective.parse_launch_flags`, registered below it)."""
         if len(_RESOLVER) < 2:
-            raise EagleLabError("no flag parser registered: import eagle3lab.config")
+            raise EagleLabError("no flag parser registered: import eagle3lab.engines.effective")
         return cls(**_RESOLVER[1](argv))
 
     from_cli = from_flags
@@ -279,9 +279,9 @@ class SpecConfig:
     def resolve(self, engine: str = "sglang", version: str | None = None,
                 arch: str = "LlamaForCausalLM", use_sglang: bool = False) -> "ResolvedSpec":
         """What the engine will actually run for this config on a target of class `arch`
-        (`eagle3lab.config.resolve`: the engine's rules, then our findings)."""
+        (`eagle3lab.engines.effective.resolve`: the engine's rules, then our findings)."""
         if not _RESOLVER:
-            raise EagleLabError("no resolver registered: import eagle3lab.config")
+            raise EagleLabError("no resolver registered: import eagle3lab.engines.effective")
         return _RESOLVER[0](self, engine, version, arch, use_sglang)
 
 
@@ -291,7 +291,7 @@ _RESOLVER: list = []
 
 
 def set_resolver(resolve, parse_flags) -> None:
-    """`eagle3lab.config` registers its `resolve(spec, engine, version, arch, use_sglang)` and
+    """`eagle3lab.engines.effective` registers its `resolve(spec, engine, version, arch, use_sglang)` and
     `parse_launch_flags(argv)` here (they read the engines' rules, which sit above this module)."""
     _RESOLVER[:] = [resolve, parse_flags]
 

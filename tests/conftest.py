@@ -39,7 +39,7 @@ def one_torch_thread():
 def ci_report(tmp_path_factory):
     """`eagle3lab report --lab ci`, rendered once per test session and read by every test of the
     rendered post-mortem (notebooks, HTML, browser): rendering it costs minutes on 2 cores."""
-    from eagle3lab import report
+    from eagle3lab.report import render as report
 
     out = tmp_path_factory.mktemp("report")
     return report.build_report(out=out, lab="ci", timeout=600, progress=False, log=lambda m: None)
@@ -55,7 +55,7 @@ def vllm_healthy(tmp_path_factory):
     costs about a minute of a 2-core CI). SpecDecoding log lines every second of traffic.
     tests/test_vllm_serving.py's last test kills it on purpose: it runs after every other user
     (pytest runs the files in name order)."""
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.lab import load_lab
 
     lab = load_lab("ci")

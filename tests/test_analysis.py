@@ -4,7 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import diagnosis as D, findings as F, predict as P, stats as S
+from eagle3lab.acceptance import diagnosis as D
+from eagle3lab.acceptance.diagnosis import findings as F
+from eagle3lab.acceptance import predict as P
+from eagle3lab.acceptance import stats as S
 from eagle3lab.errors import EagleLabError
 
 
@@ -56,7 +59,7 @@ def test_wilson_interval():
 def test_findings_show_no_probability():
     found = D.diagnose(per_position=[0.01, 0.0])
     assert "%" not in str(found[0]).split(":")[0]
-    from eagle3lab import prose
+    from eagle3lab.report import prose
 
     assert "confidence" not in prose.diagnosis_sentence(found)
     assert "%)" not in prose.diagnosis_sentence(found, short=True)

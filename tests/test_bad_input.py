@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import server
+from eagle3lab.serving import server
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "data" / "lab" / "ci"
@@ -457,7 +457,7 @@ HEALTH = textwrap.dedent('''
 LAUNCHER = textwrap.dedent('''
     import sys, time
     from concurrent.futures import ThreadPoolExecutor
-    from eagle3lab import server
+    from eagle3lab.serving import server
     # launched from a worker thread that ends at once (as loadsweep does): a parent-death signal
     # tied to that thread would kill the server while its launcher lives
     with ThreadPoolExecutor(1) as pool:
@@ -585,7 +585,7 @@ def test_the_doctor_counts_the_prompt_lines_it_cannot_use(tmp_path):
 
 
 def test_the_doctor_report_names_the_texts_it_scored():
-    from eagle3lab.doctor.report import CheckStatus, DoctorReport
+    from eagle3lab.doctor.ranking import CheckStatus, DoctorReport
 
     report = DoctorReport("d", "t", None, [], [CheckStatus("prompts", False, "empty: no usable prompt")],
                           {"empirical_text": "held-out passages (heldout.jsonl), continued greedily by the target"})
@@ -597,7 +597,7 @@ def test_the_doctor_report_names_the_texts_it_scored():
 def test_a_sweep_file_is_read_checked_and_appended_on_a_line_of_its_own(tmp_path):
     import threading as _threading
 
-    from eagle3lab import sweepinput
+    from eagle3lab.serving import sweepinput
 
     out = tmp_path / "sweep.jsonl"
     assert sweepinput.check_out(out).records == [] and not out.exists()  # checked, not created

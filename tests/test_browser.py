@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from eagle3lab import report
+from eagle3lab.report import render as report
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

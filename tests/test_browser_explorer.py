@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import predict, report, widgets
-from eagle3lab.costfit import CostCurve
+from eagle3lab.acceptance import predict
+from eagle3lab.report import render as report
+from eagle3lab.viz import widgets
+from eagle3lab.cost.costfit import CostCurve
 
 pytestmark = [pytest.mark.browser]
 

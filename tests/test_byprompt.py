@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import byprompt, stats
+from eagle3lab.acceptance import byprompt
+from eagle3lab.acceptance import stats
 from eagle3lab.engines.sglang import meta_info
 from eagle3lab.spec import SpecConfig
 
@@ -142,8 +143,9 @@ def lab_server():
 
 
 def test_lab_server_histogram_over_http_equals_the_engines_step_records(lab_server):
-    from eagle3lab import loadtest, server
-    from eagle3lab.engine.speculate import SamplingParams, SpecParams
+    from eagle3lab.serving import loadtest
+    from eagle3lab.serving import server
+    from eagle3lab.decoder.speculate import SamplingParams, SpecParams
 
     url, state, lab = lab_server
     prompts = lab.heldout_prompts(4, 32)
@@ -170,7 +172,7 @@ def test_lab_server_omits_the_histogram_without_speculation(lab_server):
 
 
 def test_bench_url_prints_per_position_acceptance_and_the_breakdown(lab_server, tmp_path, capsys):
-    from eagle3lab import byprompt_lab
+    from eagle3lab.experiments import byprompt_lab
     from eagle3lab.cli import main
 
     url, state, lab = lab_server
@@ -188,9 +190,9 @@ def test_doctor_names_the_length_fall_and_the_category_gap_on_the_lab_server(lab
     """Measured claim: the lab's drafts, trained on 96-token sequences, accept less on 560-token
     prompts than on 32-token ones, and accept more on the domain-shift numbers than on held-out
     code; the control (code of one length, two arbitrary categories) shows neither."""
-    from eagle3lab import byprompt_lab
+    from eagle3lab.experiments import byprompt_lab
     from eagle3lab.doctor import doctor
-    from eagle3lab.doctor.byprompt import CHECK
+    from eagle3lab.doctor.prompt_check import CHECK
 
     url, state, lab = lab_server
     pset, _ = byprompt_lab.lab_prompts(lab)

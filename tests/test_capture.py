@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from eagle3lab.capture import CaptureInputError, aux_hidden, capture, capture_list
+from eagle3lab.wiring.capture import CaptureInputError, aux_hidden, capture, capture_list
 from eagle3lab.errors import EagleLabError
 
 N_LAYERS = 5

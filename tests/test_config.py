@@ -3,8 +3,8 @@
 import pytest
 
 from eagle3lab.cli import main
-from eagle3lab.config import parse_launch_flags
-from eagle3lab.engines.sglang.rules import W_ADJUST, W_MAX_RUNNING, W_TOPK_PAGE, rules_for
+from eagle3lab.engines.effective import parse_launch_flags
+from eagle3lab.engines.sglang.sglang_rules import W_ADJUST, W_MAX_RUNNING, W_TOPK_PAGE, rules_for
 from eagle3lab.spec import SpecConfig
 from eagle3lab.errors import EagleLabError
 
@@ -252,7 +252,7 @@ def test_spec_config_converts_to_and_from_every_form():
 
 def test_one_latest_sglang_everywhere():
     from eagle3lab import spec as versions
-    from eagle3lab.engines.sglang import capture
+    from eagle3lab.engines.sglang import sglang_capture as capture
     from eagle3lab.engines.lab import frontend
 
     assert versions.LATEST_SGLANG == versions.SGLANG_RELEASES[-1] == "0.5.23"

@@ -9,8 +9,8 @@ import itertools
 
 import pytest
 
-from eagle3lab.config import compare_with_sglang, outcome, resolve_with_sglang
-from eagle3lab.engines.sglang.rules import W_ADJUST
+from eagle3lab.engines.effective import compare_with_sglang, outcome, resolve_with_sglang
+from eagle3lab.engines.sglang.sglang_rules import W_ADJUST
 from eagle3lab.spec import SpecConfig
 
 STEPS = [None, 1, 2, 3, 5, 8]

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from eagle3lab.boundaries import Boundaries, CaptureError, ConventionError, default_boundaries
-from eagle3lab.conventions import ids_for, serve_boundaries, serve_table, train_boundaries
+from eagle3lab.wiring.boundaries import Boundaries, CaptureError, ConventionError, default_boundaries
+from eagle3lab.wiring.conventions import ids_for, serve_boundaries, serve_table, train_boundaries
 from eagle3lab.errors import EagleLabError
 
 LLAMA, DSV3, QWEN2, QWEN3, GPTOSS = ("LlamaForCausalLM", "DeepseekV3ForCausalLM", "Qwen2ForCausalLM",

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from eagle3lab import costfit
-from eagle3lab.costfit import CostCurve, LabCosts
-from eagle3lab.stats import StatsError
+from eagle3lab.cost import costfit
+from eagle3lab.cost.costfit import CostCurve, LabCosts
+from eagle3lab.acceptance.stats import StatsError
 
 TRUE = LabCosts(d0=0.2, d1=0.05, d_tree=0.04, v0=1.0, v_log=0.25, v_tree=0.1, other=0.03, first_extra=0.15,
                 prefill_spec=2.2, prefill_base=1.9, tokens=121)
@@ -136,7 +136,7 @@ def test_the_ci_reports_store(ci_report):
     """The rendered ci report's own store: every configuration the notebooks measured pairs with
     its baseline and gets a finite prediction. (Its 2-prompt intervals hold nearly anything; the
     share inside is measured with 6 prompts by benchmarks/cost_model_error.py.)"""
-    from eagle3lab import measurements
+    from eagle3lab.serving import measurements
 
     records = measurements.Store(ci_report.out_dir / "measurements.jsonl").records()
     specs = [r for r in records if r["key"]["kind"] == "spec"]

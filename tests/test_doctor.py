@@ -108,8 +108,8 @@ def test_missing_d2t_is_an_error(lab_root, tmp_path):
 
 
 def test_checkpoint_faults_change_what_is_served(lab_root):
-    from eagle3lab.engine.faults import apply_draft_faults, plan_faults
-    from eagle3lab.lab.lab import Lab
+    from eagle3lab.decoder.faults import apply_draft_faults, plan_faults
+    from eagle3lab.lab.built import Lab
 
     lab = Lab(lab_root)
     plan = plan_faults(["no-aux-ids"], lab.num_layers)
@@ -348,7 +348,7 @@ def heldout(lab_root, n=9):
 
 
 def test_chat_template_fault_is_written_on_both_sides(lab_root, chat_fault):
-    from eagle3lab.chat_templates import QWEN2_CHATML
+    from eagle3lab.wiring.chat_templates import QWEN2_CHATML
 
     draft, target = chat_fault
     assert json.loads((draft / "config.json").read_text())["eagle3lab"]["chat_template"] == ""
@@ -357,7 +357,7 @@ def test_chat_template_fault_is_written_on_both_sides(lab_root, chat_fault):
 
 
 def test_chat_template_static_names_both_sides(lab_root, chat_fault):
-    from eagle3lab.chat_templates import QWEN2_CHATML
+    from eagle3lab.wiring.chat_templates import QWEN2_CHATML
 
     draft, target = chat_fault
     report = static(draft, target)
@@ -392,7 +392,7 @@ def test_chat_template_empirical_measures_both_formats(lab_root, chat_fault):
 def test_chat_template_empirical_error_when_served_is_worse(lab_root, tmp_path):
     """The mirror image: a draft recorded as trained on ChatML, served raw (a target without a chat
     template): the served format is significantly worse, an error with the measured numbers."""
-    from eagle3lab.chat_templates import QWEN2_CHATML
+    from eagle3lab.wiring.chat_templates import QWEN2_CHATML
 
     draft = write_faulty_draft(lab_root, "chat-template", tmp_path / "d")
     config = json.loads((draft / "config.json").read_text())

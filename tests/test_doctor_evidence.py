@@ -112,8 +112,8 @@ def test_a_safetensors_header_that_is_not_an_object_is_a_clear_error(lab_root, t
 
 
 def test_a_failing_server_diagnosis_says_it_could_not_run(monkeypatch):
-    from eagle3lab import diagnosis
-    from eagle3lab.doctor import served
+    from eagle3lab.acceptance import diagnosis
+    from eagle3lab.doctor import server_probe as served
     from eagle3lab.errors import EagleLabError
 
     seen = []

@@ -14,10 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from eagle3lab import server
+from eagle3lab.serving import server
 from eagle3lab.cli import main
 from eagle3lab.doctor import doctor
-from eagle3lab.findings import SEVERITY_RANK, SOURCE_RANK
+from eagle3lab.acceptance.diagnosis.findings import SEVERITY_RANK, SOURCE_RANK
 
 K = 3  # vLLM's num_speculative_tokens: conftest.VLLM_SPEC_TOKENS
 
@@ -105,7 +105,7 @@ def test_lab_server_without_flags_reads_the_launch_command(ci_lab, lab_server):
 
 
 def test_vllm_per_position_rates_reach_the_report(ci_lab, vllm_server):
-    from eagle3lab.stats import conditional_rates
+    from eagle3lab.acceptance.stats import conditional_rates
     from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     assert vllm_metrics.scrape(vllm_server).drafts == 0  # fresh: the doctor sends its own window
@@ -141,7 +141,7 @@ def test_vllm_per_position_rates_reach_the_report(ci_lab, vllm_server):
 
 
 def test_vllm_diagnosis_compares_with_the_drafts_own_acc1(vllm_server):
-    from eagle3lab.doctor.served import _statistics
+    from eagle3lab.doctor.server_probe import _statistics
     from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     obs = vllm_metrics.observation(vllm_metrics.scrape(vllm_server))
@@ -262,8 +262,8 @@ def test_vllm_doctor_names_the_length_fall_and_the_category_gap_and_not_on_a_con
     draft's fall past its training length and the numbers-versus-code gap, and the control
     (code of one length, two arbitrary categories) neither. Prompts are kept under the server's
     model length (the long ones 400 tokens, still over 4x the draft's 96-token training windows)."""
-    from eagle3lab import byprompt_lab
-    from eagle3lab.doctor.byprompt import CHECK
+    from eagle3lab.experiments import byprompt_lab
+    from eagle3lab.doctor.prompt_check import CHECK
 
     pset, _ = byprompt_lab.lab_prompts(ci_lab, max_prompt_tokens=400)
     path = byprompt_lab.write_prompts(pset, tmp_path / "lab.jsonl")

@@ -6,11 +6,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from eagle3lab.engine.faults import FaultError, normalize_faults, plan_faults
-from eagle3lab.engine.model import DraftModel, TargetModel, fake_quantize_
-from eagle3lab.engine.speculate import (DraftTree, SamplingParams, SpecEngine,
+from eagle3lab.decoder.faults import FaultError, normalize_faults, plan_faults
+from eagle3lab.decoder.forward import DraftModel, TargetModel, fake_quantize_
+from eagle3lab.decoder.speculate import (DraftTree, SamplingParams, SpecEngine,
                                         accept_path, target_probs)
-from eagle3lab.engine.draft import Eagle3Draft, KVCache
+from eagle3lab.decoder.draft import Eagle3Draft, KVCache
 
 # Our forward does the same float32 maths as transformers in a different op order.
 LOGIT_ATOL = 1e-4
@@ -269,7 +269,7 @@ def test_a_wrong_residual_fails_the_lossless_test(monkeypatch, temperature, step
     """Negative control: resampling from p itself after a rejection (instead of max(p - q, 0))
     over-weights the tokens the draft proposes; the same test must catch it, at T = 1 with the
     full draft vocabulary and colder with half of it (q scattered through d2t)."""
-    from eagle3lab.engine import speculate
+    from eagle3lab.decoder import speculate
 
     vocab = 8
     target, draft = tiny_pair(vocab=vocab, hidden=32, layers=4, seed=1, draft_scale=0.5, draft_vocab_step=step)
@@ -285,7 +285,7 @@ def test_a_wrong_top_p_verification_fails_the_lossless_test(monkeypatch):
     """Negative control for the top-p case: verifying against the untruncated p (top-p dropped in
     verification) accepts drafts outside the nucleus. The zero-count check catches it even
     though the chi-square cells of those tokens have expected count 0."""
-    from eagle3lab.engine import speculate
+    from eagle3lab.decoder import speculate
 
     real = speculate.target_probs
     monkeypatch.setattr(speculate, "target_probs",
@@ -298,7 +298,7 @@ def test_a_wrong_top_p_verification_fails_the_lossless_test(monkeypatch):
 def test_a_wrong_residual_with_top_p_fails_the_lossless_test(monkeypatch):
     """Negative control: with top-p and a sampled draft, a residual of p alone (not max(p - q, 0))
     keeps every emitted token inside the nucleus but over-weights the drafted ones."""
-    from eagle3lab.engine import speculate
+    from eagle3lab.decoder import speculate
 
     monkeypatch.setattr(speculate, "residual", lambda p, q, x: p)
     triples, _, dist, _ = top_p_sampled_draft_case()
@@ -340,8 +340,8 @@ def test_quantization_is_groupwise_and_bounded(pair):
 def test_fault_table_is_the_one_list():
     from pathlib import Path
 
-    from eagle3lab.diagnosis import CAUSES
-    from eagle3lab.engine.faults import EXCLUSIVE, FAULTS, NON_DRAFT_FAULTS
+    from eagle3lab.acceptance.diagnosis import CAUSES
+    from eagle3lab.decoder.faults import EXCLUSIVE, FAULTS, NON_DRAFT_FAULTS
 
     assert NON_DRAFT_FAULTS == ("quant-int8", "quant-int4", "domain-shift", "long-context", "chat-template")
     assert ("embed-patch", "no-embed-patch") in EXCLUSIVE and ("quant-int4", "quant-int8") in EXCLUSIVE
@@ -358,7 +358,7 @@ def test_fault_table_is_the_one_list():
 
 
 def test_served_boundaries_follow_sglang_capture_rule():
-    from eagle3lab.conventions import serve_boundaries
+    from eagle3lab.wiring.conventions import serve_boundaries
 
     seed = type("D", (), {"aux_layer_ids": [1, 11, 20]})()
     assert plan_faults(["wiring-seed"], 24).boundaries(seed, 24) == [2, 12, 21]
@@ -406,7 +406,7 @@ def test_chatml_template_is_the_one_sglang_quotes():
     import importlib.util
     from pathlib import Path
 
-    from eagle3lab.chat_templates import QWEN2_CHATML, describe
+    from eagle3lab.wiring.chat_templates import QWEN2_CHATML, describe
 
     root = Path(list(importlib.util.find_spec("sglang").submodule_search_locations)[0])
     text = (root / "lang" / "chat_template.py").read_text()

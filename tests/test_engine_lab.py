@@ -8,16 +8,16 @@ import pandas as pd
 import pytest
 import torch
 
-from eagle3lab.engine import FAULTS, SpecEngine, make_lab_engine, run_bench
-from eagle3lab.engine.labbench import bench_prompts, lab_train_seq_len
-from eagle3lab.engine.speculate import SamplingParams
+from eagle3lab.decoder import FAULTS, SpecEngine, make_lab_engine, run_bench
+from eagle3lab.decoder.labbench import bench_prompts, lab_train_seq_len
+from eagle3lab.decoder.speculate import SamplingParams
 from eagle3lab.spec import SpecParams
 
 
 def ci_lab():
     """The built ci lab (built now if missing; a stale build is fine for engine tests)."""
     from eagle3lab.lab import load_lab
-    from eagle3lab.lab.lab import Lab
+    from eagle3lab.lab.built import Lab
     from eagle3lab.paths import lab_dir
 
     path = lab_dir("ci")
@@ -144,7 +144,7 @@ def test_bench_result_frames_and_summary(lab, prompts):
 
 
 def test_cli_bench_prints_json_last(lab, monkeypatch, capsys):
-    import eagle3lab.lab.lab as lab_module
+    import eagle3lab.lab.built as lab_module
     from eagle3lab.cli import main
 
     monkeypatch.setattr(lab_module, "load_lab", lambda preset, **kw: lab)
@@ -215,8 +215,8 @@ def test_wiring_sensitivity_benchmark_runs_on_a_lab(lab, capsys):
 
 def test_wire_slots_as_trained_reproduces_the_embedding_patch(lab):
     """The benchmark's per-slot rewiring, given the trained boundaries, is the patched server."""
-    from eagle3lab.engine import run_bench
-    from eagle3lab.engine.faults import build_engine, plan_faults
+    from eagle3lab.decoder import run_bench
+    from eagle3lab.decoder.faults import build_engine, plan_faults
 
     module = _wiring_benchmark()
     seed = lab.load_draft("seed")
@@ -234,8 +234,8 @@ def test_wire_slots_as_trained_reproduces_the_embedding_patch(lab):
 
 
 def _result_with_requests(accepted_by_request: dict[int, list[int]]):
-    from eagle3lab.engine.labbench import LabBenchResult
-    from eagle3lab.engine.faults import plan_faults
+    from eagle3lab.decoder.labbench import LabBenchResult
+    from eagle3lab.decoder.faults import plan_faults
 
     rows = [{"request": r, "accepted": a, "accept_len": a + 1, "drafted": 3}
             for r, accepted in accepted_by_request.items() for a in accepted]
@@ -259,7 +259,7 @@ def test_accept_length_interval_spans_the_prompts_spread():
 
 
 def test_cli_bench_all_prompts_reports_an_interval(lab, monkeypatch, capsys):
-    import eagle3lab.lab.lab as lab_module
+    import eagle3lab.lab.built as lab_module
     from eagle3lab.cli import main
 
     monkeypatch.setattr(lab_module, "load_lab", lambda preset, **kw: lab)
@@ -282,7 +282,7 @@ CHATML_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_chat_template_fault_changes_what_the_engine_feeds(lab, prompts):
-    from eagle3lab.engine.faults import FaultError, build_engine, plan_faults
+    from eagle3lab.decoder.faults import FaultError, build_engine, plan_faults
 
     engine, plan = make_lab_engine(lab, ["chat-template"], max_seq_len=256)
     prefix, suffix = engine.prompt_template

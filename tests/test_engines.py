@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import engines, server
+from eagle3lab import engines
+from eagle3lab.serving import server
 from eagle3lab.errors import EagleLabError
 from eagle3lab.spec import LATEST, SpecConfig, chain, split_engine
 

@@ -7,7 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from eagle3lab import experiments, plots, prose
+from eagle3lab import experiments
+from eagle3lab.viz import plots
+from eagle3lab.report import prose
 
 
 def test_seed_flag_sets_resolve_to_the_silent_adjustment():
@@ -33,7 +35,7 @@ def test_budget_and_seed_flags():
     assert experiments.SEED_FLAG_SETS["steps 1, topk 1, 16 draft tokens"].to_flags()[-2:] == \
         ["--speculative-num-draft-tokens", "16"]
     assert experiments.config_grid([1, 3], [(5, 2, 8)]) == [(1, 1, 2), (3, 1, 4), (5, 2, 8)]
-    from eagle3lab.engine.faults import seed_fix_ids
+    from eagle3lab.decoder.faults import seed_fix_ids
 
     assert seed_fix_ids(61) == [-1, 1, 29]
 

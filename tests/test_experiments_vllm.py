@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from eagle3lab.engines.vllm import launch as vllm_launch
-from eagle3lab import experiments, server
+from eagle3lab import experiments
+from eagle3lab.serving import server
 from eagle3lab.engines.vllm import experiments as experiments_vllm
-from eagle3lab.engines.vllm import rules as vllm_rules
+from eagle3lab.engines.vllm import vllm_rules
 from eagle3lab.spec import SpecConfig
 
 

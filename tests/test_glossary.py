@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import glossary, prose, report
+from eagle3lab.report import glossary
+from eagle3lab.report import prose
+from eagle3lab.report import render as report
 
 SRC = Path(__file__).resolve().parents[1] / "notebooks" / "src"
 

@@ -5,7 +5,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from eagle3lab import incident
+from eagle3lab.report import incident
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,4 +68,4 @@ def test_no_incident_figure_is_typed_into_the_library_or_the_notebooks():
             for number in _INCIDENT_NUMBERS:
                 if re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", code):
                     found.append(f"{path.relative_to(ROOT)}:{i}: {number}")
-    assert not found, "incident figures typed in code (read them from eagle3lab.incident):\n" + "\n".join(found)
+    assert not found, "incident figures typed in code (read them from eagle3lab.report.incident):\n" + "\n".join(found)

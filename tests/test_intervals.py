@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import stats
+from eagle3lab.acceptance import stats
 
 T_975 = {1: 12.7062047362, 2: 4.3026527297, 3: 3.1824463053, 5: 2.5705818356, 30: 2.0422724563}  # Student t tables
 

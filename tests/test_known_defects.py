@@ -102,7 +102,7 @@ def test_settings_from_flags():
     got = kd.settings_from_flags("--speculative-algorithm EAGLE3 --speculative-num-steps 3 "
                                  "--speculative-eagle-topk 4 --speculative-num-draft-tokens 8 "
                                  "--cuda-graph-max-bs 16", "sglang", "0.5.9")
-    # SGLang resets max running requests to 48 for speculation (eagle3lab.config's rules); spec v2 is
+    # SGLang resets max running requests to 48 for speculation (eagle3lab.engines.effective's rules); spec v2 is
     # opt-in before 0.5.11 (SGLANG_ENABLE_SPEC_V2's default, read in the wheels)
     assert got == {"topk": 4, "cuda_graph_max_bs": 16, "cuda_graph": True, "rejection_sampling": False,
                    "pd_disaggregation": False, "spec_v2": False, "max_running_requests": 48}

@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaConfig
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.engine.draft import Eagle3Draft, KVCache, sglang_param_names
+from eagle3lab.decoder.draft import Eagle3Draft, KVCache, sglang_param_names
 
 H, NH, NKV, I, V, VD, N = 64, 4, 2, 160, 512, 256, 8
 HD = H // NH

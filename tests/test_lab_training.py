@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from eagle3lab.engine.draft import Eagle3Draft, KVCache, init_weights
+from eagle3lab.decoder.draft import Eagle3Draft, KVCache, init_weights
 from eagle3lab.lab.target import capture
 from eagle3lab.lab.training import (DraftJob, concat_aux, train_drafts, ttt_mask, ttt_unroll,
                                     weighted_loss)

@@ -11,8 +11,12 @@ import pytest
 import sys
 import textwrap
 
-from eagle3lab import cli, loadsweep, loadtest, server, stats
-from eagle3lab.loadtest import LoadTestResult
+from eagle3lab import cli
+from eagle3lab.serving import loadsweep
+from eagle3lab.serving import loadtest
+from eagle3lab.serving import server
+from eagle3lab.acceptance import stats
+from eagle3lab.serving.loadtest import LoadTestResult
 
 # Speaks vLLM's /health, /metrics (spec-decode counters, K = 3 positions, only with speculation)
 # and a streamed /v1/completions (chunked, the final chunk with usage and per-request acceptance).
@@ -296,7 +300,7 @@ def test_the_cli_prints_the_table_with_intervals_and_the_crossover(fake_script, 
 
 
 def test_the_load_plot_draws_measured_predicted_and_total():
-    from eagle3lab import plots
+    from eagle3lab.viz import plots
 
     rows = _load_rows(**{"2": [0.7, 0.9]})
     rows = [{**r, "speedup": 1.0, "speedup_ci95": [0.9, 1.1]} for r in rows]
@@ -354,7 +358,7 @@ def test_the_load_cost_model_needs_two_baseline_concurrencies_and_an_anchor():
 
 def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the_counters():
     """A vLLM started without --per-request-spec-decode-metrics: counts only, steps as independent."""
-    from eagle3lab.stats import wilson_interval
+    from eagle3lab.acceptance.stats import wilson_interval
     from eagle3lab.engines.vllm import metrics as vllm_metrics
 
     delta = vllm_metrics.Counters(drafts=40, draft_tokens=120, accepted=60, per_position=[30, 20, 10], present=True)
@@ -372,7 +376,8 @@ def test_without_per_request_acceptance_the_rates_get_a_wilson_interval_from_the
 
 
 def test_on_the_lab_backend_notebook_05_shows_stored_sweeps_with_their_origin(tmp_path, monkeypatch):
-    from eagle3lab import experiments, prose
+    from eagle3lab import experiments
+    from eagle3lab.report import prose
 
     rows = [{**r, "point_key": f"k{r['concurrency']}", "speedup": 1.2, "speedup_ci95": [1.1, 1.3]}
             for r in _load_rows(**{"2": [0.7, 0.9]})]
@@ -411,7 +416,8 @@ def test_a_flat_or_falling_baseline_is_not_extrapolated_downwards():
 def test_the_stored_default_lab_sweeps_draw_one_figure_per_draft_and_depth():
     """What notebook 05 shows on the default lab's report: the committed vLLM sweeps in data/load/,
     each with a manifest, drawn per (draft, k), the crossover decided from their intervals."""
-    from eagle3lab import experiments, prose
+    from eagle3lab import experiments
+    from eagle3lab.report import prose
 
     result = experiments.under_load("default", backend="lab")
     names = sorted(s["name"] for s in result["stored"])

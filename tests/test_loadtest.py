@@ -10,7 +10,8 @@ import textwrap
 
 import pytest
 
-from eagle3lab import loadtest, server
+from eagle3lab.serving import loadtest
+from eagle3lab.serving import server
 
 # Speaks SGLang's /health, /get_server_info and /generate (SSE when stream=true). Every request
 # emits max_new_tokens tokens in rounds of --accept tokens (the last round may be shorter), so
@@ -220,7 +221,7 @@ def test_cli_sweep_over_urls_resumes(fake_script, tmp_path):
                "--grid", "concurrency=1,2", "--baseline", "--out", str(out)]
         first = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
-        # concurrency is load (eagle3lab.loadsweep): one row per concurrency, its baseline inside
+        # concurrency is load (eagle3lab.serving.loadsweep): one row per concurrency, its baseline inside
         assert len(loadtest.load_points(out)) == 2 and "speed-up" in first.stdout
         assert [r["concurrency"] for r in loadtest.load_points(out)] == [1, 2]
         # num_steps=5 runs on neither server: said so, not recorded

@@ -1,4 +1,4 @@
-"""The report's measurement store (eagle3lab.measurements): keys, reuse, damaged lines, appends
+"""The report's measurement store (eagle3lab.serving.measurements): keys, reuse, damaged lines, appends
 from several processes at once."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import multiprocessing
 
 import pytest
 
-from eagle3lab import measurements
-from eagle3lab.measurements import Store, key_id
+from eagle3lab.serving import measurements
+from eagle3lab.serving.measurements import Store, key_id
 
 
 def test_equal_keys_give_one_id_whatever_their_order():
@@ -86,9 +86,9 @@ def ci_lab():
 def test_the_fault_and_the_wiring_that_feed_the_same_boundaries_share_a_key(ci_lab):
     """03 serves the seed with its trained boundaries, 04 and 05 with the embed-patch fault: one
     configuration, so one key (labels and fault names are not part of it)."""
-    from eagle3lab.engine import make_lab_engine
-    from eagle3lab.engine.faults import FaultPlan, build_engine
-    from eagle3lab.engine.speculate import SpecParams
+    from eagle3lab.decoder import make_lab_engine
+    from eagle3lab.decoder.faults import FaultPlan, build_engine
+    from eagle3lab.decoder.speculate import SpecParams
 
     prompts = ci_lab.heldout_prompts(2, 48)
     spec = SpecParams.of((5, 1, 6))

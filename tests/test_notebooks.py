@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from eagle3lab import report
+from eagle3lab.report import render as report
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,8 @@ def test_the_index_links_resolve_and_carry_no_local_path(ci_report):
 def test_every_page_defines_terms_before_use_and_intervals_hold(ci_report):
     import re
 
-    from eagle3lab import glossary, prose
+    from eagle3lab.report import glossary
+    from eagle3lab.report import prose
 
     def blocks_of(html):
         body = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", html, flags=re.S)
@@ -178,7 +179,7 @@ def test_the_report_measures_no_configuration_twice(ci_report):
 
 
 def measurements_records(out_dir) -> list[dict]:
-    from eagle3lab.measurements import Store
+    from eagle3lab.serving.measurements import Store
 
     store = Store(out_dir / "measurements.jsonl")
     records = store.records()

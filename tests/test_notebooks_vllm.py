@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from eagle3lab import report
+from eagle3lab.report import render as report
 
 pytestmark = pytest.mark.slow
 

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from eagle3lab import patching
-from eagle3lab.patching import APPLIED, NATIVE, NEEDS_PATCH, PatchError
+from eagle3lab.wiring import patching
+from eagle3lab.wiring.patching import APPLIED, NATIVE, NEEDS_PATCH, PatchError
 
 # (version, llama state, deepseek state, deepseek forward needs the None guard) - read in source.
 VERSIONS = {

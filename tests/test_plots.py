@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from eagle3lab import predict, stats
-from eagle3lab import plots as P
+from eagle3lab.acceptance import predict
+from eagle3lab.acceptance import stats
+from eagle3lab.viz import plots as P
 from eagle3lab.errors import EagleLabError
 
 
@@ -188,7 +189,7 @@ def test_fault_plot_draws_intervals_sized_by_n():
 
 import itertools  # noqa: E402
 
-from eagle3lab import style  # noqa: E402
+from eagle3lab.viz import style  # noqa: E402
 from eagle3lab.spec import BASELINE  # noqa: E402
 
 # Machado, Oliveira & Fernandes (2009), "A physiologically-based model for simulation of color
@@ -327,7 +328,7 @@ def test_alt_text_reaches_the_rendered_html():
     nbconvert's HTML export prefers: the rendered report carries the alt text."""
     import nbformat
 
-    from eagle3lab import report
+    from eagle3lab.report import render as report
 
     fig = P.accept_vs_depth(a=[0.7], max_depth=4, title="curves")
     html = style.figure_html(fig)
@@ -345,7 +346,7 @@ def test_alt_text_reaches_the_rendered_html():
 def test_the_token_view_is_legible():
     """Every kind of token: dark text on a light background, at least WCAG's 4.5:1; the draft
     position written, not only shaded; a step's end marked."""
-    from eagle3lab.tokenview import TOKEN_STYLE
+    from eagle3lab.viz.tokenview import TOKEN_STYLE
 
     for kind, (background, text, _) in TOKEN_STYLE.items():
         assert style.contrast_ratio(text, background) >= 4.5, (kind, style.contrast_ratio(text, background))

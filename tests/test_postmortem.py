@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from eagle3lab import incident, predict
-from eagle3lab.postmortem import tables as t
-from eagle3lab.postmortem.page import index_markdown
+from eagle3lab.report import incident
+from eagle3lab.acceptance import predict
+from eagle3lab.report.postmortem import tables as t
+from eagle3lab.report.postmortem.page import index_markdown
 
 
 def _row(L, ci, sp=1.0, sp_ci=(0.9, 1.1), base=100.0, pp=(0.8, 0.1, 0.0, None, None), n=(400, 320, 30, 0, 0)):
@@ -120,7 +121,7 @@ def test_the_next_measurement_claims_no_separation_the_lab_intervals_do_not_show
                         "per_position_ci95": [[0.7, 0.9], [0.01, 0.84], [0.0, 0.1]]},
         "domain-shift": {**_row(1.7, (1.5, 1.9), pp=(0.45, 0.4, 0.3), n=(300, 135, 54)),
                          "per_position_ci95": [[0.3, 0.6], [0.2, 0.6], [0.1, 0.5]]}}}}
-    from eagle3lab.postmortem.page import next_measurement
+    from eagle3lab.report.postmortem.page import next_measurement
 
     text = next_measurement(t.hypothesis_rows(ev))
     assert "draft position 1" in text and "0.80 [0.70, 0.90] (n = 400)" in text and "0.45 [0.30, 0.60] (n = 300)" in text
@@ -131,8 +132,8 @@ def test_the_next_measurement_claims_no_separation_the_lab_intervals_do_not_show
 
 
 def test_every_diagnosis_cause_has_words_on_the_page():
-    from eagle3lab.diagnosis.rules import CAUSES
-    from eagle3lab.postmortem.page import CAUSE_WORDS
+    from eagle3lab.acceptance.diagnosis.cause_rules import CAUSES
+    from eagle3lab.report.postmortem.page import CAUSE_WORDS
 
     assert set(CAUSE_WORDS) == set(CAUSES)
 
@@ -158,7 +159,7 @@ def test_pairs_the_intervals_separate_are_named_when_no_grouping_holds():
                    "per_position_ci95": [[0.20, 0.64], [0.12, 1.00]]}}}}
     rows = t.hypothesis_rows(ev)
     assert [(p["position"], p["low"][0], p["high"][0]) for p in t.separated_pairs(rows)] == [(1, "no-d2t", "embed-patch")]
-    from eagle3lab.postmortem.page import next_measurement
+    from eagle3lab.report.postmortem.page import next_measurement
 
     text = next_measurement(rows)
     assert "intervals overlap" in text and "Pairs the lab's intervals do separate: at position 1, *no TTT with the " \

@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import experiments, prose, stats
+from eagle3lab import experiments
+from eagle3lab.report import prose
+from eagle3lab.acceptance import stats
 from eagle3lab.experiments import BASELINE
 
 
@@ -66,7 +68,7 @@ def test_accuracy_headline_is_qualified_by_depth():
 
 
 def test_gap_sentence_names_both_measures_and_the_direction():
-    from eagle3lab import predict
+    from eagle3lab.acceptance import predict
 
     gap = predict.gap_table([0.56, 0.16, 0.13], [0.6, 0.5, 0.4])
     text = prose.gap_sentence(gap)

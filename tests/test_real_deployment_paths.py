@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from eagle3lab import experiments, loadtest, server
+from eagle3lab import experiments
+from eagle3lab.serving import loadtest
+from eagle3lab.serving import server
 from eagle3lab.spec import SpecConfig
 from eagle3lab.paths import lab_dir
 

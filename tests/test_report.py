@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from eagle3lab import report
+from eagle3lab.report import render as report
 from eagle3lab.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]

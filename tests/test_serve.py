@@ -179,7 +179,7 @@ def test_fault_switches_the_served_draft():
 
 
 def test_chat_template_fault_serves_prompts_in_the_template():
-    from eagle3lab.engine.speculate import SpecEngine
+    from eagle3lab.decoder.speculate import SpecEngine
 
     root = ci_lab_root()
     state = srv.load_state(str(root / "target"), str(root / "drafts" / "healthy"),
@@ -238,7 +238,7 @@ def test_serve_rejects_bad_flags(capsys):
 
 def test_sigterm_to_a_bench_stops_the_server_it_launched(tmp_path):
     """`kill PID` of a command that launched a server leaves no server behind (exit 143)."""
-    from eagle3lab.server import port_in_use
+    from eagle3lab.serving.server import port_in_use
 
     root = ci_lab_root()
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")

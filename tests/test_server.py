@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from eagle3lab import loadtest, server
-from eagle3lab.server import process_alive
+from eagle3lab.serving import loadtest
+from eagle3lab.serving import server
+from eagle3lab.serving.server import process_alive
 
 # A /health server that also starts a grandchild (to prove the whole group goes), writes the
 # grandchild's pid to argv[2], and optionally ignores SIGTERM (argv[3] == "stubborn").

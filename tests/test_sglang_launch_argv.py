@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from eagle3lab import server
+from eagle3lab.serving import server
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_launch_flags_cover_sglangs_parser_and_agree_on_which_take_a_value(sglan
     """LAUNCH_FLAGS holds every flag of 0.4.3-0.5.23 (older releases' flags too, so a user's old
     command line still parses): every flag of the installed 0.5.23 parser is in it, classed as
     SGLang classes it (a switch takes no value)."""
-    from eagle3lab.engines.sglang.resolver import LAUNCH_FLAGS, SWITCH_FLAGS, VALUE_FLAGS
+    from eagle3lab.engines.sglang.sglang_resolver import LAUNCH_FLAGS, SWITCH_FLAGS, VALUE_FLAGS
 
     actions = {flag: a for flag, a in sglang_parser._option_string_actions.items() if flag.startswith("--")}
     assert sorted(set(actions) - LAUNCH_FLAGS) == []

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import diagnosis, stats
-from eagle3lab.engines.sglang.rules import W_ADJUST
+from eagle3lab.acceptance import diagnosis
+from eagle3lab.acceptance import stats
+from eagle3lab.engines.sglang.sglang_rules import W_ADJUST
 from eagle3lab.spec import SpecConfig
 from eagle3lab.sources.logfile import config_from_log as from_log
 from eagle3lab.sources.logfile import observe_log

@@ -39,7 +39,7 @@ def test_every_named_field_is_a_flag_that_parses_back():
 
 
 def test_the_lab_servers_argv_round_trips_to_the_same_object():
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.commands.serve import SERVE_FIELDS
 
     asked = SpecConfig(num_steps=5, topk=1, num_draft_tokens=6, draft_model_path="/lab/drafts/seed")
@@ -61,7 +61,7 @@ def test_server_info_round_trips_to_the_same_object():
 def _in_process_lab_server(backend, model_path, draft_path, spec=None, extra_args=(), **_):
     """`server.launch("lab", ...)` without a subprocess: the same argv, parsed by the lab server's
     parser, served over HTTP from a thread, so resolving can be counted here."""
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.commands.serve import SERVE_FIELDS
     from eagle3lab.engines.lab import frontend
     from eagle3lab.sources.logfile import observe_log
@@ -88,7 +88,9 @@ def _in_process_lab_server(backend, model_path, draft_path, spec=None, extra_arg
 def test_notebook_04_config_is_resolved_once_from_ints_to_the_row(monkeypatch, tmp_path):
     """Notebook 04's call, STEPS/TOPK/DRAFT_TOKENS to the row it shows: one resolve (the lab
     server's), and the row, the store key and the server's answer all carry what it resolved."""
-    from eagle3lab import experiments, measurements, server
+    from eagle3lab import experiments
+    from eagle3lab.serving import measurements
+    from eagle3lab.serving import server
 
     resolve, calls = spec_mod._RESOLVER[0], []
 

@@ -4,10 +4,11 @@ import json
 
 import pytest
 
-from eagle3lab import predict, stepcost
+from eagle3lab.acceptance import predict
+from eagle3lab.cost import stepcost
 from eagle3lab.cli import main
-from eagle3lab.stats import StatsError
-from eagle3lab.stepcost import StepCost
+from eagle3lab.acceptance.stats import StatsError
+from eagle3lab.cost.stepcost import StepCost
 
 # the incident's figures at 5/1/6 after the fix (seed text): 90 tok/s without, 54.8 with, L about 1.78
 B, S, L = 90.0, 54.8, 1.78

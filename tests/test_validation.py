@@ -16,7 +16,7 @@ from eagle3lab.lab import validation as V
 
 @pytest.fixture(scope="module")
 def runner():
-    from eagle3lab.lab.lab import Lab
+    from eagle3lab.lab.built import Lab
     from eagle3lab.paths import lab_dir
 
     path = lab_dir("ci")
@@ -80,7 +80,7 @@ def test_a_correct_serve_accepts_exactly_what_the_replay_accepts(runner):
 
 
 def test_score_is_strict_and_top2_needs_both_faults():
-    from eagle3lab.findings import Finding
+    from eagle3lab.acceptance.diagnosis.findings import Finding
 
     ranked = [Finding("multi_step", weight=0.85), Finding("quantization", weight=0.75), Finding("wiring", weight=0.5)]
     assert V.score(("wiring-seed", "quant-int4"), ranked) == {"top1": True, "top2": True}
@@ -125,7 +125,7 @@ def test_unknown_scenario_is_a_clear_error():
 
 
 def test_served_logprobs_name_a_changed_target_when_greedy_text_agrees():
-    from eagle3lab import diagnosis
+    from eagle3lab.acceptance import diagnosis
 
     steps = __import__("pandas").DataFrame({"accepted": [2] * 50, "context_length": range(50, 100)})
     replay = {"reference_accepted": [2.0] * 50, "tokens_checked": 150, "mismatch_margins": []}
@@ -146,7 +146,7 @@ def test_replay_steps_that_differ_either_way_name_wiring():
     differ both ways (as past the draft's training length) still mean other inputs."""
     import pandas as pd
 
-    from eagle3lab import diagnosis
+    from eagle3lab.acceptance import diagnosis
 
     served = [2] * 100
     ref = [2.0] * 100

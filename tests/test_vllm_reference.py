@@ -16,11 +16,11 @@ import json
 
 import pytest
 
-from eagle3lab.boundaries import CaptureError, ConventionError
-from eagle3lab.conventions import serve_boundaries
+from eagle3lab.wiring.boundaries import CaptureError, ConventionError
+from eagle3lab.wiring.conventions import serve_boundaries
 from eagle3lab.errors import EagleLabError
 from eagle3lab.engines.vllm.env import VLLM_VERSION
-from eagle3lab.engines.vllm.rules import VllmServeArgs, compare_with_vllm, parse_vllm_flags, resolve_vllm_serve
+from eagle3lab.engines.vllm.vllm_rules import VllmServeArgs, compare_with_vllm, parse_vllm_flags, resolve_vllm_serve
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def captured(lab, drafts_dir):
 
 @pytest.mark.parametrize("name", list(ID_SETS))
 def test_serve_boundaries_equal_what_vllm_captures(lab, captured, name):
-    from eagle3lab.engine.faults import draft_config_ids
+    from eagle3lab.decoder.faults import draft_config_ids
 
     edit, real = ID_SETS[name], captured[name]
     config = {}
@@ -207,8 +207,8 @@ def test_lab_engine_reproduces_vllm_greedy_acceptance(lab_and_vllm):
 
 
 def test_lab_serve_flag_picks_the_engines_rule(lab):
-    from eagle3lab.engine.faults import FaultError
-    from eagle3lab.engine.labbench import make_lab_engine
+    from eagle3lab.decoder.faults import FaultError
+    from eagle3lab.decoder.labbench import make_lab_engine
 
     sglang, _ = make_lab_engine(lab)  # default: SGLang 0.5.23, id + 1
     vllm, plan = make_lab_engine(lab, serve="vllm==0.32.0")  # raw ids

@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from eagle3lab.engines.vllm import launch as vllm_launch
-from eagle3lab import loadtest, server
-from eagle3lab.server import process_alive
+from eagle3lab.serving import loadtest
+from eagle3lab.serving import server
+from eagle3lab.serving.server import process_alive
 from eagle3lab.engines.vllm import metrics as vllm_metrics
 
 K = 3  # conftest.VLLM_SPEC_TOKENS
@@ -215,7 +216,7 @@ def test_a_load_sweep_on_the_running_vllm_reads_each_concurrency_window_from_its
     """`eagle3lab sweep --url ... --grid concurrency=1,2`: the one server serves both
     concurrencies; each window's acceptance is its own /metrics difference, and the per-request
     acceptance vLLM returns adds up to it even with two requests in flight."""
-    from eagle3lab import loadsweep
+    from eagle3lab.serving import loadsweep
 
     frame = loadsweep.sweep({"concurrency": [2, 1]}, prompts(ci_lab, 4), urls=[healthy.url], max_new_tokens=16,
                             progress=False)
@@ -362,7 +363,7 @@ def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
     caller = Path(tempfile.mkdtemp(prefix="e3l-", dir="/tmp"))
     try:
         monkeypatch.setattr(tempfile, "tempdir", str(caller))
-        worker = run_json_worker(str(fake), "eagle3lab.engines.vllm.resolver", [], {}, 30, "a worker")["result"]["tmp"]
+        worker = run_json_worker(str(fake), "eagle3lab.engines.vllm.vllm_resolver", [], {}, 30, "a worker")["result"]["tmp"]
         job = vllm_reference.run_job({"job": "capture"}, python=str(fake), timeout=30)["tmp"]
         assert Path(worker).parent == caller and Path(job).parent == caller and worker != job
         assert list(caller.iterdir()) == []

@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from eagle3lab import predict as P, stats as S, widgets
-from eagle3lab.costfit import CostCurve
-from eagle3lab.widgets import AcceptanceExplorer
+from eagle3lab.acceptance import predict as P
+from eagle3lab.acceptance import stats as S
+from eagle3lab.viz import widgets
+from eagle3lab.cost.costfit import CostCurve
+from eagle3lab.viz.widgets import AcceptanceExplorer
 
 LAB = CostCurve(draft=0.057, verify=0.938, growth=0.165, fixed=0.104, prefill_base=1.905, prefill_spec=2.181,
                 tokens=128, source="test")

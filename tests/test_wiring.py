@@ -7,9 +7,9 @@ import torch
 from safetensors.torch import save_file
 
 from eagle3lab.cli import main
-from eagle3lab.boundaries import ConventionError
+from eagle3lab.wiring.boundaries import ConventionError
 from eagle3lab.errors import EagleLabError
-from eagle3lab.wiring import (WiringInputError, check, match_boundaries, plot_wiring_matrix, read_draft,
+from eagle3lab.wiring.slots import (WiringInputError, check, match_boundaries, plot_wiring_matrix, read_draft,
                               wiring_matrix)
 
 H, DRAFT_VOCAB, VOCAB = 16, 8, 40
@@ -203,7 +203,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 def test_wiring_matrix_finds_an_offset_without_conventions():
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from eagle3lab.capture import capture
+    from eagle3lab.wiring.capture import capture
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=6,

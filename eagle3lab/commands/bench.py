@@ -51,7 +51,7 @@ def health_timeout(args, launched: bool) -> float:
 def check_urls(args, one: bool = False) -> None:
     """Every --url is a server URL (refused at once otherwise); `bench` measures one."""
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.server import check_url
+    from eagle3lab.serving.server import check_url
 
     for url in args.url or []:
         check_url(url)
@@ -77,7 +77,7 @@ def check_faults(args, faults) -> None:
         raise EagleLabError(f"--fault {','.join(faults)}: faults are switches of the lab engine, "
                             f"{where} cannot apply them (use --backend lab)")
     if faults:
-        from eagle3lab.engine.faults import normalize_faults
+        from eagle3lab.decoder.faults import normalize_faults
 
         normalize_faults(faults)  # unknown or contradictory: said before a server loads for seconds
 
@@ -176,7 +176,7 @@ def lossless(run, baseline) -> dict:
 def summarize(results: dict, obs) -> dict:
     """The summary `--json` prints: the load test's figures, the observation's (accept length
     with its interval, per-position rates), and the comparison with the baseline."""
-    from eagle3lab import loadtest
+    from eagle3lab.serving import loadtest
 
     run = results["run"]
     summary = run.summary()
@@ -200,11 +200,11 @@ def summarize(results: dict, obs) -> dict:
 
 
 def step_cost(summary: dict) -> dict:
-    """The cost arithmetic (`eagle3lab cost`, eagle3lab.stepcost) on this bench's own figures: one
+    """The cost arithmetic (`eagle3lab cost`, eagle3lab.cost.stepcost) on this bench's own figures: one
     speculative step in no-speculation steps, its break-even accept length, the i.i.d. rate its
     accept length corresponds to; or why it cannot be computed (`note`)."""
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.stepcost import StepCost
+    from eagle3lab.cost.stepcost import StepCost
 
     try:
         cost = StepCost(summary.get("baseline_tokens_per_s"), summary.get("tokens_per_s"),
@@ -245,7 +245,9 @@ def cost_lines(summary: dict) -> list[str]:
 
 
 def run(args) -> int:
-    from eagle3lab import engines, loadtest, server
+    from eagle3lab import engines
+    from eagle3lab.serving import loadtest
+    from eagle3lab.serving import server
 
     faults = [f for item in (args.fault or []) for f in item.split(",") if f.strip() and f.strip() != "none"]
     check_faults(args, faults)
@@ -298,7 +300,7 @@ def categorised_prompts(args, prompts: list):
     (`byprompt.read_prompts`: JSON lines with text/messages and category, or plain lines)."""
     if not args.prompts:
         return prompts, None
-    from eagle3lab import byprompt
+    from eagle3lab.acceptance import byprompt
 
     pset = byprompt.read_prompts(args.prompts)
     if args.num_prompts:
@@ -310,7 +312,7 @@ def categorised_prompts(args, prompts: list):
 def acceptance_by_prompt(run, obs, prompt_set):
     """The breakdown by prompt length and category from the run's per-request histograms
     (SGLang, the lab server, vLLM with per-request metrics); None when no request has one."""
-    from eagle3lab import byprompt
+    from eagle3lab.acceptance import byprompt
 
     k = None if obs is None else obs.effective.get("num_steps")
     source = "per-request histograms" if obs is None else f"per-request histograms, {obs.engine}"

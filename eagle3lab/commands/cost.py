@@ -1,5 +1,5 @@
 """`eagle3lab cost`: what one speculative step costs on your hardware, from three numbers you have,
-and what another accept length would give there (`eagle3lab.stepcost`)."""
+and what another accept length would give there (`eagle3lab.cost.stepcost`)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def describe(cost, iid=(), what_if=()) -> list[str]:
             lines.append(f"accept length {value:g} [{interval[0]:g}, {interval[1]:g}] would give "
                          f"{w['speedup']:.2f}x [{s_lo:.2f}, {s_hi:.2f}], {w['tokens_per_s']:.1f} "
                          f"[{t_lo:.1f}, {t_hi:.1f}] tok/s here (pays: {w['pays']})")
-    from eagle3lab.stepcost import ASSUMPTIONS
+    from eagle3lab.cost.stepcost import ASSUMPTIONS
 
     return lines + [ASSUMPTIONS]
 
@@ -82,7 +82,7 @@ def describe(cost, iid=(), what_if=()) -> list[str]:
 def run(args) -> int:
     import json
 
-    from eagle3lab.stepcost import StepCost
+    from eagle3lab.cost.stepcost import StepCost
 
     cost = StepCost(args.baseline_tps, args.spec_tps, args.accept_length, args.steps, args.topk,
                     args.draft_tokens, args.kind)

@@ -6,7 +6,7 @@ HELP = "benchmark speculative decoding on the lab (accept length, per-position, 
 
 
 def add_arguments(parser) -> None:
-    from eagle3lab.engine.faults import describe_faults
+    from eagle3lab.decoder.faults import describe_faults
 
     parser.add_argument("--preset", default="default", help="lab preset: default or ci")
     parser.add_argument("--lab-dir", default=None, metavar="DIR",
@@ -65,7 +65,7 @@ def resolve_spec(steps, topk, draft_tokens):
 def run(args) -> int:
     import sys
 
-    from eagle3lab.engine.faults import normalize_faults, parse_serve
+    from eagle3lab.decoder.faults import normalize_faults, parse_serve
     from eagle3lab.errors import EagleLabError
 
     for name in ("prompts", "prompt_tokens", "max_new_tokens", "threads"):
@@ -79,7 +79,7 @@ def run(args) -> int:
     spec, warnings = resolve_spec(args.steps, args.topk, args.draft_tokens)
     import torch
 
-    from eagle3lab.engine.labbench import run_bench
+    from eagle3lab.decoder.labbench import run_bench
     from eagle3lab.lab import load_lab
     for line in warnings:
         print(f"sglang 0.5.23: {line}", file=sys.stderr)

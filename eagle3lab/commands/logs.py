@@ -88,7 +88,7 @@ def format_observation(obs, diagnose: bool = False) -> str:
     if diagnose and obs.frame is not None and obs.frame.empty:
         lines.append("   diagnosis: none (no records in this log: nothing to diagnose)")
     elif diagnose:
-        from eagle3lab.diagnosis import diagnose as run_diagnosis
+        from eagle3lab.acceptance.diagnosis import diagnose as run_diagnosis
 
         top = run_diagnosis(obs)[0]
         lines.append(f"   diagnosis: {top.cause} (ranked first by the rules): {top.evidence}")

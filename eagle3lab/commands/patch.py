@@ -18,7 +18,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from eagle3lab import patching
+    from eagle3lab.wiring import patching
 
     if args.check:
         plan = patching.check(args.sglang_dir)

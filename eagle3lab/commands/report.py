@@ -32,7 +32,8 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from eagle3lab import engines, report
+    from eagle3lab import engines
+    from eagle3lab.report import render as report
     from eagle3lab.errors import EagleLabError
 
     if args.timeout <= 0:

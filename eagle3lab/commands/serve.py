@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
                         help="torch CPU threads (1 is fastest for lab-sized models on a shared CPU)")
     parser.add_argument("--backend", choices=["lab", "vllm"], default="lab",
                         help="lab: the lab engine (default); vllm: launch vLLM with the same settings "
-                             "(eagle3lab.server.launch) and keep it until Ctrl-C")
+                             "(eagle3lab.serving.server.launch) and keep it until Ctrl-C")
     parser.add_argument("--vllm-python", metavar="PATH", help="the python that has vLLM (--backend vllm)")
     parser.add_argument("--draft-layer-ids", metavar="I,J,K",
                         help="--backend vllm: serve the draft with these aux layer ids (temporary config)")
@@ -39,7 +39,7 @@ def run_vllm(args) -> int:
     import signal
     import threading
 
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.errors import EagleLabError
 
     if args.fault:
@@ -122,9 +122,9 @@ def _check_before_loading(args) -> None:
     a port in use."""
     from pathlib import Path
 
-    from eagle3lab.engine.faults import normalize_faults
+    from eagle3lab.decoder.faults import normalize_faults
     from eagle3lab.errors import EagleLabError
-    from eagle3lab.server import port_in_use
+    from eagle3lab.serving.server import port_in_use
     from eagle3lab.spec import LATEST_SGLANG, SpecConfig
 
     normalize_faults(args.fault)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3lab.loadsweep import DEFAULT_NUM_STEPS
+from eagle3lab.serving.loadsweep import DEFAULT_NUM_STEPS
 from eagle3lab.spec import LATEST_SGLANG
 
 HELP = ("sweep num_steps/topk/draft tokens/faults, or load (concurrency), over launched or running "
@@ -59,7 +59,7 @@ def check_inputs(args, grid: dict):
     from eagle3lab.commands.bench import check_urls
     from eagle3lab.errors import EagleLabError
     from eagle3lab.spec import parse_version
-    from eagle3lab.sweepinput import check_out, check_points, grid_points
+    from eagle3lab.serving.sweepinput import check_out, check_points, grid_points
 
     check_urls(args)
     parse_version(args.version)
@@ -73,7 +73,7 @@ def check_inputs(args, grid: dict):
 
 
 def run(args) -> int:
-    from eagle3lab import loadtest
+    from eagle3lab.serving import loadtest
     from eagle3lab.commands.bench import launch_target, load_prompts
 
     grid = parse_grid(args.grid)
@@ -84,7 +84,7 @@ def run(args) -> int:
     check_inputs(args, grid)
     target = None if args.url else launch_target(args)
     if target and "draft" in grid:  # a lab draft's name is looked up next to the target
-        from eagle3lab.sweepinput import check_points, grid_points
+        from eagle3lab.serving.sweepinput import check_points, grid_points
 
         check_points(grid_points(grid), args.backend, None, args.version, target[0])
     servers = connect(args)
@@ -156,7 +156,7 @@ def load_table(df):
 
 def connect(args) -> list | None:
     """The servers at --url, each waited for up to --timeout (before the lab's prompts load)."""
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.commands.bench import health_timeout
 
     if not args.url:
@@ -178,7 +178,7 @@ def over_servers(sweep, args, grid, prompts, servers=None, target=None, **kwargs
 
 def run_load(args, grid, servers=None, target=None) -> int:
     """Concurrency as the sweep's load dimension: the table, then the crossover per config."""
-    from eagle3lab import loadsweep
+    from eagle3lab.serving import loadsweep
     from eagle3lab.commands.bench import load_prompts
 
     loadsweep.concurrencies(grid["concurrency"])  # bad values fail before anything launches
@@ -209,12 +209,12 @@ def run_load(args, grid, servers=None, target=None) -> int:
 def print_cost_models(df, plot=None) -> None:
     """Prediction beside measurement per concurrency (decode speed-up), then what the fit says;
     the first config's plot saved to ``plot``."""
-    from eagle3lab import loadsweep
+    from eagle3lab.serving import loadsweep
 
     for i, (config, rows) in enumerate(loadsweep.by_config(df) if "baseline_itl_s" in df else []):
         model = loadsweep.load_cost_model(rows.to_dict("records"))
         if plot and i == 0 and model["status"] == "ok":
-            from eagle3lab import plots
+            from eagle3lab.viz import plots
 
             plots.load_speedup(model, rows.to_dict("records")).savefig(plot, dpi=120)
             print(f"plot: {plot}")

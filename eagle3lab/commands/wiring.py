@@ -43,7 +43,7 @@ def parse_train(text: str | None):
 
 
 def run(args) -> int:
-    from eagle3lab.wiring import check
+    from eagle3lab.wiring.slots import check
 
     target = args.target if args.target is not None else args.num_layers
     report = check(args.draft, target, train=parse_train(args.train), serve=args.serve, arch=args.arch,

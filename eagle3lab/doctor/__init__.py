@@ -21,8 +21,8 @@ import time
 
 from eagle3lab.doctor.formats import DoctorInputError, read_draft_spec, read_target_spec
 from eagle3lab.doctor.prompts import read_prompts
-from eagle3lab.doctor.report import CheckStatus, DoctorReport
-from eagle3lab.findings import Finding
+from eagle3lab.doctor.ranking import CheckStatus, DoctorReport
+from eagle3lab.acceptance.diagnosis.findings import Finding
 
 __all__ = ["doctor", "DoctorReport", "Finding", "CheckStatus", "DoctorInputError"]
 
@@ -78,7 +78,7 @@ def doctor(draft, target=None, serve=None, *, flags: str | None = None, log=None
         checks += c
         facts.update(extra)
     if url:
-        from eagle3lab.doctor.served import served_checks
+        from eagle3lab.doctor.server_probe import served_checks
 
         t0 = time.perf_counter()
         f, c, extra = served_checks(url, serve, spec=spec, tspec=tspec, flags=flags, prompts=prompts,

@@ -9,8 +9,8 @@ on ROCm"), never a warning: most deployers know their platform, the doctor does 
 
 from __future__ import annotations
 
-from eagle3lab.doctor.report import CheckStatus
-from eagle3lab.findings import Finding
+from eagle3lab.doctor.ranking import CheckStatus
+from eagle3lab.acceptance.diagnosis.findings import Finding
 from eagle3lab.errors import EagleLabError
 
 CHECK = "known defects"
@@ -74,8 +74,8 @@ def _custom_ids(engine, version, facts, spec) -> bool | None:
     """Whether the draft's ids, read as the engine reads them without CUDA graphs, feed other
     boundaries than the default set (the static wiring check's facts: `num_layers`, `arch`);
     None when unknown."""
-    from eagle3lab.boundaries import CaptureError, ConventionError, default_boundaries
-    from eagle3lab.conventions import serve_boundaries
+    from eagle3lab.wiring.boundaries import CaptureError, ConventionError, default_boundaries
+    from eagle3lab.wiring.conventions import serve_boundaries
 
     n, arch = facts.get("num_layers"), facts.get("arch")
     if spec is None or not isinstance(n, int) or not arch:
@@ -121,7 +121,7 @@ def window_from_observation(obs, temperature, source: str):
     if obs.conditional:  # back to P(at least i accepted)
         import numpy as np
 
-        from eagle3lab.stats import unconditional_rates
+        from eagle3lab.acceptance.stats import unconditional_rates
 
         rates = unconditional_rates(np.nan_to_num(rates))
     drafts = int(obs.n_steps)

@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 from eagle3lab import engines
-from eagle3lab.boundaries import default_boundaries
+from eagle3lab.wiring.boundaries import default_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec
-from eagle3lab.doctor.report import CheckStatus
-from eagle3lab.findings import Finding
+from eagle3lab.doctor.ranking import CheckStatus
+from eagle3lab.acceptance.diagnosis.findings import Finding
 from eagle3lab.spec import split_engine
 
 NORMED = "N*"
@@ -68,7 +68,7 @@ class Scorer:
     def __init__(self, target, draft, windows, vocab_ids=None, boundaries=None):
         import torch
 
-        from eagle3lab.capture import capture, decoder_parts
+        from eagle3lab.wiring.capture import capture, decoder_parts
 
         self.draft = draft
         _, layers, norm = decoder_parts(target)
@@ -283,7 +283,7 @@ def _load_target(tspec: TargetSpec):
 def _load_draft(spec: DraftSpec, target):
     """(draft, None), or (None, why the lab cannot load it): a draft that will not load is a check
     that could not run, never an exception that loses the static findings."""
-    from eagle3lab.engine.draft import CHECKPOINT_FILE, Eagle3Draft
+    from eagle3lab.decoder.draft import CHECKPOINT_FILE, Eagle3Draft
 
     files = sorted(p.name for p in spec.path.glob("*.safetensors"))
     if CHECKPOINT_FILE not in files:
@@ -355,8 +355,8 @@ def empirical_checks(spec: DraftSpec, tspec: TargetSpec | None, serve, *, prompt
 def _fed_sets(spec, n, serve, arch) -> dict:
     """Engine label -> the boundaries it feeds for the target's architecture (the static check's
     rule, recomputed here)."""
-    from eagle3lab.boundaries import CaptureError, ConventionError
-    from eagle3lab.conventions import serve_boundaries
+    from eagle3lab.wiring.boundaries import CaptureError, ConventionError
+    from eagle3lab.wiring.conventions import serve_boundaries
     from eagle3lab.doctor.static import parse_serve
 
     out = {}
@@ -450,8 +450,8 @@ def _infer_wiring(scorer: Scorer, fed: dict, spec: DraftSpec, n: int, serve, fac
 def _servable_ids(boundaries, engine, version, arch, n, key) -> tuple[list[int] | None, bool]:
     """(ids that make the engine feed `boundaries`, whether SGLang's embedding patch is needed);
     (None, False) when no ids do."""
-    from eagle3lab.boundaries import CaptureError, ConventionError
-    from eagle3lab.conventions import ids_for
+    from eagle3lab.wiring.boundaries import CaptureError, ConventionError
+    from eagle3lab.wiring.conventions import ids_for
 
     for patched in engines.patch_options(engine):
         try:
@@ -555,7 +555,7 @@ def _vocab_map(scorer: Scorer, best, spec: DraftSpec, facts) -> list[Finding]:
 
 
 def _rope(scorer: Scorer, best, tspec: TargetSpec, draft, facts) -> list[Finding]:
-    from eagle3lab.engine.draft import RotaryEmbedding
+    from eagle3lab.decoder.draft import RotaryEmbedding
 
     theirs = tspec.rope["rope_theta"]
     attn = draft.midlayer.self_attn
@@ -593,7 +593,7 @@ def prompt_format(target, tokenizer, draft, best, spec: DraftSpec, tspec: Target
     vs as trained (the draft's recorded training template, raw text when none is recorded), each
     continued greedily by the target and scored on the continuation only (where an engine drafts).
     Prompts are paired, so the test is a sign-flip test over per-prompt acc@1 differences."""
-    from eagle3lab.chat_templates import TemplateError, describe, template_text
+    from eagle3lab.wiring.chat_templates import TemplateError, describe, template_text
 
     name = "prompt format"
     try:
@@ -647,7 +647,7 @@ def _format_acc(target, tokenizer, draft, best, template, prompts, seq_len, n_pr
     of the prompts in one format; only continuation positions count."""
     import torch
 
-    from eagle3lab.chat_templates import template_parts, wrap
+    from eagle3lab.wiring.chat_templates import template_parts, wrap
     from eagle3lab.lab.target import greedy_continue
 
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in _read_prompts(prompts)]

@@ -24,7 +24,7 @@ TARGET_FAULTS = ("chat-template",)  # faults that also change the served target 
 
 def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
     """Copy the lab draft the fault starts from into `out_dir`, with the fault written in."""
-    from eagle3lab.engine.faults import WRONG_ROPE_THETA, seed_fix_ids
+    from eagle3lab.decoder.faults import WRONG_ROPE_THETA, seed_fix_ids
 
     if fault not in CHECKPOINT_FAULTS:
         raise EagleLabError(f"no checkpoint form for fault {fault!r}; known: {', '.join(CHECKPOINT_FAULTS)}")
@@ -46,7 +46,7 @@ def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
     elif fault == "lm-head-target":
         _overwrite_lm_head(out, lab_root / "target")
     elif fault == "chat-template":
-        from eagle3lab.chat_templates import RAW
+        from eagle3lab.wiring.chat_templates import RAW
 
         lab["chat_template"] = RAW  # the lab trains on raw text: recorded, so the doctor can compare
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -56,7 +56,7 @@ def write_faulty_draft(lab_root, fault: str, out_dir) -> Path:
 def write_faulty_target(lab_root, fault: str, out_dir) -> Path:
     """The target directory the fault serves: the lab's own, or (chat-template) a copy of it
     whose tokenizer_config.json has the chat template the fault serves prompts in."""
-    from eagle3lab.engine.faults import FAULTS
+    from eagle3lab.decoder.faults import FAULTS
 
     lab_root = Path(lab_root)
     if fault not in TARGET_FAULTS:
@@ -76,7 +76,7 @@ def _overwrite_lm_head(draft_dir: Path, target_dir: Path) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from eagle3lab.engine.draft import load_target_embedding
+    from eagle3lab.decoder.draft import load_target_embedding
 
     path = draft_dir / "model.safetensors"
     state = load_file(str(path))

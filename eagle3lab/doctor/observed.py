@@ -1,6 +1,6 @@
 """What the deployment itself says: the launch flags and a server log (a running server: served.py).
 
-Flags go through `eagle3lab.config` (the engine's resolution rules and their lint); a log
+Flags go through `eagle3lab.engines.effective` (the engine's resolution rules and their lint); a log
 through the observation layer (`eagle3lab.sources.logfile`: `observe_log`, `config_from_log`)
 (SGLang's adjustment warning and the printed ServerArgs); acceptance statistics then go to
 `diagnosis.diagnose`. These are observations of an effect: they rank below facts read in the
@@ -10,8 +10,8 @@ checkpoints (`findings.SOURCE_RANK`).
 from __future__ import annotations
 
 from eagle3lab import engines
-from eagle3lab.doctor.report import CheckStatus
-from eagle3lab.findings import Finding
+from eagle3lab.doctor.ranking import CheckStatus
+from eagle3lab.acceptance.diagnosis.findings import Finding
 from eagle3lab.errors import EagleLabError
 
 SEVERITY = {"error": "error", "warning": "warning", "info": "info"}

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from eagle3lab.doctor.formats import DoctorInputError
-from eagle3lab.doctor.report import CheckStatus
+from eagle3lab.doctor.ranking import CheckStatus
 
 
 class Prompts(list):
@@ -83,7 +83,7 @@ def _object(line: str):
 def _jsonl_text(line: str) -> tuple[str | None, str]:
     """(the prompt of one JSON line, or None and why not): its text or prompt string, or a chat's
     messages (`byprompt.text_of`, the one reading of a prompt record)."""
-    from eagle3lab.byprompt import text_of
+    from eagle3lab.acceptance.byprompt import text_of
 
     value = _object(line)
     if value is None:

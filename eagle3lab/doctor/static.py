@@ -1,17 +1,17 @@
 """Checks that read only configs and safetensors headers (plus a few small tensors).
 
 Each check returns findings; a check that cannot run says why (a `CheckStatus`). The capture
-rules (which boundaries an engine feeds for given ids) come from `eagle3lab.conventions`.
+rules (which boundaries an engine feeds for given ids) come from `eagle3lab.wiring.conventions`.
 """
 
 from __future__ import annotations
 
 from eagle3lab import engines
-from eagle3lab.boundaries import CaptureError, ConventionError, default_boundaries
-from eagle3lab.conventions import ids_for, serve_boundaries, train_boundaries
+from eagle3lab.wiring.boundaries import CaptureError, ConventionError, default_boundaries
+from eagle3lab.wiring.conventions import ids_for, serve_boundaries, train_boundaries
 from eagle3lab.doctor.formats import DraftSpec, TargetSpec, first, load_tensor
-from eagle3lab.doctor.report import CheckStatus
-from eagle3lab.findings import Finding
+from eagle3lab.doctor.ranking import CheckStatus
+from eagle3lab.acceptance.diagnosis.findings import Finding
 from eagle3lab.spec import split_engine
 
 COMPARE_LIMIT_BYTES = 2 << 30  # hash/compare lm_head rows only when both tensors fit in this
@@ -314,7 +314,7 @@ def check_rope(draft: DraftSpec, target: TargetSpec | None) -> tuple[list[Findin
 def check_template(draft: DraftSpec, target: TargetSpec | None) -> tuple[list[Finding], list[CheckStatus]]:
     """The draft's recorded training format (`eagle3lab.chat_template`, "" = raw text) against
     the chat template the target's tokenizer_config.json makes the server render (none = raw)."""
-    from eagle3lab.chat_templates import TemplateError, describe, template_text
+    from eagle3lab.wiring.chat_templates import TemplateError, describe, template_text
 
     recorded = draft.provenance.get("chat_template")
     if recorded is None:

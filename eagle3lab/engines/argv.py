@@ -1,7 +1,7 @@
 """Launch command lines every engine shares: a spec as plain fields, spec fields as flags, the
 SGLang-style argv (`--model-path ... --speculative-*`) that SGLang and the lab server both take.
 
-Imports spec and errors only (the engine folders build on it; eagle3lab.server asks them).
+Imports spec and errors only (the engine folders build on it; eagle3lab.serving.server asks them).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class Engine:
     own_tmpdir: Callable | None = None
     launch_env: Callable = field(default=lambda gpu: {})  # extra environment for a launch
 
-    # the SGLang embedding-capture patch (eagle3lab.patching) exists for it: (stock, patched) to try
+    # the SGLang embedding-capture patch (eagle3lab.wiring.patching) exists for it: (stock, patched) to try
     patchable: bool = False
     # reads the draft config's top-level `eagle_aux_hidden_state_layer_ids` before `eagle_config`'s
     reads_top_level_ids: bool = False
@@ -50,7 +50,7 @@ class Engine:
     drafts_chains_only: bool = False
     # refuses speculation without a draft length (vLLM's num_speculative_tokens has no default)
     needs_draft_length: bool = False
-    # the findings of eagle3lab.config.lint that are about this engine's own rules
+    # the findings of eagle3lab.engines.effective.lint that are about this engine's own rules
     lint_codes: frozenset = frozenset()
     # the engine whose rules and versions it follows (the lab server emulates SGLang)
     emulates: str | None = None

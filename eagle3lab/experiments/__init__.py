@@ -3,15 +3,15 @@ launch configurations resolved), `fixids` (the wiring fix per SGLang version, th
 other boundaries), `measure` (configurations against no speculation, paired), `served` (one
 configuration served and read back), `sweeps` (hypotheses and configurations), `load` (under load).
 
-Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.prose`, figures in
-`eagle3lab.plots`. Every lab measurement goes through `eagle3lab.measurements.lab_bench`: inside
+Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.report.prose`, figures in
+`eagle3lab.viz.plots`. Every lab measurement goes through `eagle3lab.serving.measurements.lab_bench`: inside
 a report it is read from (or measured into) the report's store, so one configuration gives one
 set of figures in every notebook. The names below are what notebooks call as `experiments.X`.
 """
 
 from __future__ import annotations
 
-from eagle3lab.experiments.common import (BASELINE, BUDGETS, LAB_SERVER_ARGS, LATEST_SGLANG,  # noqa: F401
+from eagle3lab.experiments.shared import (BASELINE, BUDGETS, LAB_SERVER_ARGS, LATEST_SGLANG,  # noqa: F401
                                           PROMPT_TOKENS, SEED_AFTER_FIX, _float, _int, bench_prompts,
                                           budget, load_target, prompt_sources, serve_engine,
                                           sglang_installed, target_arch)
@@ -25,6 +25,6 @@ from eagle3lab.experiments.load import (LOAD_DIR, load_figures, load_groups, sto
 from eagle3lab.experiments.measure import (fix_labels, interleaved_table, measure_flag_sets,  # noqa: F401
                                            measure_interleaved, measure_points, measure_variants,
                                            stored_points)
-from eagle3lab.experiments.served import ServedRun, cost_ratio, serve_and_log  # noqa: F401
+from eagle3lab.experiments.served_run import ServedRun, cost_ratio, serve_and_log  # noqa: F401
 from eagle3lab.experiments.sweeps import (chain_rows, config_grid,  # noqa: F401
                                           config_sweep, fault_sweep, per_position_table, speedup_table)

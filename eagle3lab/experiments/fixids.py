@@ -4,8 +4,8 @@ other boundaries."""
 
 from __future__ import annotations
 
-from eagle3lab import incident
-from eagle3lab.experiments.common import bench_prompts
+from eagle3lab.report import incident
+from eagle3lab.experiments.shared import bench_prompts
 from eagle3lab.experiments.measure import _bench_row
 
 _MODEL = incident.load().model
@@ -29,7 +29,7 @@ def sglang_source_copy(sglang_dir=None, dest=None):
     import tempfile
     from pathlib import Path
 
-    from eagle3lab import patching
+    from eagle3lab.wiring import patching
 
     source = patching.find_sglang_dir(sglang_dir)
     if dest is None:
@@ -56,8 +56,8 @@ def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
 
     import pandas as pd
 
-    from eagle3lab import patching
-    from eagle3lab.engine.faults import seed_fix_ids
+    from eagle3lab.wiring import patching
+    from eagle3lab.decoder.faults import seed_fix_ids
 
     cases = [("llama", "lab target (Llama)", lab_layers, seed_fix_ids(lab_layers)),
              ("deepseek_v2", "the incident's target (DeepSeek-V3 style)", seed_layers, SEED_FIX_IDS)]
@@ -83,8 +83,8 @@ def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
 
 
 def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = SEED_LAYERS):
-    """Boundaries SGLang `version` feeds for `ids` (eagle3lab.conventions), or a short failure."""
-    from eagle3lab import conventions
+    """Boundaries SGLang `version` feeds for `ids` (eagle3lab.wiring.conventions), or a short failure."""
+    from eagle3lab.wiring import conventions
 
     try:
         return list(conventions.serve_boundaries("sglang", version, arch, ids, layers, patched=patched))
@@ -108,7 +108,7 @@ def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CON
                         fix_ids=SEED_FIX_IDS):
     """Per SGLang version (consecutive versions with the same outcome grouped): what the seed's
     config ids and its fixed ids feed on its DeepSeek-V3-style target, whether the fix feeds the
-    boundaries training used, and which ids would (rules: eagle3lab.conventions, read in each
+    boundaries training used, and which ids would (rules: eagle3lab.wiring.conventions, read in each
     version's srt/models/deepseek_v2.py)."""
     import pandas as pd
 
@@ -145,8 +145,8 @@ def measure_wirings(wirings: dict, lab: str, spec=(5, 1, 6), draft: str = "seed"
     same prompts, speculation interleaved with plain decoding: one row per wiring."""
     import pandas as pd
 
-    from eagle3lab import measurements
-    from eagle3lab.engine.faults import FaultPlan, build_engine
+    from eagle3lab.serving import measurements
+    from eagle3lab.decoder.faults import FaultPlan, build_engine
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False)

@@ -3,7 +3,7 @@ resolver when it is installed): what each flag set asks for and what the server 
 
 from __future__ import annotations
 
-from eagle3lab import incident
+from eagle3lab.report import incident
 from eagle3lab.spec import LATEST_SGLANG, SpecConfig
 
 
@@ -29,7 +29,7 @@ def resolve_flag_sets(flag_sets: dict, version: str = LATEST_SGLANG, arch: str =
     findings."""
     import pandas as pd
 
-    from eagle3lab import config
+    from eagle3lab.engines import effective as config
 
     asked_all = list(flag_sets.values())
     version = version or LATEST_SGLANG

@@ -3,7 +3,7 @@ data/load/ with their provenance."""
 
 from __future__ import annotations
 
-from eagle3lab.experiments.common import bench_prompts
+from eagle3lab.experiments.shared import bench_prompts
 
 
 LOAD_DIR = "load"  # under data/: stored load sweeps, each with a provenance manifest beside it
@@ -18,7 +18,7 @@ def stored_load_sweeps(directory=None) -> list[dict]:
 
     import pandas as pd
 
-    from eagle3lab import loadtest
+    from eagle3lab.serving import loadtest
     from eagle3lab.paths import DATA_DIR
 
     folder = Path(directory) if directory else DATA_DIR / LOAD_DIR
@@ -44,7 +44,8 @@ def under_load(lab: str = "default", backend: str = "lab", drafts=("healthy", "s
     the lab's seed-like draft is served with the ids that feed its trained boundaries (its fix on
     vLLM). The lab server serves one request at a time, so on the lab backend nothing is measured:
     the stored vLLM sweeps of data/load/ are shown with their provenance instead."""
-    from eagle3lab import engines, loadsweep
+    from eagle3lab import engines
+    from eagle3lab.serving import loadsweep
     from eagle3lab.errors import EagleLabError
 
     engine = engines.get(backend)
@@ -107,7 +108,8 @@ def load_groups(result) -> list[tuple[str, str, object]]:
 def load_figures(result) -> list:
     """One speed-up-vs-concurrency figure per (draft, k) of an ``under_load`` result: measured
     decode and total speed-ups with the two cost models' predictions."""
-    from eagle3lab import loadsweep, plots
+    from eagle3lab.serving import loadsweep
+    from eagle3lab.viz import plots
 
     figures = []
     for draft, origin, rows in load_groups(result):

@@ -4,11 +4,11 @@ running. Each row carries its own paired baseline and the speed-up over it, with
 
 from __future__ import annotations
 
-from eagle3lab import stats
-from eagle3lab.experiments.common import (BASELINE, LAB_SERVER_ARGS, LATEST_SGLANG, _float, _int,
+from eagle3lab.acceptance import stats
+from eagle3lab.experiments.shared import (BASELINE, LAB_SERVER_ARGS, LATEST_SGLANG, _float, _int,
                                           bench_prompts)
 from eagle3lab.spec import SpecConfig
-from eagle3lab.stats import rate_ci, ratio_ci
+from eagle3lab.acceptance.stats import rate_ci, ratio_ci
 
 
 def _tidy(frame, labels: list[str]):
@@ -42,7 +42,7 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     `measure_interleaved`), so each speed-up is a paired ratio with an interval. With
     backend="sglang" (one GPU) the servers run one after the other, as loadtest.sweep does.
 
-    Inside a report (a measurement store is active, `eagle3lab.measurements`) the lab's points
+    Inside a report (a measurement store is active, `eagle3lab.serving.measurements`) the lab's points
     are read from, or measured into, the report's store (`stored_points`), so a configuration
     another notebook measured gives the same row here.
 
@@ -50,7 +50,10 @@ def measure_points(points: dict, lab: str, backend: str = "lab", server_url: str
     """
     import pandas as pd
 
-    from eagle3lab import engines, loadtest, measurements, server
+    from eagle3lab import engines
+    from eagle3lab.serving import loadtest
+    from eagle3lab.serving import measurements
+    from eagle3lab.serving import server
     from eagle3lab.paths import lab_dir
 
     engine = engines.get(backend)
@@ -112,8 +115,8 @@ def stored_points(points: dict, lab: str, num_prompts: int = 4, max_new_tokens: 
 
     import pandas as pd
 
-    from eagle3lab import measurements
-    from eagle3lab.engine import make_lab_engine
+    from eagle3lab.serving import measurements
+    from eagle3lab.decoder import make_lab_engine
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False)
@@ -146,7 +149,8 @@ def _point(cfg: SpecConfig, faults, draft) -> dict:
 
 def _lab_servers(points: dict, model_path, draft_dir, stack):
     """label -> (url, server info) for a no-speculation server and one lab server per point."""
-    from eagle3lab import loadtest, server
+    from eagle3lab.serving import loadtest
+    from eagle3lab.serving import server
 
     from concurrent.futures import ThreadPoolExecutor
 
@@ -204,7 +208,8 @@ def _interleaved_requests(points, lab, model_path, draft_dir, num_prompts, max_n
 
     import pandas as pd
 
-    from eagle3lab import engines, loadtest
+    from eagle3lab import engines
+    from eagle3lab.serving import loadtest
 
     engine = engines.get(backend)
     prompts = bench_prompts(lab, num_prompts)

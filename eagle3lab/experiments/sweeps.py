@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eagle3lab.experiments.common import BASELINE, LATEST_SGLANG, SEED_AFTER_FIX, bench_prompts
+from eagle3lab.experiments.shared import BASELINE, LATEST_SGLANG, SEED_AFTER_FIX, bench_prompts
 from eagle3lab.experiments.measure import _bench_row, measure_points
 
 
@@ -14,8 +14,8 @@ def fault_sweep(faults, lab: str, spec=(5, 1, 6), num_prompts: int = 4, max_new_
     import pandas as pd
     from tqdm.auto import tqdm
 
-    from eagle3lab import measurements
-    from eagle3lab.engine import make_lab_engine
+    from eagle3lab.serving import measurements
+    from eagle3lab.decoder import make_lab_engine
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False)
@@ -39,7 +39,7 @@ def config_grid(chain_steps, trees) -> list[tuple[int, int, int]]:
 def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, num_prompts: int = 4,
                  max_new_tokens: int = 64, version: str = LATEST_SGLANG, backend: str = "lab", **_):
     """Measure each configuration of `grid`: on the lab engine (healthy draft, interleaved
-    baseline), spread over running servers (`urls`) with eagle3lab.loadtest.sweep, or on vLLM
+    baseline), spread over running servers (`urls`) with eagle3lab.serving.loadtest.sweep, or on vLLM
     servers (backend="vllm": its chains, interleaved with no speculation; trees are left out,
     vLLM's EAGLE-3 drafts a chain)."""
     import pandas as pd
@@ -51,7 +51,7 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
         return _vllm_config_sweep(grid, lab, draft, num_prompts, max_new_tokens)
 
     if urls:
-        from eagle3lab import loadtest
+        from eagle3lab.serving import loadtest
 
         points = [{"algorithm": "EAGLE3", "num_steps": s, "topk": t, "num_draft_tokens": d}
                   for s, t, d in grid]
@@ -66,8 +66,8 @@ def config_sweep(grid, lab: str, draft: str = "healthy", urls=None, file=None, n
             "effective_num_steps": "num_steps", "effective_topk": "topk",
             "effective_num_draft_tokens": "num_draft_tokens"})
         return frame.assign(baseline_tokens_per_s=base)
-    from eagle3lab import measurements
-    from eagle3lab.engine import make_lab_engine
+    from eagle3lab.serving import measurements
+    from eagle3lab.decoder import make_lab_engine
     from eagle3lab.lab import load_lab
 
     lab_obj = load_lab(lab, progress=False)

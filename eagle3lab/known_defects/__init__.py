@@ -21,7 +21,7 @@ names the build's platform when the caller does not ("0.32.0+cpu" is a CPU build
 from __future__ import annotations
 
 from eagle3lab import engines
-from eagle3lab.known_defects.model import (ALPHA, FLOOR_NO_GREEDY, GREEDY_NORMAL, MIN_REACHED, PAST_FIRST_MAX,
+from eagle3lab.known_defects.row import (ALPHA, FLOOR_NO_GREEDY, GREEDY_NORMAL, MIN_REACHED, PAST_FIRST_MAX,
                                            PLATFORMS, Condition, KnownDefect, KnownDefectError, Match,
                                            SignatureResult, Source, Window, binom_cdf, parse_version,
                                            platform_of)

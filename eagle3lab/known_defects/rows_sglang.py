@@ -5,7 +5,7 @@ reported rows: the code path, or the report). "sglang X" is the PyPI wheel."""
 
 from __future__ import annotations
 
-from eagle3lab.known_defects.model import KnownDefect, Source
+from eagle3lab.known_defects.row import KnownDefect, Source
 from eagle3lab.known_defects.settings import (CUSTOM_IDS, GRAPH_TRAP, GRAPHS_ON, NO_REJECTION, NORM_BEFORE_FC, PD,
                                               SPEC_V2, T_POSITIVE, TREE, target_is)
 

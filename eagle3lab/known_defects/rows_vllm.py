@@ -6,7 +6,7 @@ files match the CUDA wheel's (probes.READ_PLAN)."""
 
 from __future__ import annotations
 
-from eagle3lab.known_defects.model import KnownDefect, Source, dead_past_first
+from eagle3lab.known_defects.row import KnownDefect, Source, dead_past_first
 from eagle3lab.known_defects.settings import MRV2, PREFIX_CACHING, T_POSITIVE, V0_ENGINE, DRAFT_QWEN3, DRAFT_SLIDING
 
 ROWS: tuple[KnownDefect, ...] = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from eagle3lab.engines.sglang.rules import (E_TRTLLM, W_ADJUST, W_CPU_OVERLAP, W_MAX_RUNNING, W_MTP_PATH,
+from eagle3lab.engines.sglang.sglang_rules import (E_TRTLLM, W_ADJUST, W_CPU_OVERLAP, W_MAX_RUNNING, W_MTP_PATH,
                                             W_OVERLAP_0_4, W_OVERLAP_0_5_3, W_OVERLAP_0_5_5, W_OVERLAP_0_5_7, W_SYNC_V2,
                                             W_TOPK_PAGE)
 from eagle3lab.known_defects.probes import spec_v2_default, verify_gate
@@ -191,9 +191,9 @@ RULES = {
 
 def expected(name: str, version: str):
     """What eagle3lab's tables say `name` reads in SGLang `version` (None: the table says nothing)."""
-    from eagle3lab.engines.sglang import capture
-    from eagle3lab.engines.sglang.rules import _auto_choice, rules_for
-    from eagle3lab.known_defects.model import parse_version
+    from eagle3lab.engines.sglang import sglang_capture as capture
+    from eagle3lab.engines.sglang.sglang_rules import _auto_choice, rules_for
+    from eagle3lab.known_defects.row import parse_version
     from eagle3lab.engines.sglang.defect_flags import defect_flags
 
     v = parse_version(version)
@@ -273,7 +273,7 @@ def _auto_mismatch(value, choice) -> str:
 
 
 def _versions(reading: dict, lo: str, hi: str) -> list[str]:
-    from eagle3lab.known_defects.model import parse_version
+    from eagle3lab.known_defects.row import parse_version
 
     return sorted((v for v in reading["packages"] if parse_version(lo) <= parse_version(v) <= parse_version(hi)),
                   key=parse_version)

@@ -12,7 +12,7 @@ import shlex
 
 from eagle3lab import engines
 from eagle3lab.errors import EagleLabError
-from eagle3lab.known_defects.model import Condition, KnownDefectError
+from eagle3lab.known_defects.row import Condition, KnownDefectError
 
 SETTINGS = ("temperature", "topk", "cuda_graph", "cuda_graph_max_bs", "max_running_requests",
             "model_runner_v2", "custom_aux_ids", "rejection_sampling", "target_arch", "norm_before_fc",
@@ -125,7 +125,7 @@ def _flag_values(tokens) -> dict:
 
 
 def _resolved(engine: str, flags: str, version: str) -> dict:
-    """topk and max running requests as `engine` `version` resolves them (eagle3lab.config's
+    """topk and max running requests as `engine` `version` resolves them (eagle3lab.engines.effective's
     rules; SGLang's: an automatic topk, max running requests reset to 48 for speculation); {}
     when the flags do not resolve (the doctor's flags check says why)."""
     from eagle3lab.spec import SpecConfig

@@ -49,7 +49,7 @@ def _versions_read(reading: dict) -> str:
     pkgs: dict = {}
     for v, pkg in reading["packages"].items():
         pkgs.setdefault(pkg, []).append(v)
-    from eagle3lab.known_defects.model import parse_version
+    from eagle3lab.known_defects.row import parse_version
 
     parts = []
     for pkg, vs in sorted(pkgs.items()):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from eagle3lab.known_defects.model import KnownDefectError, parse_version
+from eagle3lab.known_defects.row import KnownDefectError, parse_version
 
 CACHE_ENV = "EAGLE3LAB_WHEEL_CACHE"
 AFFECTED, FIXED, ABSENT = "affected", "fixed", "absent"

@@ -14,11 +14,11 @@ __all__ = ["Lab", "load_lab", "Eagle3Draft", "KVCache", "evaluate_draft", "build
 
 def __getattr__(name):
     if name in ("Lab", "load_lab"):
-        from eagle3lab.lab import lab as _lab
+        from eagle3lab.lab import built as _lab
 
         return getattr(_lab, name)
     if name in ("Eagle3Draft", "KVCache"):
-        from eagle3lab.engine import draft as _draft
+        from eagle3lab.decoder import draft as _draft
 
         return getattr(_draft, name)
     if name == "evaluate_draft":

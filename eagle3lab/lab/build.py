@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from eagle3lab.engines.lab.capture import served_by_lab
+from eagle3lab.engines.lab.lab_capture import served_by_lab
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import lab_dir
 
@@ -294,7 +294,7 @@ class _Stopwatch:
 
 def _build_into(root: Path, cfg: dict, key: str, corpus_files, progress: bool, log) -> None:
     from eagle3lab.lab.corpus import heldout_snippets, load_corpus
-    from eagle3lab.engine.draft import Eagle3Draft, init_weights
+    from eagle3lab.decoder.draft import Eagle3Draft, init_weights
     from eagle3lab.lab.evaluation import (evaluate_acceptance, evaluate_draft,
                                           greedy_continuations)
     from eagle3lab.lab.target import heldout_loss, make_target, round_to, train_target

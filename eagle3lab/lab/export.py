@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.engine.draft import CHECKPOINT_FILE, Eagle3Draft
+from eagle3lab.decoder.draft import CHECKPOINT_FILE, Eagle3Draft
 
 
 def export_draft(draft: Eagle3Draft, out, *, aux_layer_ids: list[int] | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from eagle3lab.engine.draft import Eagle3Draft, KVCache
+from eagle3lab.decoder.draft import Eagle3Draft, KVCache
 from eagle3lab.lab.target import capture, lr_at
 
 DEPTH_WEIGHT = 0.8  # EAGLE-3's per-depth loss weight base

@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eagle3lab import diagnosis, stats
-from eagle3lab.engine.faults import CHECKPOINT_FAULTS, EXPECTED_CAUSES
+from eagle3lab.acceptance import diagnosis
+from eagle3lab.acceptance import stats
+from eagle3lab.decoder.faults import CHECKPOINT_FAULTS, EXPECTED_CAUSES
 from eagle3lab.errors import EagleLabError
 
 # The cause a scenario should be diagnosed as (scoring only; diagnose never sees it): the
@@ -42,14 +43,14 @@ PAIRS = [("wiring-seed", "quant-int4"), ("no-ttt", "domain-shift"), ("no-d2t", "
          ("normed-last", "long-context"), ("embed-patch", "quant-int4"),
          ("quant-int4", "domain-shift"), ("no-ttt", "long-context"), ("config-adjusted", "no-ttt"),
          ("quant-int4", "long-context"), ("greedy-draft", "no-ttt")]
-RULES_FILE = "eagle3lab/diagnosis/rules.py"  # where diagnose()'s rule table and THRESHOLDS live
+RULES_FILE = "eagle3lab/acceptance/diagnosis/cause_rules.py"  # where diagnose()'s rule table and THRESHOLDS live
 # Everything a score depends on: the rules and the code that walks them, the statistics and models
 # they read, how scenarios are observed and scored, the draft's evaluation and replay, the faults.
 # A lab is held out only if built after all of them last changed. (Until the split of
 # eagle3lab/analysis.py the first five were that one file; see docs/report-method.md.)
-FROZEN_FILES = (RULES_FILE, "eagle3lab/diagnosis/diagnose.py", "eagle3lab/stats.py",
-                "eagle3lab/predict.py", "eagle3lab/findings.py", "eagle3lab/lab/validation.py",
-                "eagle3lab/lab/evaluation.py", "eagle3lab/engine/faults.py")
+FROZEN_FILES = (RULES_FILE, "eagle3lab/acceptance/diagnosis/diagnose.py", "eagle3lab/acceptance/stats.py",
+                "eagle3lab/acceptance/predict.py", "eagle3lab/acceptance/diagnosis/findings.py", "eagle3lab/lab/validation.py",
+                "eagle3lab/lab/evaluation.py", "eagle3lab/decoder/faults.py")
 
 
 class ValidationError(EagleLabError):
@@ -121,7 +122,7 @@ class Runner:
                 starts = starts + int(lengths.sum())
             return [stream[s:s + length] for s, length in zip(starts, lengths)]
         if "domain-shift" in plan.prompt_kinds:
-            from eagle3lab.engine.faults import domain_shift_texts
+            from eagle3lab.decoder.faults import domain_shift_texts
 
             return [tok(t, add_special_tokens=False)["input_ids"][:tokens]
                     for t in domain_shift_texts(n, seed=1 if self.holdout else 0)]
@@ -136,8 +137,8 @@ class Runner:
 
     def observe(self, scenario: tuple[str, ...]) -> dict:
         """Decode one scenario; everything diagnose() may see, as JSON-ready values."""
-        from eagle3lab.engine.faults import build_engine, plan_faults
-        from eagle3lab.engine.speculate import SamplingParams
+        from eagle3lab.decoder.faults import build_engine, plan_faults
+        from eagle3lab.decoder.speculate import SamplingParams
         from eagle3lab.spec import SpecParams
         from eagle3lab.lab.evaluation import served_text_replay
 
@@ -173,7 +174,7 @@ class Runner:
 
 
 def resolve_draft_tokens(steps: int, topk: int, requested: int) -> int:
-    """Effective num_draft_tokens by eagle3lab.config's SGLang rules (newest SGLang read)."""
+    """Effective num_draft_tokens by eagle3lab.engines.effective's SGLang rules (newest SGLang read)."""
     from eagle3lab.spec import SpecConfig
     from eagle3lab.spec import LATEST_SGLANG
 

@@ -139,7 +139,7 @@ def _derive(data: dict) -> None:
     """Fill what the printed numbers determine (vLLM definitions, docs/sources.md section 3)."""
     import numpy as np
 
-    from eagle3lab.stats import accept_length_from_rates, accept_length_of_counts
+    from eagle3lab.acceptance.stats import accept_length_from_rates, accept_length_of_counts
 
     vllm = data["engine"] == ENGINES.index("vllm")
     acc, drafted = data["accepted"].astype(float), data["drafted"].astype(float)
@@ -281,7 +281,7 @@ def plot_log(df, path=None):
     `path` when given; returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
 
-    from eagle3lab.style import COLORS, apply_style
+    from eagle3lab.viz.style import COLORS, apply_style
 
     apply_style()
     panels = [("accept_len", "accept length\n(tokens/step)", COLORS["observed"]),

@@ -366,7 +366,7 @@ def observe_log(source, requested=None, engine: str = "auto"):
     unconditional rates, pooled and returned conditional), throughput, warnings, and the
     effective config the log states (`effective_from_log`). `requested`: the SpecConfig that
     was asked for, when known (what the effective config is compared with)."""
-    from eagle3lab import stats
+    from eagle3lab.acceptance import stats
     from eagle3lab.sources.observation import Observation
 
     frame, texts = _frame_and_lines(source, engine)

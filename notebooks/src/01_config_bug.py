@@ -13,7 +13,7 @@
 # incident's draft) served the way SGLang served the incident's.
 
 # %%
-from eagle3lab import glossary
+from eagle3lab.report import glossary
 
 glossary.define("the incident", "TTT", "the lab", "accept length", "speed-up", "depth", "bonus token", "topk")
 
@@ -34,10 +34,12 @@ SGLANG_VERSION = None    # the SGLang version whose rules the resolver applies; 
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import experiments, plots, prose
-from eagle3lab import postmortem
-from eagle3lab.postmortem import records
-from eagle3lab.style import apply_style
+from eagle3lab import experiments
+from eagle3lab.viz import plots
+from eagle3lab.report import prose
+from eagle3lab.report import postmortem
+from eagle3lab.report.postmortem import records
+from eagle3lab.viz.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
@@ -48,7 +50,7 @@ prose.markdown("The incident's flag sets, in the order it tried them:\n\n"
 # %% [markdown]
 # ## What will SGLang actually run?
 #
-# `eagle3lab.config` applies SGLang's rules for the version given (read in its
+# `eagle3lab.engines.effective` applies SGLang's rules for the version given (read in its
 # `srt/server_args.py`); `num_draft_tokens` is what the server verifies per step.
 
 # %%
@@ -86,7 +88,7 @@ records.resolution(resolved, agree, version=SGLANG_VERSION or experiments.LATEST
 #
 # vLLM has no num_steps/topk/num_draft_tokens triple: its `--speculative-config` takes one number,
 # `num_speculative_tokens` (k), and drafts a chain of k tokens, verifying k + 1. eagle3lab passes
-# k = num_steps. `eagle3lab.engines.vllm.rules` replays vLLM 0.32's `create_engine_config` (what it runs and
+# k = num_steps. `eagle3lab.engines.vllm.vllm_rules` replays vLLM 0.32's `create_engine_config` (what it runs and
 # what it changes without asking), and, with `BACKEND="vllm"`, vLLM's own resolver checks it.
 
 # %%

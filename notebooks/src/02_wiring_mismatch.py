@@ -21,7 +21,7 @@
 #
 
 # %%
-from eagle3lab import glossary
+from eagle3lab.report import glossary
 
 glossary.define("boundary", "slot", "fc", "lossless", "acc@k")
 
@@ -41,9 +41,11 @@ DEPTH = 5                # unrolled depth for standalone accuracy (the incident 
 %matplotlib inline
 import pandas as pd
 from IPython.display import display
-from eagle3lab import experiments, plots, prose
-from eagle3lab.postmortem import records
-from eagle3lab.style import apply_style
+from eagle3lab import experiments
+from eagle3lab.viz import plots
+from eagle3lab.report import prose
+from eagle3lab.report.postmortem import records
+from eagle3lab.viz.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, eval_texts=EVAL_TEXTS)
@@ -66,7 +68,7 @@ prose.markdown(f"Target: `{prose.short_path(target_dir)}` ({lab.num_layers} laye
 # feed, and a verdict with the fix.
 
 # %%
-from eagle3lab import wiring
+from eagle3lab.wiring import slots as wiring
 
 report = wiring.check(draft_dir, target=target_dir, train=TRAIN, serve=serve)
 wiring_table = report.to_frame()
@@ -106,7 +108,8 @@ else:
 # an offset; a row with no cell near 1 is a training tensor the server never feeds.
 
 # %%
-from eagle3lab import capture, plots
+from eagle3lab.wiring import capture
+from eagle3lab.viz import plots
 
 texts = lab.heldout_texts(budget["eval_texts"])
 ids = tokenizer(texts[0], add_special_tokens=False)["input_ids"][:128]

@@ -26,10 +26,13 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import experiments, plots, postmortem, prose
-from eagle3lab.postmortem import records
+from eagle3lab import experiments
+from eagle3lab.viz import plots
+from eagle3lab.report import postmortem
+from eagle3lab.report import prose
+from eagle3lab.report.postmortem import records
 from eagle3lab.spec import SpecConfig
-from eagle3lab.style import apply_style
+from eagle3lab.viz.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
@@ -37,11 +40,11 @@ budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW
 # %% [markdown]
 # ## The patch
 #
-# `eagle3lab.patching` works on a copy here (the installed package is never modified): it
+# `eagle3lab.wiring.patching` works on a copy here (the installed package is never modified): it
 # checks which model files need the patch in this SGLang version and shows the diff.
 
 # %%
-from eagle3lab import patching
+from eagle3lab.wiring import patching
 
 sglang_copy = experiments.sglang_source_copy(SGLANG_DIR)
 plan = patching.check(sglang_copy)
@@ -73,7 +76,7 @@ capture_table
 # and its fix wrote the ids `[-1, 2, 30]`, counting on SGLang adding 1 to each id. Whether it does
 # is decided by `set_eagle3_layers_to_capture` in `srt/models/deepseek_v2.py`, which changed in
 # SGLang 0.5.13 (from then on: +1 only when the first id is 1). The table applies each version's rule
-# (`eagle3lab.conventions`, read in each wheel) to the seed's ids, and lists the ids that work.
+# (`eagle3lab.wiring.conventions`, read in each wheel) to the seed's ids, and lists the ids that work.
 # Served with CUDA graphs (SGLang's default), 0.4.9 – 0.5.10 reset every id to the default
 # boundaries `[2, N//2, N-3]` = `[2, 30, 58]` for decode and verify (`cuda_graph_runner.py`,
 # docs/sources.md section 2): on those releases neither the incident's ids nor its fix change what

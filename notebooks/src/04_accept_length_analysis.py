@@ -28,10 +28,16 @@ MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import diagnosis, experiments, glossary, plots, postmortem, predict, prose
-from eagle3lab.postmortem import records
+from eagle3lab import experiments
+from eagle3lab.acceptance import diagnosis
+from eagle3lab.report import glossary
+from eagle3lab.viz import plots
+from eagle3lab.report import postmortem
+from eagle3lab.acceptance import predict
+from eagle3lab.report import prose
+from eagle3lab.report.postmortem import records
 from eagle3lab.spec import SpecConfig
-from eagle3lab.style import apply_style
+from eagle3lab.viz.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
@@ -122,7 +128,7 @@ if per_pos is not None and standalone is not None:
 # The first explorer needs a live kernel (JupyterLab); the second runs in the page itself.
 
 # %%
-from eagle3lab import widgets
+from eagle3lab.viz import widgets
 
 observed = run.observed
 glossary.define("draft_over_target")
@@ -196,7 +202,7 @@ else:
 glossary.define("domain-shift")
 
 # %%
-from eagle3lab import byprompt_lab
+from eagle3lab.experiments import byprompt_lab
 
 if SERVER_URL or BACKEND == "lab":
     by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, server_url=SERVER_URL)

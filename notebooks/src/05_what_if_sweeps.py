@@ -12,7 +12,7 @@
 # consistent ones; then which configuration wins once the draft is sound.
 
 # %%
-from eagle3lab import glossary
+from eagle3lab.report import glossary
 
 glossary.define("d2t", "normed-last", "quant-int4")
 
@@ -38,9 +38,12 @@ LOAD_LIVE = False                  # on the lab backend: measure under load on v
 # %%
 %matplotlib inline
 from IPython.display import display
-from eagle3lab import experiments, plots, postmortem, prose
-from eagle3lab.postmortem import records
-from eagle3lab.style import apply_style
+from eagle3lab import experiments
+from eagle3lab.viz import plots
+from eagle3lab.report import postmortem
+from eagle3lab.report import prose
+from eagle3lab.report.postmortem import records
+from eagle3lab.viz.style import apply_style
 
 apply_style()
 budget = experiments.budget(LAB, num_prompts=NUM_PROMPTS, max_new_tokens=MAX_NEW_TOKENS)
@@ -113,7 +116,8 @@ experiments.speedup_table(sweep)
 # its prediction. A prediction inside the measured 95 % interval counts as right.
 
 # %%
-from eagle3lab import costfit, measurements
+from eagle3lab.cost import costfit
+from eagle3lab.serving import measurements
 
 store = measurements.active()
 if store is None:

@@ -2,7 +2,7 @@
 It takes SGLang's speculative flags (and nothing else of them) plus `--fault`, feeds the draft
 exactly the boundaries it was trained on (`capture.served_by_lab`), serves one request at a
 time, and reports acceptance per request (`meta_info`) and per step (the engine's step records,
-`eagle3lab.sources.lab`). The engine itself is `eagle3lab.engine`; its HTTP front end is
+`eagle3lab.sources.lab_steps`). The engine itself is `eagle3lab.decoder`; its HTTP front end is
 `eagle3lab.engines.lab.frontend`.
 
 May import: spec, errors, boundaries, engines.argv/base, engines.sglang.capture (its capture rule
@@ -15,7 +15,7 @@ import sys
 
 from eagle3lab.engines.argv import sglang_style
 from eagle3lab.engines.base import Engine
-from eagle3lab.engines.lab.capture import served_by_lab
+from eagle3lab.engines.lab.lab_capture import served_by_lab
 from eagle3lab.errors import EagleLabError
 
 

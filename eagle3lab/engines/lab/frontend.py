@@ -122,7 +122,7 @@ class ServerState:
         msg = (f"Decode batch, #running-req: 1, #token: {used_tokens}, "
                f"token usage: {used_tokens / self.engine.max_seq_len:.2f}, ")
         if self.spec is not None and self.spec_forward_ct:
-            from eagle3lab import stats  # on use: `eagle3lab serve`'s input checks come before pandas
+            from eagle3lab.acceptance import stats  # on use: `eagle3lab serve`'s input checks come before pandas
 
             accept_len = stats.accept_length_of_counts(self.spec_accept_tokens, self.spec_forward_ct)
             # 0.5.23: accepted drafts / (verify passes x (num_draft_tokens - 1)), bonus excluded
@@ -139,7 +139,7 @@ class ServerState:
     def avg_accept_length(self) -> float | None:
         tokens = self.total_accept_tokens + self.spec_accept_tokens
         ct = self.total_forward_ct + self.spec_forward_ct
-        from eagle3lab import stats
+        from eagle3lab.acceptance import stats
 
         return stats.accept_length_of_counts(tokens, ct) if ct else None
 
@@ -165,7 +165,7 @@ class ServerState:
         return ids
 
     def sampling(self, params: dict, *, default_max: int = DEFAULT_MAX_NEW_TOKENS):
-        from eagle3lab.engine.speculate import SamplingParams
+        from eagle3lab.decoder.speculate import SamplingParams
 
         if not isinstance(params, dict):
             raise BadRequest("sampling_params must be an object")
@@ -225,7 +225,7 @@ class ServerState:
             "e2e_latency": result["latency"],
         }
         if self.spec is not None and gen.steps:
-            from eagle3lab import stats
+            from eagle3lab.acceptance import stats
 
             verify_ct = len(gen.steps)
             correct = sum(s.accepted for s in gen.steps)
@@ -474,8 +474,8 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from eagle3lab.engine.faults import build_engine, draft_faults, plan_faults
-    from eagle3lab.engine.draft import Eagle3Draft
+    from eagle3lab.decoder.faults import build_engine, draft_faults, plan_faults
+    from eagle3lab.decoder.draft import Eagle3Draft
 
     target_dir, lab_root = resolve_model_path(model_path)
     with warnings.catch_warnings():

@@ -3,7 +3,7 @@ resolver (`resolver`), its launch argv, its capture rule per version and model f
 (`capture`), and acceptance read from each request's `meta_info` (`meta_info`).
 
 May import: spec, errors, workers, boundaries, sources, engines.argv/base. The SGLang patch is
-`eagle3lab.patching` (its own room); the log grammar is `sources/grammars/sglang.py`.
+`eagle3lab.wiring.patching` (its own room); the log grammar is `sources/grammars/sglang.py`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 
 from eagle3lab.engines.argv import fault_names, sglang_style, spec_dict
 from eagle3lab.engines.base import Engine
-from eagle3lab.engines.sglang import capture
+from eagle3lab.engines.sglang import sglang_capture as capture
 from eagle3lab.engines.sglang.defect_flags import defect_flags
-from eagle3lab.engines.sglang.rules import resolve_sglang_rules
+from eagle3lab.engines.sglang.sglang_rules import resolve_sglang_rules
 from eagle3lab.errors import ServerError
 from eagle3lab.spec import LATEST_SGLANG, parse_version
 

@@ -28,7 +28,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from eagle3lab import stats
+from eagle3lab.acceptance import stats
 from eagle3lab.sources.observation import SPEC_KEYS, Observation
 
 # The field names, newest first: one reader takes either.

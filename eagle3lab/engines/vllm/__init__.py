@@ -9,9 +9,9 @@ May import: spec, errors, workers, boundaries, sources, engines.argv/base; `refe
 
 from __future__ import annotations
 
-from eagle3lab.boundaries import ConventionError
+from eagle3lab.wiring.boundaries import ConventionError
 from eagle3lab.engines.base import Engine
-from eagle3lab.engines.vllm import capture
+from eagle3lab.engines.vllm import vllm_capture as capture
 from eagle3lab.engines.vllm.command import run_config
 from eagle3lab.engines.vllm.flags import resolve_vllm
 from eagle3lab.engines.vllm.launch import VLLM_CPU_ENV, build_vllm_command, find_vllm_python, server_tempdir

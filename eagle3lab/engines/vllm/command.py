@@ -12,7 +12,7 @@ def run_config(args, flags: list[str]) -> int:
 
     from eagle3lab.errors import EagleLabError
     from eagle3lab.spec import split_engine
-    from eagle3lab.engines.vllm.rules import VLLM_RULES_VERSION, parse_vllm_flags, resolve_vllm_serve
+    from eagle3lab.engines.vllm.vllm_rules import VLLM_RULES_VERSION, parse_vllm_flags, resolve_vllm_serve
 
     _, version = split_engine(args.engine)
     if version and version != VLLM_RULES_VERSION:
@@ -21,7 +21,7 @@ def run_config(args, flags: list[str]) -> int:
     res = resolve_vllm_serve(serve)
     real = None
     if args.use_vllm:
-        from eagle3lab.engines.vllm.rules import compare_with_vllm
+        from eagle3lab.engines.vllm.vllm_rules import compare_with_vllm
 
         table, installed = compare_with_vllm([serve])
         real = {"vllm_version": installed, **table.iloc[0].to_dict()}

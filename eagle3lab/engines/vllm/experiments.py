@@ -57,7 +57,7 @@ def trained_boundaries(draft_dir) -> list[int] | None:
 
 def fed_boundaries(draft_dir, num_layers: int, ids=None) -> list[int]:
     """The boundaries vLLM feeds for `ids` (default: the draft's own), by conventions' rule."""
-    from eagle3lab import conventions
+    from eagle3lab.wiring import conventions
 
     ids = config_ids(draft_dir) if ids is None else list(ids)
     key = "top_level" if draft_record(draft_dir).get("eagle_aux_hidden_state_layer_ids") and ids is None \
@@ -68,7 +68,7 @@ def fed_boundaries(draft_dir, num_layers: int, ids=None) -> list[int]:
 
 def fix_ids(draft_dir, num_layers: int) -> list[int]:
     """The ids that make vLLM feed the trained boundaries (`conventions.ids_for`)."""
-    from eagle3lab import conventions
+    from eagle3lab.wiring import conventions
 
     trained = trained_boundaries(draft_dir)
     if trained is None:
@@ -95,8 +95,8 @@ def layer_ids_for(faults, draft_dir, num_layers: int) -> list[int] | None:
 def serve_args(cfg: SpecConfig, target_dir, draft_dir):
     """vllm_rules.VllmServeArgs for one SpecConfig, as `server.launch(backend="vllm")` passes it
     on this machine (max model length 512, see vllm_launch.VLLM_CPU_ARGS)."""
-    from eagle3lab import server
-    from eagle3lab.engines.vllm import rules as vllm_rules
+    from eagle3lab.serving import server
+    from eagle3lab.engines.vllm import vllm_rules
 
     argv = vllm_launch.build_vllm_command(target_dir, draft_dir, cfg, gpu=server.has_gpu())[3:]
     return vllm_rules.parse_vllm_flags(argv)
@@ -108,7 +108,7 @@ def resolve_flag_sets(flag_sets: dict, target_dir, draft_dir):
     import pandas as pd
 
     from eagle3lab.engines.vllm import flags as vllm_flags
-    from eagle3lab.engines.vllm import rules as vllm_rules
+    from eagle3lab.engines.vllm import vllm_rules
 
     rows = []
     for label, cfg in flag_sets.items():
@@ -135,7 +135,7 @@ def resolve_flag_sets(flag_sets: dict, target_dir, draft_dir):
 def check_flag_sets(flag_sets: dict, target_dir, draft_dir, python=None):
     """eagle3lab's vLLM rules against the installed vLLM's own EngineArgs(...).create_engine_config,
     one row per flag set (runs on CPU in a subprocess of the vLLM venv)."""
-    from eagle3lab.engines.vllm import rules as vllm_rules
+    from eagle3lab.engines.vllm import vllm_rules
 
     args = [serve_args(cfg, target_dir, draft_dir) for cfg in flag_sets.values()]
     frame, version = vllm_rules.compare_with_vllm(args, python=python)
@@ -154,7 +154,7 @@ def capture_table(lab, draft: str = "seed", python=None):
 
     import pandas as pd
 
-    from eagle3lab import conventions
+    from eagle3lab.wiring import conventions
     from eagle3lab.engines.vllm import reference as vllm_reference
     from eagle3lab.spec import LATEST_SGLANG
 
@@ -219,7 +219,7 @@ def launch_all(points: dict, lab, stack, model_path=None, draft_dir=None, vllm_p
     (start-up is mostly imports and waiting) and stopped by `stack`."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.spec import BASELINE, chain
 
     model_path = model_path or lab.target_dir
@@ -251,9 +251,9 @@ def serve_and_observe(lab, prompts, draft: str = "seed", faults=(), spec: SpecCo
     """Serve `spec` on vLLM with the lab draft (wiring faults as ids), benchmark the notebooks'
     prompts (`experiments.bench_prompts`), and read it back (`experiments.ServedRun`'s fields): the /metrics window (unconditional per-position counters, with the
     per-request histograms for intervals), the server's log, and the draft's standalone accuracy."""
-    from eagle3lab import server
+    from eagle3lab.serving import server
     from eagle3lab.lab import evaluate_draft
-    from eagle3lab import loadtest
+    from eagle3lab.serving import loadtest
     from eagle3lab.sources.logfile import read_log
 
     spec = spec or SpecConfig()

@@ -1,7 +1,7 @@
 """vLLM's speculative config in SGLang's terms, and the `vllm serve` flags for a SpecConfig.
 
 `resolve_vllm` is the version-free chain rule (k drafts -> (k, 1, k + 1)) that
-`SpecConfig.resolve(engine="vllm")` uses; `eagle3lab.engines.vllm.rules.resolve_vllm_serve`
+`SpecConfig.resolve(engine="vllm")` uses; `eagle3lab.engines.vllm.vllm_rules.resolve_vllm_serve`
 replays vLLM 0.32's own argument handling for whole `vllm serve` flag sets. Both take k's
 refusals from one rule, `speculative_tokens_refusal` (checked against vLLM's own through
 `resolve_vllm_serve`).
@@ -42,7 +42,7 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
     Reported in SGLang's terms: num_steps = k, topk = 1, num_draft_tokens = k + 1 (the
     verify width: k drafts plus the root). Source: VLLM_SOURCE (vllm main, read via search).
     For `vllm serve` flags (method guess, draft max length, batch budget, refusals) see
-    `eagle3lab.engines.vllm.rules.resolve_vllm_serve`, checked against vLLM 0.32.0's own EngineArgs.
+    `eagle3lab.engines.vllm.vllm_rules.resolve_vllm_serve`, checked against vLLM 0.32.0's own EngineArgs.
     """
     k = spec.num_steps
     if k is None and spec.num_draft_tokens is not None:
@@ -63,8 +63,8 @@ def resolve_vllm(spec: SpecConfig, version: str = "main",
 
 
 # ----------------------------------------------------------------------------- vLLM launch flags
-# (eagle3lab.server.launch(backend="vllm") builds `python -m vllm.entrypoints.openai.api_server`
-# from these; the CPU settings it adds when no GPU is present live in eagle3lab.server.)
+# (eagle3lab.serving.server.launch(backend="vllm") builds `python -m vllm.entrypoints.openai.api_server`
+# from these; the CPU settings it adds when no GPU is present live in eagle3lab.serving.server.)
 
 VLLM_METHODS = {"EAGLE3": "eagle3", "EAGLE": "eagle"}
 # SpecConfig fields with a vLLM serve flag; the others have no counterpart there.

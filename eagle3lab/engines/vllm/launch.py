@@ -1,7 +1,7 @@
 """vLLM's server command line: which Python runs vLLM, what it offers, the OpenAI server argv
 for a spec (`build_vllm_command`), and the CPU settings and temp dir a launch gets.
 
-Moved from eagle3lab.server (which now asks `eagle3lab.engines.get("vllm")` for the argv).
+Moved from eagle3lab.serving.server (which now asks `eagle3lab.engines.get("vllm")` for the argv).
 """
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def parse(text: str) -> Counters:
 
 
 def scrape(url, timeout: float = 10.0) -> Counters:
-    """The counters of the server at ``url`` (a url or an eagle3lab.server handle) now."""
+    """The counters of the server at ``url`` (a url or an eagle3lab.serving.server handle) now."""
     import requests
 
     url = getattr(url, "url", url).rstrip("/")
@@ -149,7 +149,7 @@ def observation(delta: Counters, result=None, requested: dict | None = None) -> 
         raise VllmMetricsError("the server has no spec-decode counters: it runs without speculation")
     if delta.drafts <= 0:
         raise VllmMetricsError("no drafts in the window: nothing was generated with speculation")
-    from eagle3lab import stats
+    from eagle3lab.acceptance import stats
 
     k = delta.k
     warnings: list[str] = []
@@ -194,7 +194,7 @@ def conditional(obs: Observation) -> pd.DataFrame:
         raise VllmMetricsError("this observation has no per-position rates")
     if obs.conditional:
         return obs.per_position.copy()
-    from eagle3lab.stats import conditional_rates
+    from eagle3lab.acceptance.stats import conditional_rates
 
     table = obs.per_position[["position", "rate"]].copy()
     table["rate"] = conditional_rates(table["rate"].to_numpy())

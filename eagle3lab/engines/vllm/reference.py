@@ -90,7 +90,7 @@ def lab_counts(generations, k: int) -> dict:
 
 def accept_length(counts: dict) -> float:
     """vLLM's mean acceptance length: 1 + accepted / drafts (the bonus token included)."""
-    from eagle3lab.stats import accept_length_of_accepted
+    from eagle3lab.acceptance.stats import accept_length_of_accepted
 
     return accept_length_of_accepted(counts["accepted"], counts["drafts"])
 
@@ -99,8 +99,8 @@ def _lab_ci(gens) -> list[float] | None:
     """The lab side's 95% interval of the accept length over prompts (stats.accept_length_ci)."""
     import pandas as pd
 
-    from eagle3lab.stats import accept_length_ci
-    from eagle3lab.engine.labbench import steps_frame_rows
+    from eagle3lab.acceptance.stats import accept_length_ci
+    from eagle3lab.decoder.labbench import steps_frame_rows
 
     rows = [r for i, g in enumerate(gens) for r in steps_frame_rows(g, i)]
     ci = accept_length_ci(pd.DataFrame(rows)) if len(gens) > 1 else None
@@ -116,10 +116,10 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
     outputs matched token for token (meaningful when greedy; sampled runs use different RNGs)."""
     import pandas as pd
 
-    from eagle3lab.engine.labbench import make_lab_engine
-    from eagle3lab.engine.speculate import SamplingParams
+    from eagle3lab.decoder.labbench import make_lab_engine
+    from eagle3lab.decoder.speculate import SamplingParams
     from eagle3lab.spec import SpecParams
-    from eagle3lab.engine.draft import Eagle3Draft
+    from eagle3lab.decoder.draft import Eagle3Draft
 
     prompts = [list(p) for p in (prompts or lab.heldout_prompts(n_prompts, prompt_tokens))]
     job = {"job": "generate", "target": str(lab.target_dir), "prompts": prompts, "seed": seed,

@@ -1,0 +1,1 @@
+"""What acceptance is and what it predicts: statistics with intervals, accept length from rates, the per-prompt breakdown and the diagnosis of likely causes. Not: where the numbers come from (sources, serving) or what a step costs (cost)."""
