@@ -1,17 +1,15 @@
 """eagle3lab: find out why EAGLE-3 speculative decoding does not pay off.
 
-The library behind the notebooks: log parsing (`logs`), effective speculative
-configuration (`config`), hidden-state wiring (`boundaries`, `conventions`, `capture`, `wiring`),
-a tiny real lab (`lab`), a reference speculative decoder and server (`engine`),
-server control and benchmarks (`server`, `bench`), the SGLang embedding-capture
-patch (`patching`), acceptance statistics (`stats`), models (`predict`) and diagnosis
-(`diagnosis`, `findings`), plots and widgets (`plots`, `widgets`).
+The library behind the notebooks, one package per concern (README "Layout"):
+engines (what SGLang / vLLM / the lab server run for your flags), wiring (which hidden states feed
+the draft, the embedding-capture patch), sources (logs, meta_info), acceptance (statistics,
+predictions, diagnosis), cost (what a speculative step costs), decoder (the lab's own speculative
+decoder), lab (targets and drafts built here), serving (launch, benchmark, sweep), experiments,
+viz, report (the post-mortem), doctor, known_defects, commands (the CLI).
 
-The rooms, bottom up (eagle3lab/layers.py declares the order; tests/test_layers.py checks it):
-foundation (errors, spec, paths, style, workers), statistics and capture rules (+ boundaries,
-each engine's capture.py), sources, engines (+ conventions, config, known_defects, wiring,
-patching), the lab engine (`engine`), the lab (`lab`), serving (server, loadtest), experiments (+ plots, report, prose), doctor, the front door (cli, commands).
-This package's root may import any of them (it registers `config` so `SpecConfig.resolve` works).
+The root holds only what every layer shares (errors, spec, paths, workers, layers) and the entry
+points (cli, __main__). eagle3lab/layers.py declares the layer order; tests/test_layers.py checks
+it. This package's root registers `engines.effective` so `SpecConfig.resolve` works.
 """
 
 __version__ = "0.1.0"

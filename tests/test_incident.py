@@ -69,3 +69,16 @@ def test_no_incident_figure_is_typed_into_the_library_or_the_notebooks():
                 if re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", code):
                     found.append(f"{path.relative_to(ROOT)}:{i}: {number}")
     assert not found, "incident figures typed in code (read them from eagle3lab.report.incident):\n" + "\n".join(found)
+
+
+def test_what_the_write_up_never_states_is_checked_against_it():
+    rec = incident.load()
+    ids = [u["id"] for u in rec.unstated]
+    assert ids == ["sglang_version", "gpu", "tensor_parallel", "output_length", "prompts", "concurrency", "ttt",
+                   "cuda_graphs"]
+    assert all(u["absent"] and u["what"] and u["why"] for u in rec.unstated)
+    assert rec.stated_after_all() == []
+    # the check can fail: a story that names its GPU and version
+    told = incident.Incident(rec.figures, rec.configs, rec.timeline, rec.model, rec.measures,
+                             rec.text + " Served on 8 H200 GPUs with SGLang 0.5.9.", rec.unstated)
+    assert told.stated_after_all() == ["sglang_version", "gpu"]

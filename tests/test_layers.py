@@ -99,3 +99,34 @@ def test_no_module_is_longer_than_the_limit():
     long = {str(p.relative_to(ROOT.parent)): n for p in ROOT.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+MAX_ROOT_MODULES = 8  # the entry points and what every layer shares; the rest lives in packages
+
+
+def _duplicate_names(paths) -> dict:
+    seen: dict[str, list[str]] = {}
+    for p in paths:
+        if p.name != "__init__.py":
+            seen.setdefault(p.name, []).append(str(p))
+    return {name: where for name, where in seen.items() if len(where) > 1}
+
+
+def test_no_file_name_twice():
+    dupes = _duplicate_names(p.relative_to(ROOT.parent) for p in ROOT.rglob("*.py"))
+    assert not dupes, f"file names used twice under eagle3lab/: {dupes}"
+    assert _duplicate_names([Path("a/x.py"), Path("b/x.py"), Path("b/__init__.py"),
+                             Path("c/__init__.py")]) == {"x.py": ["a/x.py", "b/x.py"]}
+
+
+def test_the_root_holds_only_shared_modules():
+    root = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at eagle3lab/'s root: {root}"
+
+
+def test_every_package_says_what_belongs_in_it():
+    import ast as _ast
+
+    silent = [str(p.parent.relative_to(ROOT.parent)) for p in ROOT.rglob("__init__.py")
+              if not (_ast.get_docstring(_ast.parse(p.read_text())) or "").strip()]
+    assert not silent, f"packages without a docstring: {silent}"

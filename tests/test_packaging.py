@@ -44,3 +44,25 @@ def test_readme_has_exactly_two_setup_commands():
     assert lines == ["make report", "make test"]
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in ci
+
+
+def test_the_installed_sglang_is_the_newest_release_read():
+    """The default SGLang version is named once (eagle3lab.spec.LATEST_SGLANG); the installer's
+    pin is the one copy outside Python, and must say the same."""
+    import re
+
+    from eagle3lab.spec import LATEST_SGLANG
+
+    setup = (Path(__file__).resolve().parent.parent / "scripts" / "setup.sh").read_text()
+    pins = re.findall(r"sglang==([\w.]+)", setup)
+    assert pins == [LATEST_SGLANG], f"setup.sh pins {pins}, eagle3lab.spec.LATEST_SGLANG is {LATEST_SGLANG}"
+
+
+def test_the_readme_layout_names_every_package_in_one_line_each():
+    readme = (ROOT / "README.md").read_text()
+    tree = readme.split("## Layout", 1)[1].split("```", 2)[1].strip("\n").splitlines()
+    packages = sorted(p.parent.name for p in (ROOT / "eagle3lab").glob("*/__init__.py"))
+    named = sorted(line.split()[0].rstrip("/") for line in tree[1:])
+    assert len(tree) <= 15, f"the layout takes {len(tree)} lines (at most 15)"
+    assert named == packages, f"README layout {named} vs packages {packages}"
+    assert len(readme.encode()) < 15_000, f"README is {len(readme.encode())} bytes (under 15 KB)"

@@ -137,7 +137,7 @@ def test_readme_module_table_matches_the_tree():
     import re
 
     root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "library.md").read_text()  # the module table moved out of the README (#38)
     table = readme.split("| module | job |", 1)[1].split("\n\n", 1)[0]
     named = set()
     for cell in re.findall(r"^\| ([^|]+) \|", table, re.M):

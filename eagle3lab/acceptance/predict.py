@@ -7,7 +7,7 @@ k * c_draft + c_verify(k) and emits L(k) tokens; plain decoding costs c_target p
 with the depth it recommends per batch size.
 
 Named `predict` rather than `models`: in this package a "model" is a neural network (the lab's
-target and drafts, `engine/model.py`); these are formulas that predict or invert a figure.
+target and drafts, `decoder/forward.py`); these are formulas that predict or invert a figure.
 Imports `stats` (and numpy/pandas) only.
 """
 

@@ -1,5 +1,4 @@
-"""The lab's EAGLE-3 speculative decoder, its fault switches, the lab bench and the lab's
-SGLang-style HTTP front end (`eagle3lab.engines.lab.frontend`).
+"""The lab's own EAGLE-3 speculative decoder: its forward passes, the draft model, fault switches and the lab bench. Not: its HTTP front end (engines/lab) or the lab's models and their training (lab).
 
     from eagle3lab.lab import load_lab
     from eagle3lab.decoder import run_bench, make_lab_engine
@@ -10,7 +9,7 @@ SGLang-style HTTP front end (`eagle3lab.engines.lab.frontend`).
 
 The lab engine's room: the decoder, its models (the lab's EAGLE-3 draft, `draft`, lives here so
 both the engine and the lab import it downward), faults and the bench. May import: spec,
-errors, conventions, analysis, sources, engines (never lab/, server or above).
+errors, wiring, acceptance, sources, engines (never lab, serving or above).
 
 The names below are loaded on first use (PEP 562): importing `eagle3lab.decoder.faults` (the
 CLI's help lists the faults) must not import torch, which the decoder needs and the help does not.

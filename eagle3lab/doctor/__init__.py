@@ -1,4 +1,4 @@
-"""`doctor()`: from a user's checkpoints (and logs or a server when given), the causes ranked.
+"""`doctor()`: from a user's checkpoints (and logs or a server when given), the causes ranked. Not: the rules it applies (acceptance.diagnosis, known_defects, wiring).
 
     report = doctor("drafts/my-eagle3", target="models/target", serve="sglang==0.5.23")
     print(report); report.to_frame(); report.exit_code
@@ -11,7 +11,7 @@ Three kinds of evidence, merged into one ranked list (`report.DoctorReport`):
 * a running server (`served.py`, `url=`): the config it runs, the draft it serves, its acceptance
   (vLLM's /metrics, SGLang's meta_info) through `diagnosis.diagnose`.
 
-May import everything below the front door (engines, config, lab, engine, server, loadtest,
+May import everything below the front door (engines, lab, decoder, serving,
 experiments); only cli/commands import it.
 """
 

@@ -1,6 +1,6 @@
 """The checkpoint a lab fault would leave on disk, so the doctor can be run on it.
 
-`engine/faults.py` applies the faults at serve time; the doctor reads checkpoints. For the
+`decoder/faults.py` applies the faults at serve time; the doctor reads checkpoints. For the
 checkpoint-level faults (lm-head-target, rope-theta, no-aux-ids, chat-template)
 `write_faulty_draft` writes the draft directory a converter or a careless edit would have
 produced, and `write_faulty_target` the target directory served with it: the lab's own, or for

@@ -1,13 +1,11 @@
-"""The serving engines eagle3lab knows, one folder each, behind one record (`base.Engine`):
-how a speculative config resolves on it, its launch argv, its capture rule, its log grammar,
-how acceptance is observed, which Python runs it, whether it has known defects.
+"""The serving engines eagle3lab knows, one folder each, behind one record (`base.Engine`), and what a speculative config resolves to on them (`effective`). Not: starting and measuring servers (serving).
 
     from eagle3lab import engines
     engines.get("vllm").observes_acceptance_via   # "/metrics"
     eng, version = engines.pinned("sglang==0.5.9")
 
 Adding an engine: one folder with an `ENGINE = Engine(...)` in its `__init__`, and one line in
-`_REGISTRY` below (README "Adding an engine"). Code outside this package never tests an engine's
+`_REGISTRY` below (docs/library.md "Adding an engine"). Code outside this package never tests an engine's
 name; it asks the registry.
 
 May import: spec, errors, workers, conventions, sources (and within the package: argv and base

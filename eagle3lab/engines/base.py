@@ -12,7 +12,7 @@ from typing import Callable
 
 @dataclass(frozen=True)
 class Engine:
-    """One serving engine (see README "Adding an engine" for what each field must give)."""
+    """One serving engine (see docs/library.md "Adding an engine" for what each field must give)."""
 
     name: str
     # resolve(spec, version, arch) -> ResolvedSpec: what the engine runs for a SpecConfig

@@ -1,7 +1,4 @@
-"""Experiments the notebooks and the CLI share, one module per concern: `flagsets` (the incident's
-launch configurations resolved), `fixids` (the wiring fix per SGLang version, the lab served with
-other boundaries), `measure` (configurations against no speculation, paired), `served` (one
-configuration served and read back), `sweeps` (hypotheses and configurations), `load` (under load).
+"""Experiments the notebooks and the CLI share, each returning a tidy DataFrame. Not: the words and pictures around them (report, viz) or the servers they run (serving).
 
 Each returns a tidy DataFrame (or a `ServedRun`); prose lives in `eagle3lab.report.prose`, figures in
 `eagle3lab.viz.plots`. Every lab measurement goes through `eagle3lab.serving.measurements.lab_bench`: inside

@@ -5,6 +5,7 @@ other boundaries."""
 from __future__ import annotations
 
 from eagle3lab.report import incident
+from eagle3lab.spec import LATEST_SGLANG
 from eagle3lab.experiments.shared import bench_prompts
 from eagle3lab.experiments.measure import _bench_row
 
@@ -135,7 +136,7 @@ def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CON
 
 def lab_analog(trained_lab, trained=SEED_TRAINED, fed=None):
     """The lab's boundaries shifted slot by slot as `fed` is shifted from `trained` on the seed."""
-    fed = fed if fed is not None else _fed("0.5.23", SEED_FIX_IDS, True)
+    fed = fed if fed is not None else _fed(LATEST_SGLANG, SEED_FIX_IDS, True)
     return [b + (f - t) for b, f, t in zip(trained_lab, fed, trained)]
 
 

@@ -1,4 +1,4 @@
-"""Known engine defects that cost EAGLE-3 acceptance: a sourced table, and how to match it.
+"""Known engine defects that cost EAGLE-3 acceptance: a sourced table read release by release, and how to match it. Not: the engines' argument rules (engines).
 
 Why: a deployer's first question after "is my config what runs?" is "does my engine version have
 a known defect?". The field keeps no such list for EAGLE-3, so this is one, in the style of

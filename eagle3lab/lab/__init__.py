@@ -1,10 +1,10 @@
-"""The lab: a tiny real Llama target and EAGLE-3 drafts, trained on this machine.
+"""The lab: targets and EAGLE-3 drafts built on this machine (a tiny trained Llama, a real pretrained chat model), their data and evaluation. Not: decoding with them (decoder) or serving them (engines, serving).
 
 `load_lab(preset)` returns a `Lab` (tokenizer, target, drafts, held-out data);
 `eagle3lab lab build` makes one. Heavy imports happen on first use.
 
-May import: engine (the draft model, the decoder), spec, conventions, analysis, sources, errors,
-paths; never server, experiments or above.
+May import: decoder (the draft model, the decoder), spec, wiring, acceptance, sources, errors,
+paths; never serving, experiments or above.
 """
 
 from __future__ import annotations

@@ -73,6 +73,7 @@ class Incident:
     model: dict
     measures: dict
     text: str
+    unstated: tuple = ()  # what the write-up never says ({id, what, why, absent: regexes it does not match})
 
     def figure(self, figure_id: str) -> Figure:
         try:
@@ -100,6 +101,13 @@ class Incident:
 
     def at_step(self, step: int) -> list[Figure]:
         return [f for f in self.figures.values() if f.step == step]
+
+    def stated_after_all(self) -> list[str]:
+        """Ids of `unstated` entries one of whose patterns the story's text does match (a claim
+        that the write-up never says something must be checked against the write-up)."""
+        import re
+
+        return [u["id"] for u in self.unstated if any(re.search(p, self.text) for p in u["absent"])]
 
     def missing_quotes(self) -> list[str]:
         """Ids of figures whose quote is not, word for word, in the story's text."""
@@ -129,4 +137,5 @@ def load(directory: str | None = None) -> Incident:
                                       int(f["step"]), f["quote"], f.get("note", ""))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EagleLabError(f"cannot read the incident record {path}: {exc}") from None
-    return Incident(figures, raw["configs"], tuple(raw["timeline"]), raw["model"], raw["measures"], text)
+    return Incident(figures, raw["configs"], tuple(raw["timeline"]), raw["model"], raw["measures"], text,
+                    tuple(raw.get("unstated", ())))

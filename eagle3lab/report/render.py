@@ -24,6 +24,7 @@ from eagle3lab import engines
 from eagle3lab.serving import measurements
 from eagle3lab.errors import EagleLabError
 from eagle3lab.paths import REPO_DIR
+from eagle3lab.spec import LATEST_SGLANG
 
 NOTEBOOKS_DIR = REPO_DIR / "notebooks"
 PARAMETERS_TAG = "parameters"
@@ -405,10 +406,10 @@ def headlines(nb) -> list[str]:
 # How to rerun each notebook on one's own deployment: the parameters each command sets (every
 # name is a parameter of that notebook; tests/test_report.py checks it).
 RERUN: dict[str, list[tuple[str, str]]] = {
-    # launching SGLang or vLLM per flag set instead (-p BACKEND=sglang|vllm): README "Pointing it at your own deployment"
+    # launching SGLang or vLLM per flag set instead (-p BACKEND=sglang|vllm): docs/usage.md "Pointing it at your own deployment"
     "01": [("a running SGLang server", "-p SERVER_URL=http://HOST:30000")],
     "02": [("your checkpoints", "-p TARGET_DIR=/models/target -p DRAFT_DIR=/models/eagle3-draft "
-                                "-p \"SERVE=('sglang', '0.5.23')\"")],
+                                f"-p \"SERVE=('sglang', '{LATEST_SGLANG}')\"")],
     "03": [("your SGLang tree and patched server",
             "-p SGLANG_DIR=/path/to/site-packages/sglang -p SERVER_URL=http://HOST:30000")],
     "04": [("your server's log", "-p LOG_FILE=/path/to/server.log")],

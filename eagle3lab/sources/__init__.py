@@ -1,8 +1,6 @@
-"""Sources of acceptance observations: server logs, per-request `meta_info`, a metrics endpoint,
-the lab engine. Each source module turns what it reads into one `Observation`, so analysis,
-diagnosis, notebooks and the CLI never care where the numbers came from.
+"""Sources of acceptance observations: server logs, per-request `meta_info`, the lab engine's steps, each turned into one `Observation`. Not: an engine's own endpoint readers (engines/<name>).
 
-May import: spec, errors, style, analysis, conventions; never engines or above (an engine's own
+May import: spec, errors, viz.style, acceptance, wiring; never engines or above (an engine's own
 reader, like vLLM's /metrics, lives in its folder under eagle3lab/engines/).
 """
 

@@ -5,7 +5,7 @@ served conditional per-position rates (and the draft's own evaluation when given
 stage by stage (`walk`): within a stage the first branch whose condition holds fires all its rows
 (an if/elif chain: it excludes the stage's later branches); a stage that ``stops`` ends the walk
 when its condition holds. Every row names the evidence it reads and the threshold it tests, like
-`engine/faults.py`'s fault table and `config.SGLANG_RULES`.
+`decoder/faults.py`'s fault table and `engines.sglang.sglang_rules.SGLANG_RULES`.
 
 Thresholds are calibrated on the lab's measured fault signatures (benchmarks/validate_diagnosis.py
 prints them per fault); ratios are served / standalone. The validation froze this file

@@ -1,9 +1,4 @@
-"""The lab server (`python -m eagle3lab serve`): eagle3lab's own engine behind SGLang's HTTP API.
-It takes SGLang's speculative flags (and nothing else of them) plus `--fault`, feeds the draft
-exactly the boundaries it was trained on (`capture.served_by_lab`), serves one request at a
-time, and reports acceptance per request (`meta_info`) and per step (the engine's step records,
-`eagle3lab.sources.lab_steps`). The engine itself is `eagle3lab.decoder`; its HTTP front end is
-`eagle3lab.engines.lab.frontend`.
+"""The lab server (`python -m eagle3lab serve`): eagle3lab's own engine behind SGLang's HTTP API. Not: the decoder it serves (decoder).
 
 May import: spec, errors, boundaries, engines.argv/base, engines.sglang.capture (its capture rule
 is SGLang's).

@@ -1,6 +1,4 @@
-"""SGLang: its speculative-argument rules per version (`rules`), the installed SGLang's own
-resolver (`resolver`), its launch argv, its capture rule per version and model file
-(`capture`), and acceptance read from each request's `meta_info` (`meta_info`).
+"""SGLang: its speculative-argument rules per version, its own resolver, launch argv, capture rule and `meta_info` reader. Not: the embedding-capture patch (wiring.patching) or its log grammar (sources.grammars).
 
 May import: spec, errors, workers, boundaries, sources, engines.argv/base. The SGLang patch is
 `eagle3lab.wiring.patching` (its own room); the log grammar is `sources/grammars/sglang.py`.

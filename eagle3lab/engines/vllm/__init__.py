@@ -1,7 +1,4 @@
-"""vLLM: its `vllm serve` rules (`rules`, checked by its own resolver `resolver`), the chain rule
-and serve flags for a SpecConfig (`flags`), its Python and launch argv (`env`, `launch`), its
-capture rule, acceptance read from `/metrics` counters (`metrics`), vLLM itself as a reference for
-the lab engine (`reference`) and the notebooks' vLLM experiments (`experiments`).
+"""vLLM: its `vllm serve` rules and own resolver, serve flags, launch, capture rule, `/metrics` reader, and vLLM as the lab engine's reference. Not: server control (serving).
 
 May import: spec, errors, workers, boundaries, sources, engines.argv/base; `reference` and
 `experiments` sit higher (they drive the lab engine and the notebooks' runs) and import those.

@@ -1,6 +1,4 @@
-"""The post-mortem page: the incident record and the notebooks' recorded evidence, as the answer
-first (`page.index_markdown`) and the tables behind it (`tables`); `records` is what each
-notebook records for it."""
+"""The post-mortem page: the incident record and the notebooks' recorded evidence, answer first. Not: the notebooks' own prose (report.prose)."""
 
 from eagle3lab.report.postmortem.page import index_markdown  # noqa: F401
 

@@ -1,6 +1,4 @@
-"""The sentences a notebook shows: every figure interpolated from a measurement, never typed in.
-`words` chooses words from numbers and intervals, `sentences` holds each notebook's prose,
-`tables` the tables for reading; the names below are what notebooks call as `prose.X`."""
+"""The sentences a notebook shows: every figure interpolated from a measurement, never typed in. Not: the post-mortem page (report.postmortem)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from eagle3lab.experiments import BASELINE, _int
+from eagle3lab.spec import LATEST_SGLANG
 from eagle3lab.report.prose.words import (_ci, _count, _depths, _finite, _get, _prompts, _vt, ci_text, compare,
                                    compare_words, origin, speedup_words, where)
 
@@ -192,7 +193,7 @@ def resolution_sentence(resolved) -> str:
     return "; ".join(parts) + " — " + said
 
 
-def seed_ids_sentence(by_version, measured, version: str = "0.5.23") -> str:
+def seed_ids_sentence(by_version, measured, version: str = LATEST_SGLANG) -> str:
     """Notebook 03: what the incident's fixed ids feed on `version`, per version, and what the
     one-layer offset costs on the lab (accept length and speed-up, intervals compared)."""
     from eagle3lab.experiments import SEED_FIX_IDS, SEED_TRAINED
