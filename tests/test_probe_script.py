@@ -226,10 +226,10 @@ class StandIn(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, version="0.5.23", fields=("spec_correct_drafts_histogram",), speculative=True,
-                 fail_on=None, close_after=None, health=200, info=True):
+                 fail_on=None, close_after=None, health=200, info=True, cut=False):
         super().__init__(("127.0.0.1", 0), StandInHandler)
         self.version, self.fields, self.speculative, self.fail_on = version, fields, speculative, fail_on
-        self.close_after, self.health, self.info, self.requests = close_after, health, info, 0
+        self.close_after, self.health, self.info, self.cut, self.requests = close_after, health, info, cut, 0
         threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
@@ -272,7 +272,13 @@ class StandInHandler(BaseHTTPRequestHandler):
         srv.requests += 1
         if srv.close_after is not None and srv.requests > srv.close_after:
             self.close_connection = True
-            return self.connection.shutdown(socket.SHUT_RDWR)  # gone mid-run: no answer at all
+            if srv.cut:  # gone mid-answer: a body cut short
+                self.send_response(200)
+                self.send_header("content-length", "1000")
+                self.end_headers()
+                self.wfile.write(b'{"text": "')
+                self.wfile.flush()
+            return self.connection.shutdown(socket.SHUT_RDWR)  # else gone mid-run: no answer at all
         if srv.fail_on and srv.fail_on in body["text"]:
             return self.reply(500, {"error": {"message": "internal error"}})
         i = int(body["text"].split()[-1])
@@ -341,8 +347,9 @@ def test_failed_requests_are_counted_and_the_rest_measured(script, four_prompts)
     assert result["accept_length"] == sum(TOKENS[i] for i in kept) / sum(sum(HISTS[i]) for i in kept)
 
 
-def test_a_server_that_goes_away_mid_run_ends_it_with_what_completed(script, four_prompts):
-    with StandIn(close_after=2) as srv:
+@pytest.mark.parametrize("cut", [False, True])
+def test_a_server_that_goes_away_mid_run_ends_it_with_what_completed(script, four_prompts, cut):
+    with StandIn(close_after=2, cut=cut) as srv:
         out = probe(script, "--url", srv.url, "--prompts", four_prompts)
         assert srv.requests == 3  # stopped sending once the server was gone
     assert out.returncode == 1 and "Traceback" not in out.stderr

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse, functools, json, math, os, re, socket, sys, time  # noqa: E401 - the standard library only
 import urllib.error, urllib.parse, urllib.request  # noqa: E401
 from collections import Counter
+from http.client import HTTPException
 
 VERSION = "1"
 HEALTH_TIMEOUT_S, INFO_TIMEOUT_S, REQUEST_TIMEOUT_S, SETTLE_S = 10.0, 10.0, 600.0, 5.0
@@ -49,6 +50,7 @@ VLLM_COUNTERS = {"num_drafts": "drafts", "num_draft_tokens": "draft_tokens", "nu
 VLLM_PER_POSITION = "num_accepted_tokens_per_pos"
 VLLM_HISTOGRAM = "metrics.speculative_decoding.acceptance_histogram"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_SERVER, EXIT_NO_SPECULATION = 0, 1, 2, 3, 4
+NETWORK_ERRORS = (OSError, ValueError, HTTPException)  # refused, reset, timed out, cut short, garbled
 
 
 class ProbeError(Exception):
@@ -149,7 +151,7 @@ def check_url(url):
     return full.rstrip("/")
 
 def http(url, body=None, timeout=INFO_TIMEOUT_S):
-    """(status, text) of a GET, or of a POST of `body` as JSON; a network failure raises OSError."""
+    """(status, text) of a GET, or of a POST of `body` as JSON; a network failure raises NETWORK_ERRORS."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"} if data else {})
     try:
@@ -163,7 +165,7 @@ def get_json(url):
     try:
         status, text = http(url)
         return json.loads(text) if status == 200 else None
-    except (OSError, ValueError):
+    except NETWORK_ERRORS:
         return None
 
 def why_unreachable(exc):
@@ -179,7 +181,7 @@ def identify(url):
     """What the server says it runs: engine, version, speculative settings and their source."""
     try:
         status, _ = http(f"{url}/health", timeout=HEALTH_TIMEOUT_S)
-    except (OSError, ValueError) as exc:
+    except NETWORK_ERRORS as exc:
         raise ProbeError(f"{url}: {why_unreachable(exc)}") from None
     if status != 200:
         raise ProbeError(f"{url}/health answered HTTP {status}: not a healthy SGLang or vLLM server")
@@ -266,7 +268,7 @@ def parse_metrics(text):
 def scrape(url):
     try:
         status, text = http(f"{url}/metrics")
-    except (OSError, ValueError) as exc:
+    except NETWORK_ERRORS as exc:
         raise ProbeError(f"{url}/metrics: {why_unreachable(exc)}") from None
     if status != 200:
         raise ProbeError(f"{url}/metrics answered HTTP {status}")
@@ -317,7 +319,7 @@ def send_all(srv, prompts, max_new_tokens, progress=None):
     for i, prompt in enumerate(prompts):
         try:
             rows.append(request_once(srv, prompt, max_new_tokens))
-        except (OSError, ValueError) as exc:
+        except NETWORK_ERRORS as exc:
             rows.append({"ok": False, "error": f"the server stopped answering: {why_unreachable(exc)}"})
             rows += [{"ok": False, "error": "not sent (the server stopped answering)"}] * (len(prompts) - i - 1)
             break
