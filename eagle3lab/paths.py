@@ -10,6 +10,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_DIR = PACKAGE_DIR.parent
 DATA_DIR = REPO_DIR / "data"
 SAMPLES_DIR = DATA_DIR / "samples"
+# The next measurement a reader runs without eagle3lab (issue #41): one stdlib-only file, copied
+# next to the rendered report by `write_probe_script`; docs/probe.md says what it reads.
+PROBE_SCRIPT = PACKAGE_DIR / "serving" / "eagle3_probe.py"
 
 
 def lab_dir(preset: str = "default") -> Path:
@@ -71,3 +74,19 @@ def read_text_file(path, what: str, error=None) -> str:
     if "\x00" in text:
         raise error(f"{what}: {path} holds NUL bytes (offset {text.index(chr(0))}): not a text file")
     return text
+
+
+def write_probe_script(folder) -> Path:
+    """Copy eagle3_probe.py (PROBE_SCRIPT) into `folder`, executable, and return its path: written
+    to a temporary name first and renamed, so a reader never finds half a script."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / PROBE_SCRIPT.name
+    tmp = folder / f".{PROBE_SCRIPT.name}.{os.getpid()}.tmp"
+    try:
+        tmp.write_bytes(PROBE_SCRIPT.read_bytes())
+        tmp.chmod(0o755)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out

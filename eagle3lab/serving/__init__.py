@@ -1,1 +1,1 @@
-"""Running servers and measuring them: launch and stop (with a watchdog), load tests, sweeps, their inputs and the report's measurement store. Not: what an engine's flags mean (engines)."""
+"""Running servers and measuring them: launch and stop (with a watchdog), load tests, sweeps, their inputs and the report's measurement store; and eagle3_probe.py, the same measurement as a stand-alone script a reader runs without eagle3lab (standard library only: it imports nothing from here). Not: what an engine's flags mean (engines)."""
