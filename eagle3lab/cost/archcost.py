@@ -27,7 +27,6 @@ with no growth (`StepModel.curve`). Statistics layer: imports `modelshape`, `cos
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from eagle3lab.cost.modelshape import ConfigError, ModelShape
@@ -244,7 +243,3 @@ def chain_growth(model: StepModel, steps: int) -> dict:
     a, b = model.parts(steps), model.parts(steps + 1)
     return {"from": a.label, "to": b.label, "verify": b.verify_cost - a.verify_cost,
             "draft": b.draft_cost - a.draft_cost, "total": b.step_cost - a.step_cost}
-
-
-def isfinite(x) -> bool:
-    return x is not None and math.isfinite(float(x))
