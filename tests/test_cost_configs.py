@@ -2,7 +2,7 @@
 the fit to measured configurations and `eagle3lab cost --target-config` (issue 40 items 1, 2, 5).
 
 Parameter counts are the code's on the shipped public configs (data/cost/targets): pinned, and
-Kimi-K2.5's and DeepSeek-V3's against the totals their READMEs publish (docs/cost-model.md)."""
+Kimi-K2.5's and DeepSeek-V3's against their published totals (docs/cost-model.md)."""
 
 import json
 
@@ -40,7 +40,7 @@ def test_each_family_read_by_its_own_field_names(name, family, total_b, moe_laye
 def test_published_totals_kimi_and_deepseek():
     kimi, ds = costchecks.target("kimi-k2.5"), costchecks.target("deepseek-v3")
     embed = lambda t: t.vocab * t.hidden  # noqa: E731
-    # Kimi-K2.5 README: 1T total, 32B activated; DeepSeek-V3 README: 671B total, 37B activated
+    # MoonshotAI/Kimi-K2.5 README: 1T total, 32B activated; DeepSeek-V3 report (arXiv 2412.19437): 671B, 37B
     assert abs((kimi.total_params() + embed(kimi)) / 1.0e12 - 1) < 0.03
     assert abs(_active(kimi) / 32e9 - 1) < 0.03
     assert abs((ds.total_params() + embed(ds)) / 671e9 - 1) < 0.005
