@@ -230,3 +230,8 @@ def test_every_error_is_an_eaglelab_error():
         CostParams(locality=-0.1)
     with pytest.raises(EagleLabError):
         StepModel(costchecks.target("kimi-k2.5"), costchecks.target("kimi-k2.5")).parts(5, 1, 16)
+
+
+def test_a_trees_accept_length_predicts_no_chain():
+    tree = acceptprofile.from_accept_length(2.52, 7, None, 4, 16)
+    assert tree.accept_length(7, 4, 16) == (2.52, (2.52, 2.52)) and tree.accept_length(3) is None

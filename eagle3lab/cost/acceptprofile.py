@@ -48,6 +48,8 @@ class AcceptanceProfile:
             return None
         if self.positions is not None:
             return self._from_positions(steps)
+        if self.rate is None:
+            return None
         value = float(predict.expected_accept_length(self.rate, steps))
         lo, hi = (self.rate, self.rate) if self.rate_range is None else self.rate_range
         return value, (float(predict.expected_accept_length(lo, steps)), float(predict.expected_accept_length(hi, steps)))
@@ -95,12 +97,15 @@ def from_accept_length(value: float, steps: int, interval=None, topk: int = 1,
     for v in (value, lo, hi):
         if not 1.0 <= v <= steps + 1:
             raise StatsError(f"accept length {v:g} is outside [1, {steps + 1}] at depth {steps} (bonus included)")
+    where = f"{steps}/{topk}/{tokens}"
+    measured_at = (steps, topk, tokens, float(value), None if interval is None else (lo, hi))
+    if topk > 1:  # a tree's accept length says nothing of a chain's: no i.i.d. rate from it
+        return AcceptanceProfile("accept length at a depth", f"accept length {value:g} at the tree {where} "
+                                 "(chains not predicted from a tree)", measured_at=measured_at)
     a = predict.fit_iid_rate(value, steps)
     rng = (predict.fit_iid_rate(lo, steps), predict.fit_iid_rate(hi, steps))
-    where = f"{steps}/{topk}/{tokens}"
     return AcceptanceProfile("accept length at a depth", f"accept length {value:g} at {where}",
-                             rate=a, rate_range=rng, measured_at=(steps, topk, tokens, float(value),
-                                                                  None if interval is None else (lo, hi)))
+                             rate=a, rate_range=rng, measured_at=measured_at)
 
 
 def from_bench(path) -> AcceptanceProfile:
