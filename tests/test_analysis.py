@@ -230,7 +230,7 @@ def test_findings_frame_and_validation():
     frame = F.findings_frame(D.diagnose(per_position=[0.01, 0.0]))
     assert list(frame.columns) == ["rank", "cause", "evidence", "next_check"]
     with pytest.raises(ValueError):
-        D.rules.finding("gremlins", 0.5, [])
+        D.cause_rules.finding("gremlins", 0.5, [])
 
 
 def test_steps_frame_from_engine_generations():

@@ -364,7 +364,7 @@ def test_ipython_displays_a_figure_with_alt_text_as_an_img_beside_its_png():
             "shell = InteractiveShell.instance()\n"
             "from IPython.core.pylabtools import select_figure_formats\n"
             "select_figure_formats(shell, {'png'})  # what %matplotlib inline registers\n"
-            "from eagle3lab import plots\n"
+            "from eagle3lab.viz import plots\n"
             "fig = plots.accept_vs_depth(a=[0.7], max_depth=3, title='curves')\n"
             "data, _ = shell.display_formatter.format(fig)\n"
             "print(sorted(data)); print(data['text/html'][:40])\n")

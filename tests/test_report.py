@@ -82,7 +82,7 @@ def test_report_executes_renders_and_names_the_failing_cell(tmp_path):
     nbdir = tmp_path / "nbs"
     nbdir.mkdir()
     make_notebook(nbdir / "01_plot.ipynb", PLOT,
-                  "from eagle3lab import prose\nprose.headline(f'the lab was **{LAB}**')")
+                  "from eagle3lab.report import prose\nprose.headline(f'the lab was **{LAB}**')")
     make_notebook(nbdir / "02_fails.ipynb", "x = 1", "raise ValueError(f'broken on {LAB}')", "print('never')")
     out = tmp_path / "out"
     result = report.build_report(out=out, lab="ci", notebooks_dir=nbdir, progress=False,

@@ -141,7 +141,7 @@ def test_readme_module_table_matches_the_tree():
     table = readme.split("| module | job |", 1)[1].split("\n\n", 1)[0]
     named = set()
     for cell in re.findall(r"^\| ([^|]+) \|", table, re.M):
-        named |= {n.split(".")[-1] for n in re.findall(r"`([\w.]+)`", cell)}
+        named |= {part for n in re.findall(r"`([\w.]+)`", cell) for part in n.split(".")}
     package = root / "eagle3lab"
     tree = {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")}
     tree |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}

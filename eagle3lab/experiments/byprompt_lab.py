@@ -4,7 +4,7 @@ long-context prompts served to drafts trained on short sequences) and the gap be
 from the lab server's per-request histograms, plus what notebooks 04 and 05 show of them.
 
 Prompt kinds (the lab's `long-context` and `domain-shift` faults' prompts,
-`engine.labbench.bench_prompts` / `engine.faults.domain_shift_texts`):
+`decoder.labbench.bench_prompts` / `decoder.faults.domain_shift_texts`):
 * code, short: held-out passages' opening windows of SHORT_TOKENS tokens;
 * code, long: windows of LONG_TRAIN_MULTIPLE x the drafts' training length (config.json
   `eagle3lab.train_seq_len`), cut to what the context leaves;

@@ -2,7 +2,7 @@
 
 Why: a deployer's first question after "is my config what runs?" is "does my engine version have
 a known defect?". The field keeps no such list for EAGLE-3, so this is one, in the style of
-`engines.sglang.rules.SGLANG_RULES`: one frozen row per defect (rows_vllm.py, rows_sglang.py),
+`engines.sglang.sglang_rules.SGLANG_RULES`: one frozen row per defect (rows_vllm.py, rows_sglang.py),
 each quoting its upstream thread and naming the code that makes it. Its version bounds are read
 in the released wheels by `scripts/read_releases.py` (probes.py holds each row's code signature;
 docs/known-defects-releases.json the reading the tests compare the rows with); a row no code

@@ -1,6 +1,6 @@
 """The lab server (`python -m eagle3lab serve`): eagle3lab's own engine behind SGLang's HTTP API. Not: the decoder it serves (decoder).
 
-May import: spec, errors, boundaries, engines.argv/base, engines.sglang.capture (its capture rule
+May import: spec, errors, boundaries, engines.argv/base, engines.sglang.sglang_capture (its capture rule
 is SGLang's).
 """
 

@@ -1,5 +1,5 @@
 """The lab engine's capture rule: it serves SGLang's HTTP API for a llama-shaped target, so it
-feeds its draft what the newest SGLang read feeds (`engines.sglang.capture`)."""
+feeds its draft what the newest SGLang read feeds (`engines.sglang.sglang_capture`)."""
 
 from __future__ import annotations
 
