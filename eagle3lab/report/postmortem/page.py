@@ -27,16 +27,11 @@ def _link(nb: str, present=None) -> str:
     return f"[{nb}]({name}.html)"
 
 
-def _commands(lines: list[tuple[str, str]]) -> str:
-    """A "check your own deployment" box: what each command answers, then the command."""
-    body = "\n".join(f"> - {why}:<br>`{cmd}`" for why, cmd in lines)
-    return "> **Check your own deployment**\n>\n" + body
-
-
 def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str:
     f = rec.figure
     cost = t.incident_cost(rec)
     tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
+    slice_text = t.training_slice_text(ev)
     lines = [
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation**: "
@@ -44,35 +39,33 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"with 15 steps, and {f('after_fix_tps').text()} after a wiring fix at 5/1/6, where SGLang logged accept "
         f"lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Three problems stacked up: two causes whose mechanisms are verified in SGLang's code, and a third "
-        "still open.",
-        f"1. *A silent config override* (**verified**: SGLang's own resolver, and the rule read in every release "
-        f"since 0.4.5.post3): steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, not "
-        "the 16 asked.",
-        f"2. *A hidden-state wiring mismatch* (**its mechanism verified in SGLang's code; its fix not confirmed**): "
-        f"the draft was trained on boundaries {rec.model['trained_boundaries']} and served "
+        "**Why.** Three problems stacked up; a fourth is a candidate root cause.",
+        f"1. *A silent config override*, **verified** by SGLang's own resolver and in every release since "
+        f"0.4.5.post3: steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
+        f"2. *A hidden-state wiring mismatch*, **mechanism verified** in SGLang's code, **fix not confirmed**: the "
+        f"draft was trained on boundaries {rec.model['trained_boundaries']} and served "
         f"{rec.model['served_boundaries_before_fix']}. " + version_caveat(ev, rec),
-        f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix* (**open**). The incident's own "
-        f"figures fit one simple reading (arithmetic, not evidence: a served first position need not accept at the "
-        f"training accuracy): the first position accepted at {f('validation_accuracy').text()} and none after it "
-        f"gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}, inside the logged "
-        "range: the profile of a draft trained without TTT. "
-        + _fit_sentence(t.consistent(hyp_rows), tested)
-        + f" At the incident's own step cost, speculation at 5/1/6 pays only above an accept length of "
-          f"about **{cost['cost']:.1f}**.",
+        f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix*, **open**. The incident's own "
+        f"figures fit a draft trained without training-time test: position 1 accepted at the training accuracy "
+        f"{f('validation_accuracy').text()} and none after it gives 1 + {f('validation_accuracy').mid:.3f} = "
+        f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range. That is arithmetic, not evidence. "
+        + _fit_sentence(t.consistent(hyp_rows), tested),
+        "4. *The training slice*, **candidate**: training took the first 3 of 4 captured states, "
+        f"{rec.model['trained_boundaries']}, and dropped the deepest. " + slice_text,
+        "",
+        f"**Why speculation cost so much.** One step at 5/1/6 cost **{cost['cost']:.2f}** plain decode steps "
+        f"(the incident's own figures), so it paid only above an accept length of about {cost['cost']:.1f}. On a "
+        "sparse mixture of experts a verify pass reads the union of the experts its tokens route to; that alone "
+        "accounts for the figure (below).",
         "",
         "**What the lab can and cannot say.** " + lab_caveat(ev, lab, hyp_rows),
-        "",
-        "**Next measurement.** Acceptance per draft position on the real server, which SGLang returns with "
-        "every request: the command and how to read it are below.",
     ]
     return "\n".join(lines)
 
 
 def version_caveat(ev: dict, rec) -> str:
     """Which SGLang the incident ran decides whether its fix fed the trained boundaries; the
-    write-up does not say, and its two clues (the ids' behaviour, the accept rate's definition)
-    disagree: said on the first screen, not left in a timeline cell."""
+    write-up does not say, and its two clues disagree: said on the first screen, in short sentences."""
     from eagle3lab.wiring.boundaries import default_boundaries
     from eagle3lab.engines.sglang.sglang_capture import SGLANG_CUDA_GRAPH_RESET
 
@@ -80,13 +73,11 @@ def version_caveat(ev: dict, rec) -> str:
     default = default_boundaries(rec.model["target_layers"])
     first = SGLANG_CUDA_GRAPH_RESET[0]
     fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
-    return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, and "
-            f"there the embedding-capture patch and ids {rec.model['config_ids_after_fix']} fix it. But the accept "
-            f"rate the incident logged follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs (from {first}) "
+    return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids; "
+            f"there the embedding-capture patch with ids {rec.model['config_ids_after_fix']} fixes it. But the "
+            f"logged accept rate follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, "
             f"reset every id to the default boundaries {default}, before and after the fix. The write-up does not "
-            "state its version, so **whether the fix took effect is not known**: the next measurement tells "
-            "(wiring still off: position 1 low too; on the lab it gives an accept length below the incident's, "
-            "weak evidence that the fix did take effect).")
+            "state its version, so **whether the fix took effect is not known**.")
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -160,50 +151,16 @@ def causes_table(ev: dict, rec, present=None) -> str:
          "status": "open: hypotheses tested on the lab",
          "evidence": f"the hypotheses below; {_link('04', present)}, {_link('05', present)}",
          "fix": "first measure acceptance per position on the server (below)"},
+        {"cause": f"4 · training slice: trained on {rec.model['trained_boundaries']}, the first 3 of 4 captured "
+                  "states, without the deepest",
+         "status": "candidate root cause" + ("; measured on the lab" if (ev.get("training_slice") or {}).get("gap")
+                                             else "; not measured in this run"),
+         "evidence": t.training_slice_text(ev) + f" {_link('03', present)}",
+         "fix": "retrain on low, middle and high layers, as the trainer's default does; no server patch"},
     ]
     return t.markdown_table(rows, ["cause", "status", "evidence", "fix"])
 
 
-def actions(ev: dict, rec, hyp_rows) -> str:
-    cost = t.incident_cost(rec)
-    lines = [
-        "1. **Check how your draft was trained**: with training-time test or without (TTT; "
-        f"{TTT_OPTION}). The incident's write-up does not say; without it a draft accepts its first position "
-        "and collapses after it.",
-        "2. **Check what the server runs**, not what you asked: with topk 1, SGLang sets the draft tokens to "
-        "steps + 1 and says so in one log line.",
-        "3. **Check the wiring** slot by slot for your SGLang version before benchmarking: which ids feed the "
-        "embedding, and whether that needs the patch, changes from release to release (notebook 03).",
-        "4. **Know your break-even accept length** from your own figures: accept length × no-speculation tok/s "
-        f"/ speculative tok/s is the cost of one step in plain steps (the incident's: {cost['cost']:.1f} at 5/1/6). "
-        f"That cost is a problem of its own: it caps the speed-up at {cost['k'] + 1} / {cost['cost']:.2f} = "
-        f"{(cost['k'] + 1) / cost['cost']:.2f}× even if every draft were accepted, so profile the draft and verify "
-        "passes on the server too.",
-        "5. **Measure acceptance per draft position** on your server before retraining (next section).",
-        "",
-        _commands([
-            ("install eagle3lab (not on PyPI: in a clone of the repository this report was rendered from; "
-             "Python 3.11, a CPU is enough)", "bash scripts/setup.sh && source .venv/bin/activate"),
-            ("what SGLang runs for your flags", "eagle3lab config -- --speculative-num-steps 5 "
-                                                "--speculative-eagle-topk 1 --speculative-num-draft-tokens 6"),
-            ("which boundary feeds each slot", "eagle3lab wiring --draft DRAFT_DIR --target TARGET_DIR "
-                                               "--serve sglang==VERSION"),
-            ("whether your SGLang needs the embedding patch", "eagle3lab patch sglang --check"),
-            ("per-position acceptance and accept length on your server (the more prompts, the narrower the "
-             "intervals; the breakdown by kind needs several per kind)",
-             "eagle3lab bench --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64"),
-            ("your step cost and break-even, from your own no-speculation and speculative tok/s",
-             "eagle3lab cost --baseline-tps B --spec-tps S --accept-length L --steps 5"),
-        ]),
-        "",
-        PROMPTS_FORMAT,
-    ]
-    return "\n".join(lines)
-
-
-# docs/sources.md section 9: SpecForge 0.2.0 `TrainingConfig.ttt_length` (default 7); its GitHub
-# scripts/train_eagle3.py `--ttt-length` (default 7)
-TTT_OPTION = "SpecForge's `ttt_length`, default 7; 1 means no TTT"
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
 # verify step; the OpenAI endpoints only with `return_spec_tokens_details` (under `sglext`)
 PROMPTS_FORMAT = ("`prompts.jsonl`: one prompt per line, either plain text or a JSON object "
@@ -214,23 +171,24 @@ PROMPTS_FORMAT = ("`prompts.jsonl`: one prompt per line, either plain text or a 
 
 
 def next_measurement(hyp_rows: list[dict]) -> str:
+    from eagle3lab.report.postmortem.known_box import PROBE, histogram_sentence
+
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
-    from eagle3lab.engines.sglang.meta_info import FIRST_HISTOGRAM_RELEASE
-
-    text = (f"SGLang from {FIRST_HISTOGRAM_RELEASE} returns with every request how many of its verify steps "
-            "accepted exactly n draft tokens (`meta_info[\"spec_correct_drafts_histogram\"]`, read in its "
-            "released wheels); for a chain (topk 1) that is the acceptance of each draft position. "
-            "`eagle3lab bench --url` (in the box above) reads it and prints each position's rate with its "
-            "interval, and the same by prompt length and category.")
+    text = ("Acceptance per draft position on the real server, and its step cost at two chain lengths (steps 3 and 4 "
+            f"of the box above). `{PROBE}`, next to this page, measures both with nothing but Python 3: "
+            f"`python3 {PROBE} --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --baseline-tps 90`. "
+            "For a chain (topk 1) a request's histogram of accepted drafts per verify step gives each position's "
+            "rate; the script prints each with its 95 % interval, the accept length and the step cost. "
+            + histogram_sentence() + " " + PROMPTS_FORMAT)
     if sep:
         text += "\n\n" + _separation_text(sep, t.separated_pairs(hyp_rows) if sep.get("groups", 0) < 2 else [])
     elif len(fits) == 1:
         r = fits[0]["_row"]
         text += (f"\n\nOnly *{t.short(fits[0]['name'])}* fits on the lab; its profile per position is "
-                 f"{t.profile_text(r)}. If the real server's profile looks like it (first position accepted, "
-                 "a collapse after it), the incident's draft needs training-time test; if every position is low, "
-                 "look at what the lab could not reproduce (the target's numerics, the prompts).")
+                 f"{t.profile_text(r)}. A real server with the same profile, position 1 accepted and a collapse "
+                 "after it, points to a draft that needs training-time test; every position low points to what the "
+                 "lab could not reproduce: the target's numerics, the prompts.")
     return text
 
 
@@ -242,11 +200,12 @@ def _separation_text(sep: dict, pairs: list[dict] | None = None) -> str:
     cell = lambda n: f"*{t.short(n)}* {t.fmt(sep['rates'][n], (sep.get('ci95') or {}).get(n))} " \
                      f"(n = {(sep.get('n') or {}).get(n, '?')})"  # noqa: E731
     ordered = sorted(sep["rates"], key=sep["rates"].get)
-    text = (f"On the lab the hypotheses not excluded are told apart best at **draft position {pos}** (conditional rate, "
-            f"95 % interval over prompts, n = verify steps that reached it): " + "; ".join(cell(n) for n in ordered) + ".")
+    text = (f"On the lab the hypotheses not excluded differ most at **draft position {pos}**. Each conditional rate "
+            "below has its 95 % interval over prompts, and n is the number of verify steps that reached the "
+            "position: " + "; ".join(cell(n) for n in ordered) + ".")
     if len(groups) > 1:
         parts = " | ".join(", ".join(f"*{t.short(n)}*" for n, _ in g) for g in groups)
-        text += (f" Their intervals separate {len(groups)} groups ({parts}, lowest first): the real server's rate "
+        text += (f" Their intervals separate {len(groups)} groups, lowest first: {parts}. The real server's rate "
                  f"at position {pos}, measured over enough prompts to narrow its own interval, says which group "
                  "the incident belongs to; hypotheses inside a group need another measurement.")
     else:
@@ -262,43 +221,6 @@ def _separation_text(sep: dict, pairs: list[dict] | None = None) -> str:
     return text
 
 
-def cost_section(ev: dict, rec) -> str:
-    cost = t.incident_cost(rec)
-    after = (ev.get("fix") or {}).get("after") or {}
-    lab_c = t.lab_cost(after)
-    lo, hi = cost["cost_range"]
-    lines = [
-        "*Calculated from the incident's reported figures, not measured.*",
-        "",
-        f"- One speculative step at 5/1/6 cost **{cost['cost']:.2f}** no-speculation steps on the incident's "
-        f"hardware ({lo:.2f}–{hi:.2f} across the three logged accept lengths; accept length × "
-        f"{rec.figure('baseline_tps').text()} / {rec.figure('after_fix_tps').text()}). Speculation there pays only "
-        f"above an accept length of about **{cost['cost']:.1f}**.",
-        f"- Read as independent per-token acceptance, the logged mean {cost['accept_length']:.2f} at depth "
-        f"{cost['k']} is a rate of **{cost['iid_rate']:.2f}** per token. Had the draft's "
-        f"{rec.figure('validation_accuracy').text()} training accuracy held at every position (a hypothetical), "
-        f"the accept length would be {cost['accept_length_at_training_accuracy']:.2f}: "
-        f"{cost['accept_length_at_training_accuracy'] / cost['cost']:.2f}× of no speculation at that cost.",
-    ]
-    if lab_c is not None:
-        lines.append(f"- The lab's own step at 5/1/6 costs **{lab_c:.1f}** plain steps (measured in this run, the same "
-                     "formula), so the lab's tokens/s are not the incident's: its acceptance is compared, its speed "
-                     "is carried over through the incident's cost (the hypotheses' last column).")
-    pred = ev.get("prediction") or {}
-    if pred.get("of"):
-        lines.append(f"- How far a cost model can be trusted: calibrated on the lab's measured step costs, each "
-                     f"configuration predicted from the others' timings (leave one out), it puts "
-                     f"**{pred['inside']} of {pred['of']}** of this run's measured speed-ups inside their 95 % intervals "
-                     f"({_link('05')}); with 6 prompts those intervals are wide, so this is a weak test.")
-    lines.append("\n*Assumption, stated once: a step's cost is set by the configuration and the hardware, not by "
-                 "how much is accepted; one request at a time; the three figures measured on the same prompts "
-                 "(the write-up gives neither its GPU, its prompts nor its concurrency).*")
-    return "\n".join(lines)
-
-
-GPU_COLUMN = "calculated for the incident's GPU"
-
-
 def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
     if not hyp_rows:
         return "*Notebook 05 recorded no hypotheses in this run.*"
@@ -308,16 +230,16 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
         from eagle3lab.report.postmortem.figures import hypotheses_figure
 
         picture = hypotheses_figure(hyp_rows, rec.low, rec.high) + "\n\n"
-    # no switch names here (notebook 05 has them): the page speaks of hypotheses, not of lab switches
-    rows = [{**r, "hypothesis": r["stands for"], GPU_COLUMN: r["on the incident's GPU"]} for r in hyp_rows]
-    table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident", GPU_COLUMN])
+    # no switch names here (notebook 05 has them): the page speaks of hypotheses, not of lab switches; no
+    # speed-up for the incident from a lab accept length (the configuration advice uses the incident's own)
+    rows = [{**r, "hypothesis": r["stands for"]} for r in hyp_rows]
+    table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident"])
     n = t.prompts_text(hyp_rows) or "a few"
     return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts (per position: "
             "conditional acceptance of draft positions 1–5; – where no step reached it). *Not excluded*: its "
             f"interval meets the incident's {_range()}; with intervals this wide, weak evidence. Faults other than "
             "no TTT are applied to the lab's TTT draft. *Excluded* speaks "
-            f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part. "
-            "The last column is arithmetic: the accept length at the incident's step cost, as a speed-up."
+            f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part."
             "\n\n" + picture + table)
 
 
@@ -364,30 +286,30 @@ def evidence_section(runs_ok: dict) -> str:
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
-    """The whole first page, as Markdown (the report renders it with no code cells)."""
+    """The whole first page, as Markdown (the report renders it with no code cells): the answer
+    first (summary, the known/unknown/do-next box, causes, the step cost), then the evidence."""
+    from eagle3lab.report.postmortem import known_box, moe_cost
+
     rec = rec or incident_record.load()
     present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
     hyp_rows = t.hypothesis_rows(ev, rec)
     timeline = t.timeline_rows(ev, rec)
     parts = [
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
-        f"*Incident figures are quoted as reported in the incident's write-up (`data/incident/`); lab figures were "
-        f"measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means "
-        "steps/topk/draft tokens; accept length is tokens per verify step, the bonus token included; brackets are "
-        "95 % intervals over prompts unless said otherwise (per position: the wider of a jackknife over prompts "
-        "and the exact binomial interval). A boundary b is the hidden state entering layer b (0 = the embedding). "
-        "The write-up names the captured states two ways (id 2 \"capture before layer 3 runs\", and \"output "
-        "after layer 3\"); this report follows SGLang's capture code: id 2 feeds boundary 3.*",
+        f"*Incident figures are quoted as reported in its write-up; lab figures were measured in this run "
+        f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means steps, topk and draft tokens. "
+        "Accept length is tokens per verify step, the bonus token included. Brackets are 95 % intervals over "
+        "prompts. A boundary b is the hidden state entering layer b, and 0 is the embedding; SGLang's id 2 feeds "
+        "boundary 3.*",
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
+        "## Known, unknown, do next", known_box.box(rec),
         "## Causes and their status", causes_table(ev, rec, present),
-        "## What to change in your own deployment", actions(ev, rec, hyp_rows),
+        "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
         "## The next measurement", next_measurement(hyp_rows),
         "## Timeline, figure by figure",
         "Each incident figure beside the lab's figure of the same definition at the same configuration "
-        f"({t.DRAFTS['seed']}: trained on the incident's boundaries {rec.model['trained_boundaries']} without TTT, "
-        "served as SGLang served the incident's). Step numbers are the write-up's order.\n\n"
-        + t.markdown_table(timeline),
-        "## The incident's own cost", cost_section(ev, rec),
+        f"({t.DRAFTS['seed']}, served as SGLang served the incident's). Step numbers are the write-up's order. "
+        + t.baseline_sentence(ev) + "\n\n" + t.markdown_table(timeline),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),
         "## Can the diagnosis be trusted?", trust_section(ev, present),
         "## The evidence", "One page per notebook, with its code, in this folder:\n\n"

@@ -4,7 +4,7 @@ Each row sets an incident figure (as reported, `eagle3lab.report.incident`) besi
 the same definition at the same configuration, measured in the run, and decides the verdict from
 the lab's interval: "consistent" when the interval meets the incident's reported range, "higher"
 or "lower" when it lies beyond it. Where the lab cannot measure the same thing (tokens/s on the
-incident's GPU), the row says why in numbers: the cost of one speculative step.
+incident's hardware), the row says why in numbers: the cost of one speculative step.
 """
 
 from __future__ import annotations
@@ -110,17 +110,6 @@ def incident_cost(rec=None) -> dict:
             "step": mid}
 
 
-def on_incident_hardware(accept_length, ci, cost: dict) -> dict:
-    """A measured accept length (and its interval) carried to the incident's hardware
-    (`StepCost.what_if`): the speed-up L / C and tok/s baseline × L / C, a range from the interval."""
-    lo, hi = _ci(ci) or (accept_length, accept_length)
-    step = cost["step"]
-    lo, hi = max(lo, 1.0), min(hi, step.max_accept_length)  # an interval's ends within what a step can emit
-    there = step.what_if(min(max(float(accept_length), 1.0), step.max_accept_length), (lo, hi))
-    return {"speedup": there["speedup"], "speedup_range": tuple(there["speedup_range"]),
-            "tps": there["tokens_per_s"], "tps_range": tuple(there["tokens_per_s_range"])}
-
-
 def lab_cost(row: dict, rec=None) -> float | None:
     """The lab's own cost of one speculative step at the incident's fixed configuration, in plain
     steps: the incident's formula on the lab's measurement (accept length × paired baseline tok/s
@@ -216,8 +205,8 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
     if after:
         add(6, f"5/1/6 after the fix: **{rec.figure('after_fix_tps').text()}** = {rec.speedup('after_fix_tps'):.2f}×",
             _speedup_cell(after),
-            f"differs in cost: a step costs {cost['cost']:.1f} plain steps on the incident's GPU "
-            f"({cost['cost_range'][0]:.1f}–{cost['cost_range'][1]:.1f} over the logged accept lengths; calculated), "
+            f"differs in cost: a step costs {cost['cost']:.1f} plain steps at the incident's step cost "
+            f"({cost['cost_range'][0]:.1f}–{cost['cost_range'][1]:.1f} over the logged accept lengths, calculated), "
             f"{fmt(lab_cost(after), None, 1)} on the lab's CPU (measured)")
     if acc or after:
         src = acc if acc.get("accept_length") is not None else after
@@ -257,24 +246,20 @@ def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
 
 def hypothesis_rows(ev: dict, rec=None) -> list[dict]:
     """Each lab hypothesis at the incident's fixed configuration: its accept length and
-    per-position profile, consistent with the incident's reported range or excluded, and what it
-    would have given on the incident's hardware."""
+    per-position profile, consistent with the incident's reported range or excluded. No speed-up
+    for the incident comes from a lab accept length: the configuration advice uses the incident's
+    own acceptance and public drafts' (`moe_cost`)."""
     rec = rec or incident_record.load()
     table = (ev.get("hypotheses") or {}).get("rows", {})
     length = rec.figure("after_fix_accept_length")
-    cost = incident_cost(rec)
     rows = []
     for name, row in table.items():
         verdict = against_range(row.get("accept_length"), row.get("accept_length_ci95"), length.low, length.high)
-        there = on_incident_hardware(row["accept_length"], row.get("accept_length_ci95"), cost) \
-            if _finite(row.get("accept_length")) else None
         rows.append({"name": name, "stands for": HYPOTHESES.get(name, name),
                      "accept length": fmt(row.get("accept_length"), row.get("accept_length_ci95")),
                      "per position": profile_text(row),
                      "vs incident": ("reference" if name == REFERENCE else
                                      "**not excluded**" if verdict == "consistent" else f"excluded ({verdict})"),
-                     "on the incident's GPU": "n/a" if there is None else
-                     f"{there['speedup']:.2f}× [{there['speedup_range'][0]:.2f}, {there['speedup_range'][1]:.2f}]",
                      "_verdict": verdict, "_row": row})
     return rows
 
@@ -403,3 +388,50 @@ def blind_score(name: str = HELD_OUT) -> dict | None:
     return {"lab": name, "top1": int(m.group(1)), "right": int(m.group(2)), "of": int(m.group(3)),
             "ci": (int(m.group(4)), int(m.group(5))), "built": built.group(1) if built else "?",
             "file": f"data/validation/{name}.txt"}
+
+
+# --------------------------------------------------------------------------- reading the ratios
+
+OTHER_PROMPTS = ("domain-shift", "long-context")  # rows that decode other prompts than the shared ones
+
+
+def baselines(ev: dict) -> list[float]:
+    """The no-speculation tok/s of every measured row that decoded the notebooks' shared prompts:
+    identical greedy decodes, so their spread is the machine's drift during the run."""
+    rows = list(((ev.get("flag_sets") or {}).get("rows") or {}).values())
+    rows += [r for r in ((ev.get("fix") or {}).get("before"), (ev.get("fix") or {}).get("after")) if r]
+    rows += [r for name, r in ((ev.get("hypotheses") or {}).get("rows") or {}).items() if name not in OTHER_PROMPTS]
+    return [float(r["baseline_tokens_per_s"]) for r in rows if _finite(r.get("baseline_tokens_per_s"))]
+
+
+def baseline_sentence(ev: dict) -> str:
+    """Said once, where ratios first appear: each speed-up divides by its own interleaved
+    no-speculation run, and how far this run's identical no-speculation decodes drifted."""
+    base = sorted(baselines(ev))
+    text = ("Every speed-up on this page divides a configuration's tok/s by its own no-speculation run, "
+            "decoded alternately with it on the same prompts, so that the machine's drift cancels.")
+    if len(base) >= 2:
+        mid = base[len(base) // 2] if len(base) % 2 else (base[len(base) // 2 - 1] + base[len(base) // 2]) / 2
+        text += (f" This run's {len(base)} no-speculation runs of identical greedy decodes ranged "
+                 f"{base[0]:.1f}–{base[-1]:.1f} tok/s, {100 * (base[-1] - base[0]) / mid:.0f} % of their median: "
+                 "compare configurations by their ratios and accept lengths, never by raw tok/s across rows.")
+    return text
+
+
+# --------------------------------------------------------------------------- the training slice
+
+def training_slice_text(ev: dict) -> str:
+    """What the lab measured of a draft trained on [embedding, low, mid] against one trained on
+    [low, mid, high], both with TTT and each served as trained (notebook 03 records it)."""
+    sl = ev.get("training_slice") or {}
+    a, b = sl.get("trained_emb_low_mid"), sl.get("trained_low_mid_high")
+    if not a or not b:
+        return "The lab did not measure it in this run."
+    gap = sl.get("gap") or {}
+    verdict = against_one(gap.get("ratio_ci95"), gap.get("ratio"))
+    said = {"below": "lower, beyond the intervals", "above": "higher, beyond the intervals",
+            "not distinguishable": "not distinguishable"}.get(verdict, verdict)
+    return (f"On the lab, a draft trained that way, with TTT and served as trained, accepts "
+            f"{fmt(a.get('accept_length'), a.get('accept_length_ci95'))} tokens per step against "
+            f"{fmt(b.get('accept_length'), b.get('accept_length_ci95'))} for the same recipe on low, middle and high "
+            f"layers: {said}. Its fix is a retrain on the intended boundaries, with no server patch.")

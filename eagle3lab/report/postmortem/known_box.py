@@ -1,0 +1,109 @@
+"""The box at the top of the post-mortem: what is known (each fact with its quote), what the
+write-up never states, and what to do next, in order, each step with its command.
+
+Why a box: a reader acting the same day needs the facts, the gaps and the order of the next steps
+before any evidence. Facts come from the incident record (quotes checked against the story by
+tests/test_incident.py), the gaps from its `unstated` list (checked against the story too), the
+commands from what eagle3lab and its standalone probe script (`eagle3_probe.py`) accept.
+"""
+
+from __future__ import annotations
+
+from eagle3lab.paths import PROBE_SCRIPT
+from eagle3lab.report import incident as incident_record
+
+# The write-up's own words for the wiring (tests/test_incident.py checks they are in the story).
+WIRING_QUOTE = "taking the first 3 of 4 captured hidden states"
+KNOWN_FIGURES = ("baseline_tps", "after_fix_tps", "after_fix_accept_length", "after_fix_accept_rate",
+                 "validation_accuracy", "standalone_accuracy", "draft_tokens_run_first")
+PROBE = PROBE_SCRIPT.name
+PROMPTS = "prompts.jsonl"
+
+
+def _quote(text: str) -> str:
+    return "“" + " ".join(text.split()) + "”"
+
+
+def known_lines(rec) -> list[str]:
+    """One line per fact the write-up reports, the figure first, its quote after."""
+    labels = {"baseline_tps": "without speculation", "after_fix_tps": "at 5/1/6 after the wiring fix",
+              "after_fix_accept_length": "accept length logged at 5/1/6",
+              "after_fix_accept_rate": "accept rate logged at 5/1/6",
+              "validation_accuracy": "the draft's validation accuracy in training",
+              "standalone_accuracy": "the draft's accuracy in a standalone test with the right inputs",
+              "draft_tokens_run_first": "draft tokens SGLang ran for steps 1, topk 1, 16 draft tokens"}
+    out = [f"{labels[fid]}: **{rec.figure(fid).text()}** {_quote(rec.figure(fid).quote)}" for fid in KNOWN_FIGURES]
+    m = rec.model
+    out.append(f"trained on boundaries {m['trained_boundaries']} (the embedding, layers 3 and 31), the first 3 of 4 "
+               f"captured states, and served {m['served_boundaries_before_fix']} before the fix "
+               f"{_quote(WIRING_QUOTE)}")
+    return out
+
+
+def unknown_line(rec) -> str:
+    return "; ".join(u["what"] for u in rec.unstated) + "."
+
+
+def rate_clue(rec) -> tuple[float, float]:
+    """What SGLang 0.5.11 and later would print as the accept rate for the logged accept lengths:
+    (L − 1) / steps, against the logged 0.29–0.30 (L / draft tokens, 0.5.10.post1 and earlier)."""
+    length, k = rec.figure("after_fix_accept_length"), rec.config("after_fix")["num_steps"]
+    return (length.low - 1) / k, (length.high - 1) / k
+
+
+def do_next_lines(rec) -> list[str]:
+    """The ordered next steps, each with what it settles and its command."""
+    from eagle3lab.cost import costchecks
+
+    lo, hi = rate_clue(rec)
+    rate = rec.figure("after_fix_accept_rate")
+    model = costchecks.kimi_model()
+    short, long_ = model.parts(2, 1, 3), model.parts(5, 1, 6)
+    base = rec.figure("baseline_tps").text().split()[0]
+    url = "http://HOST:30000"
+    return [
+        f"**Confirm the server's version and what it runs.** The logged accept rate {rate.text()} is what SGLang "
+        f"0.5.10.post1 and earlier print; 0.5.11 and later would print {lo:.2f}–{hi:.2f} for the same accept lengths, "
+        "and the version decides which boundaries the fixed ids feed. The probe prints the version and the "
+        f"speculative settings before it measures:<br>`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
+        "**Check how the draft was trained.** The write-up says training took the first 3 of 4 captured states, "
+        "dropping the deepest one EAGLE-3 is built around, and does not say whether training unrolled the draft "
+        "(training-time test; SpecForge's `ttt_length`, 1 means none). If the trainer, not the server, is at "
+        "fault, the fix is a retrain on low, middle and high layers, with no server patch. Read the trainer's "
+        "config, or infer the trained boundaries from the weights:<br>"
+        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        "**Measure acceptance per draft position** over enough prompts to narrow its intervals (the same "
+        f"script, which also gives the step cost against your no-speculation tok/s):<br>`python3 {PROBE} --url {url} "
+        f"--prompts {PROMPTS} --num-prompts 64 --baseline-tps {base}`",
+        f"**Measure two chain lengths**, 2/1/3 and 5/1/6, with that command after each relaunch. In the "
+        f"bandwidth-bound limit their step costs are {short.step_cost:.2f} and {long_.step_cost:.2f}: the "
+        f"{long_.step_cost - short.step_cost:.2f} between them is {long_.union_cost - short.union_cost:.2f} of extra "
+        f"experts and {long_.draft_cost - short.draft_cost:.2f} of draft steps. A measured gap near that says the "
+        "union of experts sets the cost (choose a short chain); two costs both well above it say a fixed cost per "
+        "forward does (launches, communication between GPUs: look at the server, not the chain).",
+    ]
+
+
+def box(rec=None) -> str:
+    """The box as Markdown (a blockquote, so the page sets it apart)."""
+    rec = rec or incident_record.load()
+    parts = ["**Known** (as reported, quoted from the write-up)"]
+    parts += [f"- {line}" for line in known_lines(rec)]
+    parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
+    parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
+    parts += ["", f"`{PROBE}` is one file next to this page that needs only Python 3 (no eagle3lab): it reads "
+                  "SGLang's and vLLM's own per-request counters. " + histogram_sentence()]
+    return "\n".join("> " + p if p else ">" for p in parts)
+
+
+def histogram_sentence() -> str:
+    """Which SGLang releases return which per-request histogram field (read in the wheels)."""
+    from eagle3lab.engines.sglang.meta_info import HISTOGRAM_RELEASES
+
+    said = []
+    for releases, fields in HISTOGRAM_RELEASES:
+        if fields:
+            said.append(f"{releases.replace(' - ', '–')} " + " and ".join(f"`{f}`" for f in fields))
+    first = HISTOGRAM_RELEASES[0][0].replace("<= ", "")
+    return (f"SGLang returns each request's acceptance histogram in `meta_info` as: {'; '.join(said)}; "
+            f"up to {first} none (the script says so and reads the accept length only).")

@@ -1,0 +1,188 @@
+"""The post-mortem's "why one step cost 2.9 plain steps": the incident's own arithmetic, the union of
+experts a verify pass reads on a sparse MoE, the architecture model's bound from Kimi-K2.5's public
+config, the public comparisons, and which configuration would pay for two acceptance profiles.
+
+Every figure is computed here from data with its provenance (`eagle3lab.cost.costchecks`: the public
+configs, the project's H200 measurements, the public figures; the incident record); the page says
+which figures are calculated, which are bounds and which were measured, and by whom.
+"""
+
+from __future__ import annotations
+
+from eagle3lab.cost import costchecks
+from eagle3lab.cost.archcost import expected_union
+from eagle3lab.report.postmortem import tables as t
+
+PASS_SIZES = (1, 2, 4, 6)  # tokens in a verify pass the table shows (a decode step, chains 1/1/2 .. 5/1/6)
+
+
+def _h200(rows: list[dict], shape: str, n: int, key: str):
+    return next((r[key] for r in rows if r["shape"].startswith(shape) and r["n"] == n), None)
+
+
+def union_table(model) -> str:
+    """Distinct experts per MoE layer, and the layer's time at n tokens over its time at 1, as the
+    model gives it from the shape and as measured on an H200, beside a dense shape's."""
+    rows = costchecks.h200_verify_rows()
+    tgt = model.target
+    head = ["tokens in the pass"] + [str(n) for n in PASS_SIZES]
+    lines = [
+        ["distinct experts read per layer (independent routing)"]
+        + [f"{expected_union(tgt.experts, tgt.active, n):.1f}" for n in PASS_SIZES],
+        ["Kimi-shaped MoE layer, time ÷ time at 1 token: model (shape alone)"]
+        + [f"{_h200(rows, 'kimi', n, 'model'):.2f}" for n in PASS_SIZES],
+        ["the same layer measured on an H200 (bf16)"] + [f"{_h200(rows, 'kimi', n, 'measured'):.2f}" for n in PASS_SIZES],
+        ["dense Llama-3.1-8B-shaped layers measured on an H200"]
+        + [f"{_h200(rows, 'llama', n, 'measured'):.2f}" for n in PASS_SIZES],
+    ]
+    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(table + ["| " + " | ".join(r) + " |" for r in lines])
+
+
+def why_section(rec=None) -> str:
+    """The section's Markdown."""
+    cost = t.incident_cost(rec)
+    model = costchecks.kimi_model()
+    tgt = model.target
+    parts = model.parts(5, 1, 6)
+    full = costchecks.kimi_model(costchecks.DRAFT_VOCABS[1]).parts(5, 1, 6)
+    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
+    qwen, dsv3 = public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
+    lo, hi = cost["cost_range"]
+    k1 = cost["k"] + 1
+    text = [
+        "*Calculated from the incident's reported figures, Kimi-K2.5's public config and the project's H200 "
+        "measurements of layers of its shape; nothing here was measured on the incident's server.*",
+        "",
+        f"**The incident's own arithmetic.** Accept length {cost['accept_length']:.2f} × {cost['baseline_tps']:g} tok/s "
+        f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per speculative step at 5/1/6 "
+        f"({lo:.2f}–{hi:.2f} over the three logged accept lengths). Speculation there pays only above an accept "
+        f"length of about {cost['cost']:.1f}, and even a draft accepted in full ({k1} tokens a step) would be capped "
+        f"at {k1} ÷ {cost['cost']:.2f} = {k1 / cost['cost']:.2f}×.",
+        "",
+        f"**Why.** {rec_target(rec)} is a sparse mixture of experts: {tgt.experts} routed experts in each of its "
+        f"{tgt.moe_layers} MoE layers, {tgt.active} of them active per token. One request's decode step reads "
+        f"{tgt.active} experts per layer; a verify pass reads the union of the experts its tokens route to, about "
+        f"E × (1 − (1 − k/E)ⁿ) = {expected_union(tgt.experts, tgt.active, k1):.1f} for the {k1} tokens of a 5/1/6 "
+        "step when tokens route independently (an upper bound: neighbouring tokens of real text share experts). "
+        "A dense target's verify pass reads the same weights as one decode step, so its cost barely grows:",
+        "",
+        union_table(model),
+        "",
+        f"**From the config alone** (routed experts in INT4 as its checkpoint stores them, the rest in bf16, and "
+        f"TorchSpec's public Kimi-K2.5 EAGLE-3 draft shape with a 32k draft vocabulary), one 5/1/6 step costs "
+        f"**{parts.step_cost:.2f}** plain steps in the bandwidth-bound limit: the verify pass {parts.verify_cost:.2f}, "
+        f"of which {parts.union_cost:.2f} for the extra experts, and the five draft steps "
+        f"{parts.draft_cost:.2f} ({full.step_cost:.2f} with the full {costchecks.DRAFT_VOCABS[1]:,}-token vocabulary). "
+        f"That is within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f}, "
+        "with nothing fitted: reading the union of experts alone accounts for the incident's figure. "
+        "It is a bound, not a measurement of the incident's server (time taken as bytes read, tokens routed "
+        "independently, no fixed cost per forward); the incident's 1/1/2 launch shows its server also spends time "
+        "beyond bytes (below).",
+    ]
+    if qwen or dsv3:
+        text += ["", "**What others measured.** " + _public_sentence(qwen, dsv3)]
+    text += ["", "### Which configuration would pay", "", advice_markdown(rec)]
+    return "\n".join(text)
+
+
+def rec_target(rec=None) -> str:
+    from eagle3lab.report import incident as incident_record
+
+    return (rec or incident_record.load()).model["target"]
+
+
+def _public_sentence(qwen: dict | None, dsv3: dict | None) -> str:
+    out = []
+    if qwen:
+        out.append(f"Qwen3-30B-A3B, a smaller sparse MoE, at {qwen['configuration']} cost {qwen['measured']:.2f} plain "
+                   f"steps in a public report and ran slower than no speculation (SpecForge issue #339); the model gives "
+                   f"{qwen['model']:.2f}.")
+    if dsv3:
+        lo, hi = dsv3["measured_range"]
+        f_lo, f_hi = dsv3.get("fixed_share_range") or (dsv3["fixed_share_fitting"],) * 2
+        out.append(f"DeepSeek-V3's own MTP draft at {dsv3['configuration']} on 8 GPUs cost {lo:.2f}–{hi:.2f} (sglang PR "
+                   f"#3582), under the bound's {dsv3['model']:.2f}: a fixed cost per forward (kernel launches, "
+                   f"all-reduce across GPUs) of {f_lo:.2f}–{f_hi:.2f} of a decode step fits it, which the bound leaves "
+                   "out and which makes every step's extra bytes matter less.")
+    return " ".join(out) + " Method and every figure with its source: docs/cost-model.md."
+
+
+def advice_rows(rec=None) -> list[dict]:
+    """One row per configuration: the bound's step cost and the predicted tok/s for the incident's
+    own acceptance and for the public Kimi-K2.5 drafts' (ranges from the accept lengths and the
+    draft vocabulary)."""
+    rows = {}
+    for r in costchecks.incident_advice():
+        row = rows.setdefault(r["configuration"], {"configuration": r["configuration"],
+                                                   "step cost (bound)": _range(r["step_cost"], r["step_cost_range"])})
+        cell = f"{r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})"
+        if r.get("measured_tokens_per_s"):
+            cell += f"; measured {r['measured_tokens_per_s']:g}"
+        if r.get("tokens_per_s_at_most"):
+            cell += f"; at most {r['tokens_per_s_at_most']:.0f} given the incident's own 1/1/2 launch"
+        key = "incident's acceptance: tok/s" if r["profile"] == "incident" else "public Kimi-K2.5 drafts: tok/s"
+        row[key] = cell
+    return list(rows.values())
+
+
+def _range(point: float, rng) -> str:
+    lo, hi = rng
+    return f"{point:.2f}" if abs(hi - lo) < 0.005 else f"{point:.2f}–{hi:.2f}"
+
+
+def advice_markdown(rec=None) -> str:
+    """The advice table and what it says, in numbers."""
+    advice = costchecks.incident_advice()
+    floors = costchecks.incident_floors()
+    own = [r for r in advice if r["profile"] == "incident"]
+    pub = [r for r in advice if r["profile"] != "incident"]
+    best_pub = max(pub, key=lambda r: r["tokens_per_s"])
+    base = own[0]["baseline_tokens_per_s"]
+    floor = floors.get("1/1/2")
+    bound_112 = next(r["step_cost"] for r in own if r["configuration"] == "1/1/2")
+    rows = advice_rows(rec)
+    table = t.markdown_table(rows)
+    beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
+    lines = [
+        f"Predicted tok/s against the incident's {base:g} tok/s without speculation, in the bandwidth-bound "
+        "limit (an upper bound on speed), for two acceptance profiles: the incident's own (accept length "
+        "1.73–1.85 at 5/1/6, as reported) and the public Kimi-K2.5 EAGLE-3 drafts' (2.69–3.20 at 3/1/4 on their "
+        "model cards, lightseekorg/kimi-k2.5-eagle3 and its MLA variant). Each profile is carried to other "
+        "depths as an i.i.d. per-token rate; ranges come from the accept lengths and the draft vocabulary "
+        "(32k to the full vocabulary).",
+        "",
+        table,
+        "",
+    ]
+    if floor:
+        lines.append(f"The incident's first launch, which SGLang ran as 1/1/2, already shows a server that spends "
+                     f"more than bytes: {base:g} ÷ {floor['tokens_per_s']:g} tok/s = a step cost of at least "
+                     f"{floor['step_cost_at_least']:.2f} at 1/1/2 (an accept length is at least 1), against the bound's "
+                     f"{bound_112:.2f}.")
+    lines.append("With the incident's own acceptance " + (
+        "no configuration beats no speculation: a better draft is needed before any configuration pays."
+        if not beats else f"{', '.join(r['configuration'] for r in beats)} would beat no speculation."))
+    longest = pub[-1]
+    lines.append(f"With a draft as good as the public ones the bound's best is {best_pub['configuration']} at about "
+                 f"{best_pub['tokens_per_s']:.0f} tok/s ({best_pub['tokens_per_s_range'][0]:.0f}–"
+                 f"{best_pub['tokens_per_s_range'][1]:.0f}), while {longest['configuration']} gives "
+                 f"{longest['tokens_per_s']:.0f}: each further draft token adds experts to every verify pass, so the "
+                 "intervals of neighbouring chains overlap and a shorter chain is the safer choice. "
+                 + _sglang_auto_sentence(rec)
+                 + " Measure two chain lengths on the real server (the next measurement) to see where it sits.")
+    return "\n".join(lines)
+
+
+def _sglang_auto_sentence(rec=None) -> str:
+    """What SGLang chooses by itself for the incident's architecture when no speculative flags are
+    given (its rules as read in the wheels, newest release read)."""
+    from eagle3lab.engines.sglang.sglang_rules import _auto_choice, rules_for
+    from eagle3lab.report import incident as incident_record
+    from eagle3lab.spec import LATEST_SGLANG
+
+    arch = (rec or incident_record.load()).model["architecture"]
+    rules, _ = rules_for(LATEST_SGLANG)
+    steps, topk, tokens = _auto_choice(rules, "EAGLE3", arch)
+    return (f"SGLang {LATEST_SGLANG} itself picks {steps}/{topk}/{tokens} for {arch} when no speculative flags are "
+            "given.")
