@@ -459,3 +459,25 @@ def test_vllm_metrics_text_is_read_as_eagle3lab_reads_it(probe_module):
         (theirs.drafts, theirs.draft_tokens, theirs.accepted, theirs.per_position, theirs.present) == \
         (42.0, 126.0, 51.0, [26.0, 15.0, 10.0], True)
     assert probe_module.parse_metrics("vllm:num_requests_running 0.0\n")["present"] is False
+
+
+def test_the_scripts_release_table_is_the_librarys():
+    """The script carries a copy of meta_info.HISTOGRAM_RELEASES (it imports nothing of eagle3lab):
+    both must say the same fields for the same releases."""
+    import importlib.util
+
+    from eagle3lab.engines.sglang.meta_info import HISTOGRAM_RELEASES
+    from eagle3lab.paths import PROBE_SCRIPT
+    from eagle3lab.spec import parse_version
+
+    spec = importlib.util.spec_from_file_location("probe_copy", PROBE_SCRIPT)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    ours = []
+    for releases, fields in HISTOGRAM_RELEASES:
+        first, _, last = releases.replace("<= ", "0.0.0 - ").partition(" - ")
+        ours.append((first, last, tuple(fields)))
+    theirs = [(".".join(map(str, a)), ".".join(map(str, b)), tuple(f)) for a, b, f in probe.HISTOGRAM_RELEASES]
+    assert [f for _, _, f in ours] == [f for _, _, f in theirs]
+    assert [parse_version(a) for a, _, _ in ours[1:]] == [parse_version(a) for a, _, _ in theirs[1:]]
+    assert [parse_version(b)[:3] for _, b, _ in ours] == [parse_version(b)[:3] for _, b, _ in theirs]

@@ -108,6 +108,11 @@ def test_report_executes_renders_and_names_the_failing_cell(tmp_path):
     assert "data:image/png;base64," in page and "lab is ci" in page
     summary = json.loads((out / "summary.json").read_text())
     assert summary["ok"] is False
+    # the next measurement's script sits next to the pages, byte for byte the package's, executable
+    from eagle3lab.paths import PROBE_SCRIPT
+
+    probe = out / PROBE_SCRIPT.name
+    assert probe.read_bytes() == PROBE_SCRIPT.read_bytes() and probe.stat().st_mode & 0o111
     assert [n["status"] for n in summary["notebooks"]] == ["ok", "error"]
 
 

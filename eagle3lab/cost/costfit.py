@@ -150,8 +150,9 @@ class CostCurve:
 
     draft: each draft forward; verify: a verify pass of one token; growth: what a verify pass adds
     per doubling of the tokens it verifies; fixed: the rest of a step (the first draft forward's
-    extra, emitting tokens). On a GPU a verify pass of a few tokens costs about one target step
-    (verify about 1, growth about 0) and a draft step a few hundredths."""
+    extra, emitting tokens). On a GPU with a dense target a verify pass of a few tokens costs about one
+    target step (verify about 1, growth about 0) and a draft step a few hundredths; on a sparse MoE it
+    grows with the union of experts the tokens route to (`eagle3lab.cost.archcost`)."""
 
     draft: float
     verify: float = 1.0

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 from eagle3lab import engines
 from eagle3lab.serving import measurements
 from eagle3lab.errors import EagleLabError
-from eagle3lab.paths import REPO_DIR
+from eagle3lab.paths import REPO_DIR, write_probe_script
 from eagle3lab.spec import LATEST_SGLANG
 
 NOTEBOOKS_DIR = REPO_DIR / "notebooks"
@@ -556,6 +556,7 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
                                                 store_sentence(stored)),
                                  title="EAGLE-3 post-mortem", exclude_input=True), encoding="utf-8")
     report = Report(runs, out_dir, index)
+    write_probe_script(out_dir)  # the index's next measurement, runnable without eagle3lab
     (out_dir / "summary.json").write_text(json.dumps(
         {"lab": lab, "backend": backend, "ok": report.ok, "notebooks": report.summary().to_dict("records"),
          "measurements": {"file": store.path.name, "records": len(stored), "unreadable_lines": store.skipped}},

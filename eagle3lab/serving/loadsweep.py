@@ -429,8 +429,10 @@ def crossovers(frame) -> list[tuple[dict, dict]]:
 
 GPU_NOTE = (
     "What changes on a GPU: there a decode forward is bound by reading the weights until its batch "
-    "holds hundreds of tokens, so verifying k+1 tokens per request costs about what decoding one "
-    "does (the 'requests' model) until c x (k+1) reaches that regime; past it the 'tokens' model "
+    "holds hundreds of tokens, so on a dense target verifying k+1 tokens per request costs about what "
+    "decoding one does (the 'requests' model) until c x (k+1) reaches that regime; on a sparse MoE "
+    "target it does not, since a verify pass reads the union of the experts its tokens route to "
+    "(`eagle3lab cost --target-config`, docs/cost-model.md); past it the 'tokens' model "
     "takes over, each extra verify token costs time, and the crossover sits near that concurrency. "
     "These figures come from a CPU, whose forward time depends on its tokens in its own way (the "
     "baseline's measured step times above); they do not tell where a GPU's crossover is. What the "
