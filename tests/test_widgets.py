@@ -146,3 +146,56 @@ def test_a_notebooks_curve_and_point_come_from_the_store_else_from_the_run(tmp_p
     alone = widgets.lab_curve(run=run, store=tmp_path / "none.jsonl")
     assert (alone.draft, alone.verify, alone.growth, alone.tokens) == (0.07, 1.4, 0.0, None)
     assert widgets.measured_point(run, "healthy", (5, 1, 6), store=tmp_path / "none.jsonl")["speedup"] is None
+
+
+def test_the_target_choice_draws_a_sparse_moe_shape_in_the_bound():
+    from eagle3lab.cost import moecurve
+
+    explorer = AcceptanceExplorer(rates=[0.82, 0.10, 0.03, 0.0, 0.0], depth=5, curve=LAB, measured=MEASURED)
+    names = controls(explorer)
+    names.update({c.description: c for c in explorer.moe_box.children if hasattr(c, "description")})
+    names.update({c.description: c for c in explorer.moe_box.children[1].children})
+    for name in ("target", "preset", "experts E", "active K", "expert share x", "locality"):
+        assert name in names
+    lab, limits = explorer.state(), [ax.get_ylim() for ax in explorer.figure.axes]
+    assert lab["target"] == "lab" and explorer.moe_box.layout.display == "none"
+    explorer.target.value = "moe"  # Kimi-K2.5's shape until another is chosen
+    kimi = moecurve.presets()["kimi-k2.5"]
+    got = explorer.state()
+    assert explorer.cost_ratio.value == kimi.draft and explorer.verify.layout.display == "none"
+    assert got["step_cost"] == pytest.approx(float(kimi.step_cost(5)), rel=1e-12)
+    assert got["verify_cost"] == pytest.approx(float(kimi.verify_cost(5)), rel=1e-12)
+    assert got["experts_read"] == pytest.approx(float(kimi.experts_read(5)))
+    assert got["speedup"] == pytest.approx(lab["accept_length"] / float(kimi.step_cost(5)))
+    assert got["speedup"] < lab["speedup"] and got["step_cost"] > lab["step_cost"]
+    assert "bandwidth-bound limit" in explorer.summary.value and "not a measurement" in explorer.summary.value
+    assert "is for the lab's own target: you changed it." in explorer.summary.value
+    assert explorer.figure.axes[2].get_title().endswith("(bandwidth-bound bound)")
+    explorer.preset.value = "qwen3-30b-a3b"
+    qwen = moecurve.presets()["qwen3-30b-a3b"]
+    assert (explorer.experts.value, explorer.active.value, explorer.share.value) == (128, 8, qwen.expert_share)
+    assert explorer.state()["step_cost"] == pytest.approx(float(qwen.step_cost(5)), rel=1e-12)
+    assert [ax.get_ylim() for ax in explorer.figure.axes] == limits  # the axes do not follow the target
+    explorer.experts.value = 64  # a shape typed in
+    assert explorer.preset.value == "custom"
+    typed = moecurve.MoeCurve(draft=qwen.draft, experts=64, active=8, expert_share=qwen.expert_share, fc=qwen.fc)
+    assert explorer.state()["step_cost"] == pytest.approx(float(typed.step_cost(5)), rel=1e-12)
+    explorer.active.value = 100
+    assert "within 1 and the routed experts (64)" in explorer.summary.value and "the last valid shape" in explorer.summary.value
+    assert explorer.state()["step_cost"] == pytest.approx(float(typed.step_cost(5)), rel=1e-12)
+    explorer.target.value = "lab"
+    assert explorer.cost_ratio.value == LAB.draft and explorer.state() == lab
+
+
+def test_an_explorer_can_start_on_a_shape_and_names_the_ones_it_has():
+    from eagle3lab.cost import moecurve
+    from eagle3lab.cost.modelshape import ConfigError
+
+    explorer = AcceptanceExplorer(a=0.7, depth=3, curve=LAB, target="mixtral-8x7b-v0.1")
+    mixtral = moecurve.presets()["mixtral-8x7b-v0.1"]
+    assert explorer.state()["step_cost"] == pytest.approx(float(mixtral.step_cost(3)), rel=1e-12)
+    html = widgets.explorer_html(depth=3, curve=LAB, target="mixtral-8x7b-v0.1")
+    assert html.curves["target0"] == "mixtral-8x7b-v0.1" and "bandwidth-bound limit" in html.html()
+    assert html.curves["step_cost"][3] == pytest.approx(float(mixtral.step_cost(3)), rel=1e-12)
+    with pytest.raises(ConfigError, match="choose 'lab' or one of llama-3.1-8b, qwen3-30b-a3b"):
+        widgets.explorer_html(target="kimi")

@@ -292,15 +292,16 @@ EXPLORER_FORMULA = ("verify(n) = (1 - x) + x * U(n) / k,  U(n) = E * (1 - (1 - k
 
 
 def explorer_targets(ns=range(1, 17), locality: float = 1.0) -> list[dict]:
-    """For each shipped target: experts E, active k, the experts' byte share x and the draft step's
-    (assumed EAGLE-3 draft, 32k vocabulary) in plain steps, and verify(n) for n in `ns` by
-    `EXPLORER_FORMULA`; what an in-page explorer's target choice draws."""
+    """For each shipped target: experts E, active k, the experts' byte share x, the draft step's
+    and its fc's (assumed EAGLE-3 draft, 32k vocabulary) in plain steps, and verify(n) for n in
+    `ns` by `EXPLORER_FORMULA`; what an in-page explorer's target choice draws
+    (`cost.moecurve.MoeCurve`: fc + draft x k + verify(k + 1) is `StepModel.parts(k).step_cost`)."""
     out = []
     for name in TARGETS:
         m = StepModel(target(name), target_default_draft(name), CostParams(locality=locality))
         x, t = expert_share(m), m.target
         out.append({"target": name, "experts": t.experts, "active": t.active, "expert_share": x,
-                    "draft_step": m.draft_ratio(), "bits": t.bits,
+                    "draft_step": m.draft_ratio(), "draft_fc": m.fc_ratio, "bits": t.bits,
                     "verify": [verify_ratio(n, t.experts, t.active, x, locality) for n in ns], "n": list(ns)})
     return out
 
