@@ -444,7 +444,7 @@ def served_by(backend: str = "lab") -> str:
     eng = engines.lookup(backend)
     if eng is not None and eng.pinned:
         return f"{eng.title} {eng.pinned} ({eng.build}) serving the lab's checkpoints"
-    return "eagle3lab's reference engine, the one behind the lab server's SGLang API, in process"
+    return "eagle3lab's own engine, the one behind the lab server's SGLang-compatible API, in process"
 
 
 def lab_sentence(lab: str, backend: str = "lab") -> str:

@@ -174,7 +174,8 @@ def measured_how(backend: str = "lab", server_url=None) -> str:
                 "engine behind the lab server), with its own no-speculation baseline decoded prompt by prompt "
                 "beside it; every notebook reads that one measurement, so a configuration has one number "
                 "throughout. Accept length is the engine's mean per verify step.")
-    return ("Each configuration is served by the lab server (SGLang's HTTP API and log format); all servers run "
+    return ("Each configuration is served by the lab server, eagle3lab's engine behind an SGLang-compatible API "
+            "and log format (SGLang itself does not run here); all servers run "
             "at once and each prompt goes to every one of them in turn (the order rotates), so every speed-up is "
             "a ratio of interleaved runs with a 95 % interval over prompts. Accept length here is "
             "SGLang's `meta_info` (completion tokens / verify steps), which also counts the first token, produced "
