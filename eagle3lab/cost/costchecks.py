@@ -161,7 +161,8 @@ def _incident_row() -> dict:
     return {"case": "incident: Kimi-K2.5 (INT4 routed experts)", "configuration": "5/1/6",
             "model": bound[32000], "model_range": [bound[32000], bound[163840]], "measured": c.cost,
             "measured_range": [c.cost, c.cost], "fixed_share_fitting": fixed_share_fitting(kimi_model(), config, c.cost),
-            "source": "incident, as reported (data/incident/incident.json): L 1.78 x 90 / 54.8 tok/s",
+            "source": (f"incident, as reported (data/incident/incident.json): L {c.accept_length:.2f} x "
+                       f"{c.baseline_tps:g} / {c.spec_tps:g} tok/s"),
             "draft": "TorchSpec Kimi-K2.5 EAGLE-3 shape, 32k draft vocabulary (range: its full 163,840)"}
 
 
@@ -208,19 +209,22 @@ def validation_table() -> dict:
 # --------------------------------------------------------------------------- incident advice
 
 def incident_profiles() -> dict:
-    """The two acceptance profiles of the advice: the incident's own (L 1.78 [1.73, 1.85] at
-    5/1/6, as reported) and the public Kimi-K2.5 drafts' (L 2.69-3.20 at 3/1/4, their cards)."""
+    """The two acceptance profiles of the advice: the incident's own (its logged accept lengths at
+    its fixed configuration, as reported) and the public Kimi-K2.5 drafts' (their model cards)."""
     import eagle3lab.report.incident as incident
 
     rec = incident.load()
     fig = rec.figure("after_fix_accept_length")
-    own = acceptprofile.from_accept_length(fig.mid, 5, (fig.low, fig.high), 1, 6)
+    cfg = rec.config("after_fix")
+    own = acceptprofile.from_accept_length(fig.mid, cfg["num_steps"], (fig.low, fig.high), cfg["topk"],
+                                           cfg["num_draft_tokens"])
     pub = load_config(COST_DIR / "public-figures.json", "public figures")["kimi_k25_drafts"]
     values = [a["accept_length"] for a in pub["accept_lengths"]]
     lo, hi = min(values), max(values)
     public = acceptprofile.from_accept_length((lo + hi) / 2, 3, (lo, hi), 1, 4)
-    return {"incident": (own, "incident, as reported: accept length 1.73-1.85 at 5/1/6"),
-            "public Kimi-K2.5 drafts": (public, "public model cards: accept length 2.69-3.20 at 3/1/4 "
+    label = incident.config_label(cfg)
+    return {"incident": (own, f"incident, as reported: accept length {fig.text()} at {label}"),
+            "public Kimi-K2.5 drafts": (public, f"public model cards: accept length {lo:.2f}-{hi:.2f} at 3/1/4 "
                                                 "(lightseekorg/kimi-k2.5-eagle3, -mla)")}
 
 
@@ -244,12 +248,12 @@ def incident_floors() -> dict:
 
 def incident_advice(configurations=INCIDENT_CONFIGS) -> list[dict]:
     """Predicted tok/s at each configuration for the incident's own acceptance and for the public
-    Kimi-K2.5 drafts', on the incident's 90 tok/s baseline, in the bandwidth-bound limit: the step
-    cost with a 32k draft vocabulary, its range up to the full 163,840; each accept length's range
-    from its source. Where the incident ran a configuration, its own launch bounds the step cost
-    from below (`incident_floors`) and so the tok/s from above (`tokens_per_s_at_most`): at 1/1/2
-    that floor (90 / 56.8 = 1.58) is above the bound's 1.42, i.e. its server spends time beyond
-    bytes. The incident measured 54.8 tok/s at 5/1/6 (its row says so)."""
+    Kimi-K2.5 drafts', on the incident's no-speculation baseline, in the bandwidth-bound limit: the
+    step cost with a 32k draft vocabulary, its range up to the full 163,840; each accept length's
+    range from its source. Where the incident ran a configuration, its own launch bounds the step
+    cost from below (`incident_floors`) and so the tok/s from above (`tokens_per_s_at_most`): at
+    1/1/2 that floor (baseline / first launch's tok/s) is above the bound's, i.e. its server spends
+    time beyond bytes. The incident's measured tok/s at its fixed configuration is on its row."""
     import eagle3lab.report.incident as incident
 
     rec = incident.load()

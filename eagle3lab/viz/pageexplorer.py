@@ -41,7 +41,8 @@ def explorer_curves(rates: Sequence[float] | None, max_depth: int = 10, curve: C
             "depth": frame["depth"].tolist(), "accept_length": [float(v) for v in frame["accept_length"]],
             "speedup": [float(v) for v in frame["speedup"]], "step_cost": [float(v) for v in frame["step_cost"]],
             "verify_cost": [float(v) for v in frame["verify_cost"]], "cost": asdict(curve),
-            "target0": target, "preset0": DEFAULT_PRESET if target == LAB else target, "targets": shapes,
+            "target0": target, "starts_on_lab": target == LAB,
+            "preset0": DEFAULT_PRESET if target == LAB else target, "targets": shapes,
             "measured_positions": 0 if rates is None else len(rates)}
 
 
@@ -147,7 +148,7 @@ axis is drawn at its top. Runs in this page: no kernel, no network.</p>
   var target = q("target"), preset = q("preset"), experts = q("experts"), active = q("active"), share = q("share");
   var locality = q("locality");
   mode.value = D.mode; depth.value = D.depth0;
-  target.value = D.target0 === "lab" ? "lab" : "moe"; preset.value = D.preset0;
+  target.value = D.starts_on_lab ? "lab" : "moe"; preset.value = D.preset0;
   var good = D.rates.slice(), fc = T[D.preset0].fc, shape = null;
   function fill(p) { experts.value = p.experts; active.value = p.active; share.value = p.expert_share.toFixed(3); fc = p.fc; }
   fill(T[D.preset0]);

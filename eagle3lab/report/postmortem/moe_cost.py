@@ -143,12 +143,12 @@ def advice_markdown(rec=None) -> str:
     bound_112 = next(r["step_cost"] for r in own if r["configuration"] == "1/1/2")
     rows = advice_rows(rec)
     table = t.markdown_table(rows)
+    profiles = costchecks.incident_profiles()
     beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
     lines = [
         f"Predicted tok/s against the incident's {base:g} tok/s without speculation, in the bandwidth-bound "
-        "limit (an upper bound on speed), for two acceptance profiles: the incident's own (accept length "
-        "1.73–1.85 at 5/1/6, as reported) and the public Kimi-K2.5 EAGLE-3 drafts' (2.69–3.20 at 3/1/4 on their "
-        "model cards, lightseekorg/kimi-k2.5-eagle3 and its MLA variant). Each profile is carried to other "
+        f"limit, an upper bound on speed, for two acceptance profiles: the {profiles['incident'][1]} and the "
+        f"{profiles['public Kimi-K2.5 drafts'][1]}. Each profile is carried to other "
         "depths as an i.i.d. per-token rate; ranges come from the accept lengths and the draft vocabulary "
         "(32k to the full vocabulary).",
         "",
