@@ -47,8 +47,9 @@ def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
         assert run.html_path.exists() and run.ipynb_path.exists()
     assert not re.search(r'class="[^"]*jp-CodeCell', index), "the index shows code cells"
     heads = re.findall(r"<h2[^>]*>(.*?)<", index)
-    assert heads[:4] == ["Summary", "Causes and their status", "What to change in your own deployment",
-                         "The next measurement"], heads
+    assert heads[:6] == ["Summary", "Known, unknown, do next", "Causes and their status",
+                         "Why one step cost 2.9 plain steps", "The next measurement", "Timeline, figure by figure"], heads
+    assert (ci_report.out_dir / "eagle3_probe.py").is_file()  # the next measurement, next to the pages
     assert "data:image/png;base64," in index and 'alt="Accept length at 5/1/6' in index
     summary = json.loads((ci_report.out_dir / "summary.json").read_text())
     assert summary["ok"] is True and summary["lab"] == "ci"

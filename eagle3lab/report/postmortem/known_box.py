@@ -26,17 +26,15 @@ def _quote(text: str) -> str:
 
 def known_lines(rec) -> list[str]:
     """One line per fact the write-up reports, the figure first, its quote after."""
-    labels = {"baseline_tps": "without speculation", "after_fix_tps": "at 5/1/6 after the wiring fix",
-              "after_fix_accept_length": "accept length logged at 5/1/6",
-              "after_fix_accept_rate": "accept rate logged at 5/1/6",
-              "validation_accuracy": "the draft's validation accuracy in training",
-              "standalone_accuracy": "the draft's accuracy in a standalone test with the right inputs",
-              "draft_tokens_run_first": "draft tokens SGLang ran for steps 1, topk 1, 16 draft tokens"}
+    labels = {"baseline_tps": "no speculation", "after_fix_tps": "5/1/6 after the wiring fix",
+              "after_fix_accept_length": "accept length at 5/1/6", "after_fix_accept_rate": "accept rate at 5/1/6",
+              "validation_accuracy": "validation accuracy in training",
+              "standalone_accuracy": "standalone test, right inputs",
+              "draft_tokens_run_first": "draft tokens run for 1/1/16"}
     out = [f"{labels[fid]}: **{rec.figure(fid).text()}** {_quote(rec.figure(fid).quote)}" for fid in KNOWN_FIGURES]
     m = rec.model
-    out.append(f"trained on boundaries {m['trained_boundaries']} (the embedding, layers 3 and 31), the first 3 of 4 "
-               f"captured states, and served {m['served_boundaries_before_fix']} before the fix "
-               f"{_quote(WIRING_QUOTE)}")
+    out.append(f"trained on boundaries {m['trained_boundaries']}, served {m['served_boundaries_before_fix']} before "
+               f"the fix {_quote(WIRING_QUOTE)}")
     return out
 
 
@@ -62,25 +60,24 @@ def do_next_lines(rec) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     url = "http://HOST:30000"
     return [
-        f"**Confirm the server's version and what it runs.** The logged accept rate {rate.text()} is what SGLang "
-        f"0.5.10.post1 and earlier print; 0.5.11 and later would print {lo:.2f}–{hi:.2f} for the same accept lengths, "
-        "and the version decides which boundaries the fixed ids feed. The probe prints the version and the "
-        f"speculative settings before it measures:<br>`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
-        "**Check how the draft was trained.** The write-up says training took the first 3 of 4 captured states, "
-        "dropping the deepest one EAGLE-3 is built around, and does not say whether training unrolled the draft "
-        "(training-time test; SpecForge's `ttt_length`, 1 means none). If the trainer, not the server, is at "
-        "fault, the fix is a retrain on low, middle and high layers, with no server patch. Read the trainer's "
+        f"**Confirm the server's version and settings.** The logged accept rate {rate.text()} is what SGLang "
+        f"0.5.10.post1 and earlier print; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides "
+        f"which boundaries the fixed ids feed. The probe prints both first:<br>`python3 {PROBE} --url {url} "
+        f"--prompts {PROMPTS}`",
+        "**Check how the draft was trained.** Training took the first 3 of 4 captured states, dropping the deepest "
+        "one EAGLE-3 is built around, and may not have unrolled the draft: SpecForge's `ttt_length` 1 means no "
+        "training-time test. If the trainer is at fault, retrain; no server patch fixes it. Read the trainer's "
         "config, or infer the trained boundaries from the weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        "**Measure acceptance per draft position** over enough prompts to narrow its intervals (the same "
-        f"script, which also gives the step cost against your no-speculation tok/s):<br>`python3 {PROBE} --url {url} "
-        f"--prompts {PROMPTS} --num-prompts 64 --baseline-tps {base}`",
+        "**Measure acceptance per draft position** over enough prompts to narrow its intervals; the script also "
+        f"gives the step cost:<br>`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 "
+        f"--baseline-tps {base}`",
         f"**Measure two chain lengths**, 2/1/3 and 5/1/6, with that command after each relaunch. In the "
         f"bandwidth-bound limit their step costs are {short.step_cost:.2f} and {long_.step_cost:.2f}: the "
         f"{long_.step_cost - short.step_cost:.2f} between them is {long_.union_cost - short.union_cost:.2f} of extra "
-        f"experts and {long_.draft_cost - short.draft_cost:.2f} of draft steps. A measured gap near that says the "
-        "union of experts sets the cost (choose a short chain); two costs both well above it say a fixed cost per "
-        "forward does (launches, communication between GPUs: look at the server, not the chain).",
+        f"experts and {long_.draft_cost - short.draft_cost:.2f} of draft steps. A measured gap near that: the union "
+        "of experts sets the cost, so choose a short chain. Both costs well above the bound: a fixed cost per "
+        "forward does, so look at the server, not the chain.",
     ]
 
 
@@ -91,8 +88,8 @@ def box(rec=None) -> str:
     parts += [f"- {line}" for line in known_lines(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
-    parts += ["", f"`{PROBE}` is one file next to this page that needs only Python 3 (no eagle3lab): it reads "
-                  "SGLang's and vLLM's own per-request counters. " + histogram_sentence()]
+    parts += ["", f"`{PROBE}` is one file next to this page that needs only Python 3, not eagle3lab; it reads "
+                  "SGLang's and vLLM's own counters."]
     return "\n".join("> " + p if p else ">" for p in parts)
 
 

@@ -51,8 +51,8 @@ def why_section(rec=None) -> str:
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated from the incident's reported figures, Kimi-K2.5's public config and the project's H200 "
-        "measurements of layers of its shape; nothing here was measured on the incident's server.*",
+        "*Calculated from the incident's figures, Kimi-K2.5's public config and the project's H200 measurements "
+        "of layers of its shape; nothing here was measured on the incident's server.*",
         "",
         f"**The incident's own arithmetic.** Accept length {cost['accept_length']:.2f} × {cost['baseline_tps']:g} tok/s "
         f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per speculative step at 5/1/6 "
@@ -61,24 +61,20 @@ def why_section(rec=None) -> str:
         f"at {k1} ÷ {cost['cost']:.2f} = {k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} is a sparse mixture of experts: {tgt.experts} routed experts in each of its "
-        f"{tgt.moe_layers} MoE layers, {tgt.active} of them active per token. One request's decode step reads "
-        f"{tgt.active} experts per layer; a verify pass reads the union of the experts its tokens route to, about "
-        f"E × (1 − (1 − k/E)ⁿ) = {expected_union(tgt.experts, tgt.active, k1):.1f} for the {k1} tokens of a 5/1/6 "
-        "step when tokens route independently (an upper bound: neighbouring tokens of real text share experts). "
-        "A dense target's verify pass reads the same weights as one decode step, so its cost barely grows:",
+        f"{tgt.moe_layers} MoE layers, {tgt.active} active per token. A decode step reads {tgt.active} experts per "
+        f"layer; a verify pass reads the union of its tokens' experts, E × (1 − (1 − k/E)ⁿ) = "
+        f"{expected_union(tgt.experts, tgt.active, k1):.1f} for the {k1} tokens of a 5/1/6 step if tokens route "
+        "independently, an upper bound. A dense target's verify pass reads the same weights as a decode step:",
         "",
         union_table(model),
         "",
-        f"**From the config alone** (routed experts in INT4 as its checkpoint stores them, the rest in bf16, and "
-        f"TorchSpec's public Kimi-K2.5 EAGLE-3 draft shape with a 32k draft vocabulary), one 5/1/6 step costs "
-        f"**{parts.step_cost:.2f}** plain steps in the bandwidth-bound limit: the verify pass {parts.verify_cost:.2f}, "
-        f"of which {parts.union_cost:.2f} for the extra experts, and the five draft steps "
-        f"{parts.draft_cost:.2f} ({full.step_cost:.2f} with the full {costchecks.DRAFT_VOCABS[1]:,}-token vocabulary). "
-        f"That is within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f}, "
-        "with nothing fitted: reading the union of experts alone accounts for the incident's figure. "
-        "It is a bound, not a measurement of the incident's server (time taken as bytes read, tokens routed "
-        "independently, no fixed cost per forward); the incident's 1/1/2 launch shows its server also spends time "
-        "beyond bytes (below).",
+        f"**From the config alone**, with routed experts in INT4 as its checkpoint stores them and TorchSpec's public "
+        f"Kimi-K2.5 EAGLE-3 draft shape at a 32k vocabulary, one 5/1/6 step costs **{parts.step_cost:.2f}** plain "
+        f"steps in the bandwidth-bound limit: verify {parts.verify_cost:.2f}, of which {parts.union_cost:.2f} for the "
+        f"extra experts, and five draft steps {parts.draft_cost:.2f}; {full.step_cost:.2f} with the full vocabulary. "
+        f"That is within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f} "
+        "with nothing fitted. It is a bound: time taken as bytes read, independent routing, no fixed cost per "
+        "forward.",
     ]
     if qwen or dsv3:
         text += ["", "**What others measured.** " + _public_sentence(qwen, dsv3)]
@@ -95,17 +91,15 @@ def rec_target(rec=None) -> str:
 def _public_sentence(qwen: dict | None, dsv3: dict | None) -> str:
     out = []
     if qwen:
-        out.append(f"Qwen3-30B-A3B, a smaller sparse MoE, at {qwen['configuration']} cost {qwen['measured']:.2f} plain "
-                   f"steps in a public report and ran slower than no speculation (SpecForge issue #339); the model gives "
-                   f"{qwen['model']:.2f}.")
+        out.append(f"Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain steps and ran slower "
+                   f"than no speculation (SpecForge issue #339); the model gives {qwen['model']:.2f}.")
     if dsv3:
         lo, hi = dsv3["measured_range"]
         f_lo, f_hi = dsv3.get("fixed_share_range") or (dsv3["fixed_share_fitting"],) * 2
-        out.append(f"DeepSeek-V3's own MTP draft at {dsv3['configuration']} on 8 GPUs cost {lo:.2f}–{hi:.2f} (sglang PR "
-                   f"#3582), under the bound's {dsv3['model']:.2f}: a fixed cost per forward (kernel launches, "
-                   f"all-reduce across GPUs) of {f_lo:.2f}–{f_hi:.2f} of a decode step fits it, which the bound leaves "
-                   "out and which makes every step's extra bytes matter less.")
-    return " ".join(out) + " Method and every figure with its source: docs/cost-model.md."
+        out.append(f"DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs cost {lo:.2f}–{hi:.2f} (sglang PR "
+                   f"#3582), under the bound's {dsv3['model']:.2f}: a fixed cost per forward of {f_lo:.2f}–{f_hi:.2f} "
+                   "of a decode step fits it, which dilutes the extra bytes.")
+    return " ".join(out) + " Sources: docs/cost-model.md."
 
 
 def advice_rows(rec=None) -> list[dict]:
@@ -146,20 +140,18 @@ def advice_markdown(rec=None) -> str:
     profiles = costchecks.incident_profiles()
     beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
     lines = [
-        f"Predicted tok/s against the incident's {base:g} tok/s without speculation, in the bandwidth-bound "
-        f"limit, an upper bound on speed, for two acceptance profiles: the {profiles['incident'][1]} and the "
-        f"{profiles['public Kimi-K2.5 drafts'][1]}. Each profile is carried to other "
-        "depths as an i.i.d. per-token rate; ranges come from the accept lengths and the draft vocabulary "
-        "(32k to the full vocabulary).",
+        f"Predicted tok/s against the incident's {base:g} tok/s without speculation, in the bandwidth-bound limit, "
+        f"for two acceptance profiles: the {profiles['incident'][1]}, and the {profiles['public Kimi-K2.5 drafts'][1]}. "
+        "Each is carried to other depths as an i.i.d. per-token rate; ranges span the accept lengths and the draft "
+        "vocabulary.",
         "",
         table,
         "",
     ]
     if floor:
-        lines.append(f"The incident's first launch, which SGLang ran as 1/1/2, already shows a server that spends "
-                     f"more than bytes: {base:g} ÷ {floor['tokens_per_s']:g} tok/s = a step cost of at least "
-                     f"{floor['step_cost_at_least']:.2f} at 1/1/2 (an accept length is at least 1), against the bound's "
-                     f"{bound_112:.2f}.")
+        lines.append(f"The incident's first launch, run as 1/1/2, shows a server that spends more than bytes: "
+                     f"{base:g} ÷ {floor['tokens_per_s']:g} tok/s gives a step cost of at least "
+                     f"{floor['step_cost_at_least']:.2f} there, against the bound's {bound_112:.2f}.")
     lines.append("With the incident's own acceptance " + (
         "no configuration beats no speculation: a better draft is needed before any configuration pays."
         if not beats else f"{', '.join(r['configuration'] for r in beats)} would beat no speculation."))
@@ -167,10 +159,8 @@ def advice_markdown(rec=None) -> str:
     lines.append(f"With a draft as good as the public ones the bound's best is {best_pub['configuration']} at about "
                  f"{best_pub['tokens_per_s']:.0f} tok/s ({best_pub['tokens_per_s_range'][0]:.0f}–"
                  f"{best_pub['tokens_per_s_range'][1]:.0f}), while {longest['configuration']} gives "
-                 f"{longest['tokens_per_s']:.0f}: each further draft token adds experts to every verify pass, so the "
-                 "intervals of neighbouring chains overlap and a shorter chain is the safer choice. "
-                 + _sglang_auto_sentence(rec)
-                 + " Measure two chain lengths on the real server (the next measurement) to see where it sits.")
+                 f"{longest['tokens_per_s']:.0f}: each further draft token adds experts to every verify pass. "
+                 + _sglang_auto_sentence(rec) + " Two chain lengths measured on the server tell where it sits.")
     return "\n".join(lines)
 
 

@@ -53,10 +53,9 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "4. *The training slice*, **candidate**: training took the first 3 of 4 captured states, "
         f"{rec.model['trained_boundaries']}, and dropped the deepest. " + slice_text,
         "",
-        f"**Why speculation cost so much.** One step at 5/1/6 cost **{cost['cost']:.2f}** plain decode steps "
-        f"(the incident's own figures), so it paid only above an accept length of about {cost['cost']:.1f}. On a "
-        "sparse mixture of experts a verify pass reads the union of the experts its tokens route to; that alone "
-        "accounts for the figure (below).",
+        f"**Why speculation cost so much.** One step at 5/1/6 cost **{cost['cost']:.2f}** plain decode steps, so "
+        f"it paid only above an accept length of about {cost['cost']:.1f}: a sparse MoE's verify pass reads the "
+        "union of the experts its tokens route to.",
         "",
         "**What the lab can and cannot say.** " + lab_caveat(ev, lab, hyp_rows),
     ]
@@ -73,11 +72,11 @@ def version_caveat(ev: dict, rec) -> str:
     default = default_boundaries(rec.model["target_layers"])
     first = SGLANG_CUDA_GRAPH_RESET[0]
     fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
-    return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids; "
-            f"there the embedding-capture patch with ids {rec.model['config_ids_after_fix']} fixes it. But the "
-            f"logged accept rate follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, "
-            f"reset every id to the default boundaries {default}, before and after the fix. The write-up does not "
-            "state its version, so **whether the fix took effect is not known**.")
+    return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, "
+            f"and there the patch with ids {rec.model['config_ids_after_fix']} fixes it. But the logged accept rate "
+            f"follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, reset every id to "
+            f"the default boundaries {default}. The version is not stated, so **whether the fix took effect is not "
+            "known**.")
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -92,12 +91,11 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     if prompts:
         parts.append(f"{prompts} prompts per configuration, so its intervals are wide")
     if rep.get("share") is not None:
-        parts.append(f"its greedy text repeats itself ({100 * rep['share']:.0f} % of {rep['window']}-token spans repeat an "
-                     "earlier one), which flatters acceptance")
-    return ("; ".join(parts) + ". It can show which mechanism produces the incident's accept length and the "
-            "shape of its per-position profile; it cannot say how large an effect is on the incident's model, and "
-            "its tokens/s are not the incident's: speed is carried to the incident's hardware by arithmetic on "
-            "the incident's own figures (calculated, not measured).")
+        parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
+                     "one, which flatters acceptance")
+    return ("; ".join(parts) + ". It shows mechanisms and the shapes of per-position profiles, not the size of an "
+            "effect on the incident's model; speed on the incident's hardware is calculated from the incident's "
+            "own figures, not measured.")
 
 
 def _target() -> str:
@@ -110,8 +108,8 @@ def _fit_sentence(fits: list[dict], tested: list[dict]) -> str:
     where = f"Of the {len(tested)} hypotheses the lab tested at 5/1/6 (one at a time, on the lab)"
     if not fits:
         return f"{where}, none fits the incident's accept length."
-    return (f"{where}, {len(fits)} give an accept length the incident's does not exclude ({_names(fits)}) "
-            f"and {len(tested) - len(fits)} do not.")
+    return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
+            f"{len(tested) - len(fits)} do not (the table below).")
 
 
 def _names(rows: list[dict]) -> str:
@@ -142,8 +140,7 @@ def causes_table(ev: dict, rec, present=None) -> str:
          "fix": "with topk 1, set draft tokens = steps + 1"},
         {"cause": f"2 · wiring mismatch: trained on {rec.model['trained_boundaries']}, served "
                   f"{rec.model['served_boundaries_before_fix']}",
-         "status": "mechanism verified in SGLang's capture code; whether the fix took effect depends on the "
-                   "unstated version (see the summary); its cost measured on the lab",
+         "status": "mechanism verified in SGLang's capture code; fix not confirmed: the version is unstated",
          "evidence": lab_wiring + newer + f"; {_link('02', present)}, {_link('03', present)}",
          "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); up to "
                 "0.5.10.post1 with CUDA graphs none do (upgrade, or --disable-cuda-graph)"},
@@ -163,11 +160,9 @@ def causes_table(ev: dict, rec, present=None) -> str:
 
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
 # verify step; the OpenAI endpoints only with `return_spec_tokens_details` (under `sglext`)
-PROMPTS_FORMAT = ("`prompts.jsonl`: one prompt per line, either plain text or a JSON object "
-                  "`{\"text\": \"…\", \"category\": \"code\"}` (or `\"messages\"` for a chat); the category "
-                  "is optional and gives the breakdown by kind. No server flag is needed: SGLang's `/generate`, "
-                  "which `bench --url` calls, returns the histogram with every finished request (its OpenAI "
-                  "endpoints only when a request sets `return_spec_tokens_details`).")
+PROMPTS_FORMAT = ("`prompts.jsonl` holds one prompt per line: plain text, or `{\"text\": \"…\", \"category\": "
+                  "\"code\"}`, or `\"messages\"` for a chat. No server flag is needed: SGLang's `/generate` "
+                  "returns the histogram with every finished request.")
 
 
 def next_measurement(hyp_rows: list[dict]) -> str:
@@ -175,12 +170,12 @@ def next_measurement(hyp_rows: list[dict]) -> str:
 
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
-    text = ("Acceptance per draft position on the real server, and its step cost at two chain lengths (steps 3 and 4 "
-            f"of the box above). `{PROBE}`, next to this page, measures both with nothing but Python 3: "
-            f"`python3 {PROBE} --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --baseline-tps 90`. "
-            "For a chain (topk 1) a request's histogram of accepted drafts per verify step gives each position's "
-            "rate; the script prints each with its 95 % interval, the accept length and the step cost. "
-            + histogram_sentence() + " " + PROMPTS_FORMAT)
+    text = ("Acceptance per draft position on the real server, and its step cost at two chain lengths: steps 3 "
+            f"and 4 of the box. `{PROBE}`, next to this page, needs only Python 3: `python3 {PROBE} --url "
+            "http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --baseline-tps 90`. For a chain, each "
+            "request's histogram of accepted drafts per verify step gives each position's rate; the script prints "
+            "them with 95 % intervals, the accept length and the step cost. " + histogram_sentence() + " "
+            + PROMPTS_FORMAT)
     if sep:
         text += "\n\n" + _separation_text(sep, t.separated_pairs(hyp_rows) if sep.get("groups", 0) < 2 else [])
     elif len(fits) == 1:
@@ -235,10 +230,9 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
     rows = [{**r, "hypothesis": r["stands for"]} for r in hyp_rows]
     table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident"])
     n = t.prompts_text(hyp_rows) or "a few"
-    return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts (per position: "
-            "conditional acceptance of draft positions 1–5; – where no step reached it). *Not excluded*: its "
-            f"interval meets the incident's {_range()}; with intervals this wide, weak evidence. Faults other than "
-            "no TTT are applied to the lab's TTT draft. *Excluded* speaks "
+    return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts. Per position: "
+            "conditional acceptance of draft positions 1–5, – where no step reached it. *Not excluded*: its "
+            f"interval meets the incident's {_range()}, weak evidence with intervals this wide. *Excluded* speaks "
             f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part."
             "\n\n" + picture + table)
 

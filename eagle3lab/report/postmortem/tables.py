@@ -151,8 +151,7 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
     trained = rec.figure("validation_accuracy")
     add(1, f"trained on {rec.figure('train_samples').value:,} samples: **{trained.text()}** validation accuracy "
            "(the write-up does not say of which positions)",
-        f"{DRAFTS['seed']}, trained on the same boundaries without TTT (its accuracy: step 4's row)",
-        "no counterpart: the lab's draft is tiny")
+        "the lab's drafts: step 4's row", "no counterpart: the lab's draft is small")
     first = rec.config("first")
     runs = next((r for r in res.get("rows", []) if r.get("asked") == [first["num_steps"], first["topk"],
                                                                    first["num_draft_tokens"]]), None)
@@ -190,7 +189,7 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         add(4, f"the server fed **{model['served_boundaries_before_fix']}**, training used "
                f"**{model['trained_boundaries']}** (ids {model['config_ids_before_fix']})",
             f"SGLang's capture rule, read in its wheels, feeds {model['served_boundaries_before_fix']} for those ids "
-            f"on {ids['story_versions']}", f"same on those versions (SGLang's code); {VERSION_CLUES}")
+            f"on {ids['story_versions']}", f"same there; {VERSION_CLUES}")
     if ids.get("fixed_on"):
         add(5, f"ids rewritten to **{model['config_ids_after_fix']}** with the embedding patch",
             f"they feed the trained boundaries on {ids['fixed_on']}; on {ids['latest']} they feed "
@@ -200,14 +199,13 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
                "(the write-up does not say over which positions)",
             f"{DRAFTS['seed']}: acc@1 {fmt(100 * wiring['acc1_trained'], None, 1)} % as trained, "
             f"{fmt(100 * wiring['acc1_served'], None, 1)} % as served (n = {wiring.get('positions', '?')} tokens)",
-            "not the same draft: the lab's is tiny; the wiring's cost is what carries over")
+            "the wiring's cost carries over, not the draft")
     after = fix.get("after")
     if after:
         add(6, f"5/1/6 after the fix: **{rec.figure('after_fix_tps').text()}** = {rec.speedup('after_fix_tps'):.2f}×",
             _speedup_cell(after),
-            f"differs in cost: a step costs {cost['cost']:.1f} plain steps at the incident's step cost "
-            f"({cost['cost_range'][0]:.1f}–{cost['cost_range'][1]:.1f} over the logged accept lengths, calculated), "
-            f"{fmt(lab_cost(after), None, 1)} on the lab's CPU (measured)")
+            f"differs in cost: a step costs {cost['cost']:.1f} plain steps for the incident, calculated, and "
+            f"{fmt(lab_cost(after), None, 1)} on the lab's CPU, measured")
     if acc or after:
         src = acc if acc.get("accept_length") is not None else after
         length = rec.figure("after_fix_accept_length")
@@ -230,7 +228,7 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
 RATE_OLD_UNTIL = "0.5.10.post1"
 RATE_DEFINITION = (f"the rate SGLang 0.5.3.post2–{RATE_OLD_UNTIL} print; 0.5.11 and later print (accept length − 1) "
                    "/ 5, which would read 0.15–0.17 here")
-VERSION_CLUES = f"but the logged accept rate points to {RATE_OLD_UNTIL} or earlier (step 6): the version is not known"
+VERSION_CLUES = f"but the logged accept rate points to {RATE_OLD_UNTIL} or earlier: the version is not known"
 
 
 def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
