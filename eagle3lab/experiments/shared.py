@@ -20,7 +20,11 @@ PROMPT_TOKENS = 48
 
 
 def budget(lab: str, **overrides) -> dict[str, int]:
-    """Decode budget for a lab preset; a None override keeps the preset's value."""
+    """Decode budget for a lab preset; a None override keeps the preset's value. Every notebook
+    calls it first, so it also sets the lab the prose names (`report.labwords.use`)."""
+    from eagle3lab.report import labwords
+
+    labwords.use(lab)
     base = dict(BUDGETS.get(lab, BUDGETS["default"]))
     base.update({k: v for k, v in overrides.items() if v is not None})
     return base

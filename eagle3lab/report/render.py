@@ -491,6 +491,9 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
     from eagle3lab.report import evidence
     from eagle3lab.report import postmortem
 
+    from eagle3lab.report import labwords
+
+    labwords.use(lab)
     ev = evidence.collect(run.notebook for run in runs)
     info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "when": when,
             "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),

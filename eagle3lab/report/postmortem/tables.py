@@ -32,8 +32,16 @@ HYPOTHESES = {
 }
 REFERENCE = "healthy (no fault)"
 
-DRAFTS = {"healthy": "the lab's TTT draft", "seed": "the lab's no-TTT draft",
-          "no-ttt": "the lab's second no-TTT draft"}
+class _DraftWords:
+    """`DRAFTS[name]`: the active lab's words for its draft (`eagle3lab.report.labwords`)."""
+
+    def __getitem__(self, name: str) -> str:
+        from eagle3lab.report import labwords
+
+        return labwords.draft(name)
+
+
+DRAFTS = _DraftWords()
 
 
 def _ci(value):

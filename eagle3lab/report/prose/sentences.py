@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from eagle3lab.experiments import BASELINE, _int
 from eagle3lab.spec import LATEST_SGLANG
+from eagle3lab.report import labwords
 from eagle3lab.report.prose.words import (_ci, _count, _depths, _finite, _get, _prompts, _vt, ci_text, compare,
                                    compare_words, origin, speedup_words, where)
 
@@ -16,7 +17,7 @@ def flag_set_sentence(measured, backend: str = "lab") -> str:
         return "Nothing was measured."
     shared = measured.loc[BASELINE] if BASELINE in measured.index else None
     first = runs.iloc[0]
-    lines = [f"*{origin(where(backend)[0], first)}; {DRAFT_WORDS['seed']}, not the incident's; tokens/s of "
+    lines = [f"*{origin(where(backend)[0], first)}; {labwords.draft('seed')}, not the incident's; tokens/s of "
              "whole requests, prefill included:*"]
     verdicts = []
     for label, row in runs.iterrows():
@@ -38,9 +39,8 @@ def flag_set_sentence(measured, backend: str = "lab") -> str:
     return "\n".join(lines)
 
 
-# How prose names the lab's drafts: never by a name that reads as the incident's.
-DRAFT_WORDS = {"seed": "the lab's no-TTT draft", "healthy": "the lab's TTT draft",
-               "no-ttt": "the lab's second no-TTT draft"}
+# How prose names the lab's drafts: never by a name that reads as the incident's, and from the
+# lab's own manifest (`eagle3lab.report.labwords`), so a property said of a draft is the draft's.
 
 
 def fix_sentence(measured, before: str, after: str, backend: str = "lab") -> str:
@@ -55,7 +55,7 @@ def fix_sentence(measured, before: str, after: str, backend: str = "lab") -> str
             f"**{b['tokens_per_s']:.1f}** → **{a['tokens_per_s']:.1f} tok/s**. With the fix the server is "
             f"{speedup_words(a['speedup'], _get(a, 'speedup_ci95'))} plain decoding (before: "
             f"{speedup_words(b['speedup'], _get(b, 'speedup_ci95'))} it). *({origin(where(backend)[0], a)}; "
-            "the lab's no-TTT draft, not the incident's.)*")
+            f"{labwords.draft('seed')}, not the incident's.)*")
 
 
 def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
@@ -65,7 +65,11 @@ def fix_title(measured, before: str, after: str, backend: str = "lab") -> str:
     al = compare(a["accept_length"], _get(a, "accept_length_ci95"), b["accept_length"],
                  _get(b, "accept_length_ci95"))
     if al == "higher":
-        return (f"The fix works {on} for the lab's no-TTT draft (accept length {b['accept_length']:.2f} "
+        if labwords.seed_ttt():
+            return (f"The fix works {on} for {labwords.draft('seed')} (accept length {b['accept_length']:.2f} "
+                    f"→ {a['accept_length']:.2f}); what the training slice itself costs is below, and notebooks "
+                    "04 and 05 measure the rest.")
+        return (f"The fix works {on} for {labwords.draft('seed')} (accept length {b['accept_length']:.2f} "
                 f"→ {a['accept_length']:.2f}); that draft was trained without TTT by construction, and "
                 "notebooks 04 and 05 measure how much that limits it.")
     if al == "lower":
@@ -241,7 +245,7 @@ def seed_ids_sentence(by_version, measured, version: str = LATEST_SGLANG) -> str
                      "the residual stream carry nearly the same state), and the offset alone does not "
                      "explain why the incident's fix disappointed. Why it did is an open question: one "
                      "hypothesis is that its draft was trained without TTT, tested with the others in "
-                     "notebook 05 (the lab's no-TTT draft is trained without TTT by construction). The "
+                     f"notebook 05 ({labwords.draft('no-ttt')} lacks TTT by construction). The "
                      "offset is still not the wiring the draft was trained on, and a real target may be "
                      "less forgiving: use the ids above and measure.")
         elif direction == "lower":
