@@ -46,6 +46,7 @@ def use(lab) -> dict:
         return dict(_ACTIVE["drafts"])
     real = any("data" in d for d in (manifest.get("drafts") or {}).values())
     target = manifest.get("target") or {}
+    _define_the_lab(manifest if real else None)
     _ACTIVE.update(lab=getattr(obj, "preset", lab), drafts=words_from_manifest(manifest), real=real,
                    target=(f"{target['name']}, a pretrained chat model" if target.get("name") else
                            "a tiny Llama target"))
@@ -65,3 +66,25 @@ def is_real() -> bool:
 def seed_ttt() -> bool:
     """Whether the active lab's seed-like draft was trained with TTT (the real-model lab's was)."""
     return "no-TTT" not in draft("seed") and "without TTT" not in draft("seed")
+
+
+_TOY_LAB_TERM: list = []
+
+
+def _define_the_lab(manifest: dict | None) -> None:
+    """The glossary's "the lab" says what this run's lab is (a pretrained model's, or the toy's)."""
+    from eagle3lab.report import glossary
+
+    definition, pattern = glossary.TERMS["the lab"]
+    if not _TOY_LAB_TERM:
+        _TOY_LAB_TERM.append(definition)
+    if manifest is None:
+        glossary.TERMS["the lab"] = (_TOY_LAB_TERM[0], pattern)
+        return
+    t = manifest.get("target") or {}
+    size = f"{t['parameters'] / 1e6:.0f} M-parameter" if t.get("parameters") else "small"
+    glossary.TERMS["the lab"] = (
+        f"a real stand-in built on this machine: {t.get('name', 'a pretrained chat model')}, a pretrained {size} "
+        f"chat model ({t.get('num_layers', '?')} layers, dense), with EAGLE-3 drafts trained here on its own chat "
+        "responses, decoded by eagle3lab's own engine. It shows mechanisms, not the size of effects on a large MoE "
+        "or tokens/s on a GPU.", pattern)

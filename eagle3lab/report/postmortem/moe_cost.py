@@ -114,7 +114,7 @@ def advice_rows(rec=None) -> list[dict]:
         if r.get("measured_tokens_per_s"):
             cell += f"; measured {r['measured_tokens_per_s']:g}"
         if r.get("tokens_per_s_at_most"):
-            cell += f"; at most {r['tokens_per_s_at_most']:.0f} given the incident's own 1/1/2 launch"
+            cell += f"; at most {r['tokens_per_s_at_most']:.0f} †"
         key = "incident's acceptance: tok/s" if r["profile"] == "incident" else "public Kimi-K2.5 drafts: tok/s"
         row[key] = cell
     return list(rows.values())
@@ -149,7 +149,7 @@ def advice_markdown(rec=None) -> str:
         "",
     ]
     if floor:
-        lines.append(f"The incident's first launch, run as 1/1/2, shows a server that spends more than bytes: "
+        lines.append(f"† The incident's first launch, run as 1/1/2, shows a server that spends more than bytes: "
                      f"{base:g} ÷ {floor['tokens_per_s']:g} tok/s gives a step cost of at least "
                      f"{floor['step_cost_at_least']:.2f} there, against the bound's {bound_112:.2f}.")
     lines.append("With the incident's own acceptance " + (

@@ -14,22 +14,35 @@ import math
 from eagle3lab.report import incident as incident_record
 from eagle3lab.cost import stepcost
 
-# What each lab switch stands for in the incident (notebook 05's hypotheses). The lab's drafts:
-# `healthy` trained with TTT; `seed` trained without TTT on [embedding, low, mid] as the
-# incident's was; `no-ttt` trained without TTT on the standard boundaries.
+# What each lab switch stands for in the incident (notebook 05's hypotheses), short: the page's
+# table has one row each. `embed-patch` is the lab's seed-like draft served with the wiring fixed:
+# on the toy labs it was trained without TTT, on the real-model lab with TTT (so there it is the
+# training slice alone): `hypothesis_words` says which.
 HYPOTHESES = {
-    "embed-patch": "no TTT with the wiring fixed (the incident's draft after the fix, if it was trained without "
-                   "TTT: its write-up does not say)",
-    "no-ttt": "no TTT on standard wiring (a second no-TTT draft)",
+    "embed-patch": "no TTT, wiring fixed (the incident's draft after the fix, if trained without TTT)",
+    "no-ttt": "no TTT, standard wiring",
     "wiring-seed": "wiring still off (as before the fix)",
-    "quant-int4": "target quantized to int4 (at serve time; the draft trained on the unquantized target)",
-    "quant-int8": "target quantized to int8 (at serve time)",
+    "quant-int4": "target quantized to int4 at serve time",
+    "quant-int8": "target quantized to int8 at serve time",
     "domain-shift": "prompts unlike the training data",
     "long-context": "prompts longer than the draft's training windows",
-    "no-d2t": "vocabulary map dropped (the draft's d2t)",
+    "no-d2t": "vocabulary map dropped (no d2t)",
     "normed-last": "final norm on the last captured state",
-    "healthy (no fault)": "none: a draft trained with TTT, served as trained (the reference, not a hypothesis)",
+    "no-template": "draft trained without the chat template, served with it",
+    "healthy (no fault)": "none: TTT draft served as trained (the reference)",
 }
+TRAINING_SLICE = "trained on [embedding, low, mid], wiring fixed (the training slice alone)"
+
+
+def hypothesis_words(name: str) -> str:
+    """What a lab switch stands for in the incident, for the lab the run used."""
+    from eagle3lab.report import labwords
+
+    if name == "embed-patch" and labwords.seed_ttt():
+        return TRAINING_SLICE
+    return HYPOTHESES.get(name, name)
+
+
 REFERENCE = "healthy (no fault)"
 
 class _DraftWords:
@@ -261,7 +274,7 @@ def hypothesis_rows(ev: dict, rec=None) -> list[dict]:
     rows = []
     for name, row in table.items():
         verdict = against_range(row.get("accept_length"), row.get("accept_length_ci95"), length.low, length.high)
-        rows.append({"name": name, "stands for": HYPOTHESES.get(name, name),
+        rows.append({"name": name, "stands for": hypothesis_words(name),
                      "accept length": fmt(row.get("accept_length"), row.get("accept_length_ci95")),
                      "per position": profile_text(row),
                      "vs incident": ("reference" if name == REFERENCE else
@@ -278,7 +291,7 @@ def prompts_text(rows: list[dict]) -> str:
 
 def short(name: str) -> str:
     """A hypothesis' short name, as the page's sentences and figure use it."""
-    return HYPOTHESES.get(name, name).split(" (")[0]
+    return hypothesis_words(name).split(" (")[0]
 
 
 def profile_text(row: dict) -> str:
