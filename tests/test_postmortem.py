@@ -162,7 +162,7 @@ def test_pairs_the_intervals_separate_are_named_when_no_grouping_holds():
     from eagle3lab.report.postmortem.page import next_measurement
 
     text = next_measurement(rows)
-    assert "intervals overlap" in text and "Pairs the lab's intervals do separate: at position 1, *no TTT with the " \
+    assert "intervals overlap" in text and "Pairs the lab's intervals do separate: at position 1, *no TTT, " \
         "wiring fixed* 0.83 [0.70, 0.99] against *vocabulary map dropped* 0.35 [0.20, 0.64]." in text
 
 
