@@ -23,6 +23,7 @@ from eagle3lab.paths import cache_dir
 MODES = ("chat", "raw")
 GEN_VERSION = "1"  # bump when the generation below changes what it writes
 CHUNK = 64         # prompts sorted by length within consecutive chunks of this many
+BATCH_TOKENS = 16384  # a batch's padded prompt tokens at most (long prompts come fewer at a time)
 
 
 def render(tokenizer, text: str, mode: str) -> list[int]:
@@ -119,9 +120,18 @@ def generate_responses(model, tokenizer, prompts, mode: str, *, max_new_tokens: 
                        progress: bool = True) -> Path:
     """Generate (or finish generating) `mode` responses for `prompts` (chat_prompts.Prompt);
     returns the cache file. `limit` stops after that many prompts (held-out ones first)."""
-    from tqdm.auto import tqdm
+    from eagle3lab.lab.smollm2 import folder_lock
 
     path = cache_file(mode, settings | {"max_new_tokens": max_new_tokens})
+    with folder_lock(path):  # one writer per cache file
+        return _generate_into(path, model, tokenizer, prompts, mode, max_new_tokens=max_new_tokens,
+                              batch=batch, limit=limit, log=log, progress=progress)
+
+
+def _generate_into(path: Path, model, tokenizer, prompts, mode: str, *, max_new_tokens: int,
+                   batch: int, limit: int | None, log, progress: bool) -> Path:
+    from tqdm.auto import tqdm
+
     done = read_records(path)
     if path.is_file() and len(done) != len(path.read_text().splitlines()):
         _rewrite_complete(path, done)  # drop a torn line before appending
@@ -131,13 +141,20 @@ def generate_responses(model, tokenizer, prompts, mode: str, *, max_new_tokens: 
     pad = stops[0] if pad is None else pad
     log(f"[responses] {mode}: {len(have)} cached, {len(todo)} to generate -> {path}")
     bar = tqdm(total=len(todo), desc=f"responses ({mode})", disable=not progress, mininterval=5)
-    started, tokens = time.perf_counter(), 0
+    started, tokens, finished = time.perf_counter(), 0, len(have)
     for c in range(0, len(todo), CHUNK):
         chunk = todo[c:c + CHUNK]
         rendered = {p.id: render(tokenizer, p.text, mode) for p in chunk}
         chunk = sorted(chunk, key=lambda p: len(rendered[p.id]))
-        for b in range(0, len(chunk), batch):
-            group = chunk[b:b + batch]
+        groups, b = [], 0
+        while b < len(chunk):
+            size = 1
+            while (size < batch and b + size < len(chunk)
+                   and (size + 1) * len(rendered[chunk[b + size].id]) <= BATCH_TOKENS):
+                size += 1
+            groups.append(chunk[b:b + size])
+            b += size
+        for group in groups:
             outs = generate_batch(model, [rendered[p.id] for p in group], max_new_tokens, stops, pad)
             with open(path, "a") as fh:
                 for p, resp in zip(group, outs):
@@ -148,8 +165,9 @@ def generate_responses(model, tokenizer, prompts, mode: str, *, max_new_tokens: 
                 os.fsync(fh.fileno())
             tokens += sum(map(len, outs))
             bar.update(len(group))
+            finished += len(group)
             elapsed = time.perf_counter() - started
-            log(f"[responses] {mode}: {len(have) + c + b + len(group)} prompts done, "
+            log(f"[responses] {mode}: {finished} prompts done, "
                 f"{tokens} new tokens in {elapsed:.0f} s ({tokens / max(elapsed, 1e-9):.1f} tok/s)")
     bar.close()
     return path

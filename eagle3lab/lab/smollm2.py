@@ -143,7 +143,7 @@ def ensure_target(folder=None, *, gguf=None, reconvert: bool = False, log=print)
     An existing folder from another converter version is an error (never silently replaced:
     the lab's drafts were trained against one conversion) unless `reconvert`."""
     folder = Path(folder) if folder else default_target_dir()
-    with _lock(folder):
+    with folder_lock(folder):
         if folder.exists() and not reconvert:
             check_converted(folder)
             return folder
@@ -153,7 +153,7 @@ def ensure_target(folder=None, *, gguf=None, reconvert: bool = False, log=print)
 
 
 @contextlib.contextmanager
-def _lock(folder: Path):
+def folder_lock(folder: Path):
     import fcntl
 
     folder.parent.mkdir(parents=True, exist_ok=True)
