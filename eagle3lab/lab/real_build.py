@@ -184,7 +184,8 @@ def prepared_data(target, mode: str, *, log=print, progress: bool = True):
     from eagle3lab.lab.smollm2 import folder_lock
 
     with folder_lock(work_dir() / f"capture-{mode}"):
-        data = capture_set(target, records, work_dir() / f"capture-{mode}", boundaries=[2, 15, 27],
+        train = [r for r in records if r["split"] == "train"]  # held-out ones are replayed in float32
+        data = capture_set(target, train, work_dir() / f"capture-{mode}", boundaries=[2, 15, 27],
                            vocab_ids=vocab_ids, progress=progress, log=log)
     return data, vocab_ids
 
