@@ -48,6 +48,18 @@ def capture_records(target, records: list[dict], boundaries) -> list[dict]:
     return out
 
 
+def greedy_agreement(captured: list[dict]) -> dict:
+    """How many stored response tokens are the float32 target's argmax over the unpadded sequence
+    (the replay is exact where they all are: the responses were generated batched)."""
+    agree = total = 0
+    for cap in captured:
+        p = cap["prompt_len"]
+        top = cap["labels"].target_top[0, p - 1:-1]
+        agree += int((top == cap["ids"][0, p:]).sum())
+        total += int(top.numel())
+    return {"agree": agree, "tokens": total}
+
+
 @torch.no_grad()
 def hit_matrix(draft, cap: dict, wiring: list[int], depth: int, use_d2t: bool = True) -> torch.Tensor:
     """hit[t, j]: the draft rooted at t (hidden of token t, reading token t+1+j) proposes the

@@ -114,8 +114,8 @@ def _response_stats(records) -> dict:
 def measure(lab, drafts: dict, heldout: dict, tokenizer, *, log=print) -> dict:
     """The replayed acceptance rows, the engine check, the speed-up and the repetition share."""
     from eagle3lab.lab.real_eval import (Row, by_kind, capture_records, engine_check,
-                                         repetition_share_ids, replay_steps, speedup, summarize,
-                                         teacher_forced_accuracy)
+                                         greedy_agreement, repetition_share_ids, replay_steps,
+                                         speedup, summarize, teacher_forced_accuracy)
 
     target = lab.target
     served = [2, 15, 27]   # SGLang's +1 rule on ids [1, 14, 26]
@@ -126,6 +126,7 @@ def measure(lab, drafts: dict, heldout: dict, tokenizer, *, log=print) -> dict:
             Row("healthy without d2t", drafts["healthy"], served, use_d2t=False)]
     log("[smollm2] capturing the held-out chat prompts")
     chat = capture_records(target, heldout["chat"], [0, 2, 15, 27])
+    agreement = {"chat": greedy_agreement(chat)}
     steps = replay_steps(rows, chat, DEPTH)
     acceptance = summarize(steps)
     accuracy = teacher_forced_accuracy(rows[:5], chat, DEPTH)
@@ -133,6 +134,7 @@ def measure(lab, drafts: dict, heldout: dict, tokenizer, *, log=print) -> dict:
     del chat
     log("[smollm2] capturing the held-out raw prompts")
     raw = capture_records(target, heldout["raw"], [2, 15, 27])
+    agreement["raw"] = greedy_agreement(raw)
     raw_rows = [Row("healthy on raw prompts", drafts["healthy"], served),
                 Row("no-template on raw prompts", drafts["no-template"], served)]
     raw_steps = replay_steps(raw_rows, raw, DEPTH)
@@ -158,7 +160,8 @@ def measure(lab, drafts: dict, heldout: dict, tokenizer, *, log=print) -> dict:
     repetition = {m: repetition_share_ids([r["response_ids"] for r in heldout[m]], tokenizer)
                   for m in ("chat", "raw")}
     return {"acceptance": acceptance, "acceptance_by_kind": kinds, "teacher_forced_accuracy": accuracy,
-            "heldout": {"chat_prompts": len(heldout["chat"]), "raw_prompts": len(heldout["raw"])},
+            "heldout": {"chat_prompts": len(heldout["chat"]), "raw_prompts": len(heldout["raw"]),
+                        "responses_equal_float32_argmax": agreement},
             "engine_check": check, "speedup": speed, "repetition": repetition}
 
 
