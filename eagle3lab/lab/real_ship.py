@@ -46,7 +46,8 @@ def write_lab(root: Path, target, trained: dict, *, started: float, log=print,
         for name, draft in group["drafts"].items():
             round_trained(draft)
             save_stored(draft, root / "drafts" / name)
-    (root / "manifest.json").write_text(json.dumps({"preset": PRESET, "partial": True}) + "\n")
+    (root / "manifest.json").write_text(json.dumps({"preset": PRESET, "partial": True, "target": {
+        "num_layers": target.config.num_hidden_layers}}) + "\n")
     lab = RealLab(root)
     lab.__dict__["target"] = target
     drafts = {name: lab.load_draft(name) for name in specs}
