@@ -105,7 +105,7 @@ def response_records(model, tokenizer, mode: str, *, log=print, progress: bool =
     missing = [p.id for p in prompts[:limit] if p.id not in by_id]
     if missing:
         raise EagleLabError(f"{len(missing)} responses missing in {path}")
-    return [by_id[p.id] for p in prompts[:limit]]
+    return [by_id[p.id] | {"split": p.split, "kind": p.kind} for p in prompts[:limit]]
 
 
 def draft_vocabulary(records: list[dict], vocab_size: int, size: int) -> tuple[torch.Tensor, float]:
