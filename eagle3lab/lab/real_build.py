@@ -37,7 +37,7 @@ RECIPE = {
     "seed": 0,
     "responses": {"max_new_tokens": 192, "train_prompts": 160},
     "draft": {"vocab_size": 8192, "intermediate_size": 768, "ttt_steps": 5},
-    "training": {"epochs": 3, "batch_tokens": 2048, "lr": 1e-3, "teacher": "argmax"},
+    "training": {"epochs": 3, "batch_tokens": 1024, "lr": 2e-3, "teacher": "argmax"},
     "snapshots": [5_000, 10_000, 20_000, 40_000],
 }
 RECIPE_NOTES = (

@@ -24,6 +24,7 @@ from eagle3lab.lab.real_build import (DEPTH, GROUPS, LAB_VERSION, PRESET, RECIPE
 ENGINE_CHECK_PROMPTS = 4   # one per kind
 SPEEDUP_PROMPTS = 8
 SPEEDUP_NEW_TOKENS = 128
+CURVE_DRAFTS = ("healthy", "no-ttt")  # accept length against training tokens (snapshots)
 
 
 def write_lab(root: Path, target, trained: dict, *, started: float, log=print,
@@ -53,7 +54,8 @@ def write_lab(root: Path, target, trained: dict, *, started: float, log=print,
     drafts = {name: lab.load_draft(name) for name in specs}
     heldout = {m: interleave_kinds([r for r in records[m] if r["split"] == "heldout"]) for m in ("chat", "raw")}
     figures = measure(lab, drafts, heldout, tokenizer, log=log)
-    figures["accept_vs_training_tokens"] = snapshot_curve(target, drafts, heldout["chat"], log=log)
+    figures["accept_vs_training_tokens"] = snapshot_curve(
+        target, {n: drafts[n] for n in CURVE_DRAFTS}, heldout["chat"], log=log)
     training = {g: {"drafts": list(GROUPS[g]), **trained[g]["summary"],
                     "final": {n: h[-1] for n, h in trained[g]["history"].items() if h}}
                 for g in trained}
