@@ -198,6 +198,16 @@ def test_replayed_accept_length_matches_manifest(lab, target):
     draft = lab.load_draft("healthy")
     steps = replay_steps([Row("healthy", draft, [2, 15, 27])], capture_records(target, recs, [2, 15, 27]), 5)
     shipped = lab.manifest["acceptance"]["healthy"]["per_prompt_5/1/6"]
+    # the same replay as evaluation.evaluate_acceptance (the toy labs' reader), to the last round
+    from eagle3lab.lab.evaluation import evaluate_acceptance
+
+    conts = [torch.tensor(r["prompt_ids"] + r["response_ids"]) for r in recs]
+    table = evaluate_acceptance(target, draft, [r["prompt_ids"] for r in recs], depth=5,
+                                wiring=[2, 15, 27], continuations=conts)
+    for d in (1, 3, 5):
+        mine = steps[steps["depth"] == d]
+        assert table.loc[table["depth"] == d, "rounds"].item() == len(mine)
+        assert table.loc[table["depth"] == d, "accept_length"].item() == pytest.approx(1 + mine["accepted"].mean(), abs=1e-12)
     for request, i in enumerate(picks):
         part = steps[(steps["depth"] == 5) & (steps["request"] == request)]
         mine = 1 + part["accepted"].mean()

@@ -35,14 +35,17 @@ DEPTH = 5  # the deepest chain measured (5/1/6)
 # Sizes chosen for a 2-core machine shared with other jobs (see docs in the manifest's "recipe_notes").
 RECIPE = {
     "seed": 0,
-    "responses": {"max_new_tokens": 192, "train_prompts": 160},
+    # raw completions: 60 % of them end at once (the instruct model closes the turn), so twice
+    # the prompts give the no-template draft about as many response tokens as the chat drafts
+    "responses": {"max_new_tokens": 192, "train_prompts": {"chat": 160, "raw": 320}},
     "draft": {"vocab_size": 8192, "intermediate_size": 768, "ttt_steps": 5},
     "training": {"epochs": 3, "batch_tokens": 1024, "lr": 2e-3, "teacher": "argmax"},
     "snapshots": [5_000, 10_000, 20_000, 40_000],
 }
 RECIPE_NOTES = (
     "Sizes fit a session's spare CPU on 2 shared cores (measured: about a quarter of a core per "
-    "thread while others ran): 160 training prompts of each set "
+    "thread while others ran): 160 training prompts answered with the chat template, 320 raw (most "
+    "raw completions end at once) "
     "(code, maths, chat, long context round-robin) answered by the target (at most 192 new tokens); "
     "draft vocabulary 8,192 (the most frequent response tokens); draft MLP 768 wide (half the "
     "target's 1,536: training tokens, not capacity, bound a draft trained on this little data); "
@@ -95,7 +98,7 @@ def response_records(model, tokenizer, mode: str, *, log=print, progress: bool =
 
     prompts = chat_prompts.prompt_set()
     heldout = sum(p.split == "heldout" for p in prompts)
-    limit = heldout + RECIPE["responses"]["train_prompts"]
+    limit = heldout + RECIPE["responses"]["train_prompts"][mode]
     settings = {"prompts": chat_prompts.fingerprint(prompts), "converter": smollm2.CONVERTER_VERSION}
     path = responses.generate_responses(model, tokenizer, prompts, mode,
                                         max_new_tokens=RECIPE["responses"]["max_new_tokens"],
