@@ -89,7 +89,7 @@ def _run_real_build(args) -> int:
     if args.set or args.corpus or args.force:
         raise EagleLabError("--set, --corpus and --force do not apply to --preset smollm2 "
                             "(its recipe is fixed in eagle3lab.lab.real_build; a rerun resumes)")
-    from eagle3lab.lab.real_build import build_real_lab
+    from eagle3lab.lab.real_ship import build_real_lab
 
     root = build_real_lab(args.out, groups=args.group, threads=args.threads or 1,
                           progress=not args.no_progress)

@@ -95,21 +95,14 @@ class Lab:
                             f"(asked for {'all' if n is None else n})")
 
 
-def load_lab(preset: str = "ci", build: bool = True, root=None, progress: bool = True) -> Lab:
+def load_toy_lab(preset: str = "ci", build: bool = True, root=None, progress: bool = True) -> Lab:
     """The lab of `preset` (in `root`, else eagle3lab.paths.lab_dir(preset)).
 
     With build=True a missing or stale preset lab is built first (minutes); a lab
-    built from another Python's stdlib is used as is, with a warning. The real-model lab
-    ("smollm2") is shipped built and never built here (hours of CPU): a `RealLab`.
+    built from another Python's stdlib is used as is, with a warning. (The real-model lab:
+    eagle3lab.lab.labs.load_lab, which `eagle3lab.lab.load_lab` is.)
     """
     import sys
-
-    from eagle3lab.lab.real_lab import PRESET as REAL_PRESET
-
-    if preset == REAL_PRESET:
-        from eagle3lab.lab.real_lab import load_real_lab
-
-        return load_real_lab(preset, root)
 
     from eagle3lab.lab.build import (PRESETS, build_lab, cache_key, is_current,
                                      preset_config, warn_if_corpus_changed)

@@ -1,4 +1,4 @@
-"""`eagle3lab lab build --preset smollm2`: the real-model lab's recipe, from the GGUF to shipped drafts.
+"""The real-model lab's recipe (`eagle3lab lab build --preset smollm2`), from the GGUF to trained drafts.
 
 Stages, each resumable (its work lands in the cache, under a key of the recipe): convert the
 target; the prompt set; the target's greedy responses with its chat template and raw; the draft
@@ -16,16 +16,14 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.lab.build import build_lock, cpu_capability, draft_wirings, rebuild_note
-from eagle3lab.paths import cache_dir, lab_dir
+from eagle3lab.lab.build import cpu_capability, draft_wirings
+from eagle3lab.paths import cache_dir
 
 PRESET = "smollm2"
 LAB_VERSION = "1"
@@ -237,52 +235,3 @@ def environment() -> dict:
             "transformers": version("transformers"), "machine": platform.machine(),
             "threads": torch.get_num_threads(), "cpus": os.cpu_count(),
             "cpu_capability": cpu_capability(), "load_average_at_end": list(os.getloadavg())}
-
-
-def build_real_lab(out=None, *, groups=None, threads: int = 1, progress: bool = True,
-                   log=print) -> Path | None:
-    """Build (or resume) the real-model lab. `groups`: train only these (a parallel process
-    per group); the shipped lab is written once every group is trained."""
-    from eagle3lab.lab import smollm2
-
-    torch.set_num_threads(threads)
-    started = time.perf_counter()
-    smollm2.ensure_target(log=log)
-    target = smollm2.load_target()
-    todo = list(groups or GROUPS)
-    unknown = [g for g in todo if g not in GROUPS]
-    if unknown:
-        raise EagleLabError(f"unknown training group(s) {unknown} (choose from {', '.join(GROUPS)})")
-    trained = {}
-    for group in todo:
-        trained[group] = train_group(target, group, log=log, progress=progress)
-    if groups:
-        log(f"[smollm2] trained group(s) {', '.join(todo)}")
-        return None
-    root = Path(out) if out else lab_dir(PRESET)
-    with build_lock(root):
-        tmp = root.with_name(root.name + ".building")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
-            from eagle3lab.lab.real_ship import write_lab
-
-            manifest = write_lab(tmp, target, trained, started=started, log=log, progress=progress)
-            note = rebuild_note(_read(root / "manifest.json"), manifest)
-            if note:
-                manifest["rebuild"] = note
-                (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-                log(f"[smollm2] {note}")
-            shutil.rmtree(root, ignore_errors=True)
-            tmp.rename(root)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    log(f"[smollm2] lab written to {root}")
-    return root
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None

@@ -1,4 +1,4 @@
-"""Write the real-model lab's shipped folder: drafts in their stored form, held-out data, measured figures.
+"""Build the real-model lab (`build_real_lab`) and write its shipped folder: drafts in their stored form, held-out data, measured figures.
 
 Every figure in the manifest is measured here, on the drafts as stored (read back from the
 folder being written): accept lengths at 1/1/2, 3/1/4 and 5/1/6 with 95 % intervals over held-out
@@ -11,15 +11,66 @@ text-repetition share.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
 import torch
 
+from eagle3lab.errors import EagleLabError
+from eagle3lab.lab.build import build_lock, rebuild_note
 from eagle3lab.lab.real_build import (DEPTH, GROUPS, LAB_VERSION, PRESET, RECIPE, RECIPE_NOTES,
                                       draft_specs, draft_vocabulary, environment, recipe_key,
-                                      response_records, round_trained, save_stored, weights_digest,
-                                      work_dir)
+                                      response_records, round_trained, save_stored, train_group,
+                                      weights_digest, work_dir)
+from eagle3lab.paths import lab_dir
+
+def build_real_lab(out=None, *, groups=None, threads: int = 1, progress: bool = True,
+                   log=print) -> Path | None:
+    """Build (or resume) the real-model lab. `groups`: train only these (a parallel process
+    per group); the shipped lab is written once every group is trained."""
+    from eagle3lab.lab import smollm2
+
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    smollm2.ensure_target(log=log)
+    target = smollm2.load_target()
+    todo = list(groups or GROUPS)
+    unknown = [g for g in todo if g not in GROUPS]
+    if unknown:
+        raise EagleLabError(f"unknown training group(s) {unknown} (choose from {', '.join(GROUPS)})")
+    trained = {}
+    for group in todo:
+        trained[group] = train_group(target, group, log=log, progress=progress)
+    if groups:
+        log(f"[smollm2] trained group(s) {', '.join(todo)}")
+        return None
+    root = Path(out) if out else lab_dir(PRESET)
+    with build_lock(root):
+        tmp = root.with_name(root.name + ".building")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            manifest = write_lab(tmp, target, trained, started=started, log=log, progress=progress)
+            note = rebuild_note(_read(root / "manifest.json"), manifest)
+            if note:
+                manifest["rebuild"] = note
+                (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+                log(f"[smollm2] {note}")
+            shutil.rmtree(root, ignore_errors=True)
+            tmp.rename(root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    log(f"[smollm2] lab written to {root}")
+    return root
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
 
 ENGINE_CHECK_PROMPTS = 4   # one per kind
 SPEEDUP_PROMPTS = 8
