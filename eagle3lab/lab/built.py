@@ -1,4 +1,4 @@
-"""`load_lab()`: the built lab as Python objects (tokenizer, target, drafts, held-out data)."""
+"""The toy labs as Python objects (`Lab`, `load_toy_lab`): tokenizer, target, drafts, held-out data."""
 
 from __future__ import annotations
 
