@@ -11,6 +11,7 @@ text-repetition share.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -206,12 +207,12 @@ def measure(lab, drafts: dict, heldout: dict, tokenizer, *, log=print) -> dict:
     log(f"[smollm2] engine check: {check}")
     prompts = [r["prompt_ids"] for r in heldout["chat"][:SPEEDUP_PROMPTS]]
     log("[smollm2] speed-up on the lab engine (healthy, 5/1/6, batch 1, interleaved)")
-    load_before = list(__import__("os").getloadavg())
     speed = {}
     for spec in ((5, 1, 6), (3, 1, 4)):
+        load_before = list(os.getloadavg())
         run = speedup(lab, drafts["healthy"], prompts, spec, SPEEDUP_NEW_TOKENS)
         run["load_average_before"] = [round(x, 2) for x in load_before]
-        run["load_average_after"] = [round(x, 2) for x in __import__("os").getloadavg()]
+        run["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
         speed[run["spec"]] = run
         log(f"[smollm2] speed-up at {run['spec']}: {run['speedup']} {run.get('speedup_ci95')} "
             f"(accept length {run['accept_length']}, lossless {run['lossless']})")
