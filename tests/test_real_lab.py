@@ -211,9 +211,12 @@ def test_replayed_accept_length_matches_manifest(lab, target):
     for request, i in enumerate(picks):
         part = steps[(steps["depth"] == 5) & (steps["request"] == request)]
         mine = 1 + part["accepted"].mean()
-        # margin: a near-tie among the draft's logits may flip under other CPU kernels; one round
-        # of ~30 changing by a token moves a prompt's mean by < 0.2
-        assert abs(mine - shipped[i]) <= 0.2, (i, mine, shipped[i])
+        # margin: a near-tie among the draft's logits may flip under other CPU kernels; one flipped
+        # round of the >= 10 these prompts take moves a prompt's mean by <= 1/10 (measured: equal
+        # to the last digit under AVX2 and default kernels)
+        rounds = len(part)
+        assert rounds >= 10 and abs(mine - shipped[i]) <= 0.1, (
+            f"prompt {i}: replayed {mine:.4f} over {rounds} rounds, manifest {shipped[i]} (margin 0.1)")
 
 
 def test_lab_engine_is_lossless_and_follows_the_replay(lab, target):
@@ -256,3 +259,16 @@ def test_materialized_draft_is_the_eagle3_layout(lab, target, tmp_path):
     bare = materialize_draft(lab, "healthy", tmp_path / "no-d2t", drop_d2t=True)
     with safe_open(str(bare / "model.safetensors"), "pt") as f:
         assert "d2t" not in f.keys() and "t2d" not in f.keys() and "lm_head.weight" in f.keys()
+
+
+def test_a_rebuild_says_whether_it_matches(lab):
+    from eagle3lab.lab.build import rebuild_note
+
+    shipped = lab.manifest
+    assert rebuild_note(shipped, json.loads(json.dumps(shipped))).startswith("byte-identical")
+    other = json.loads(json.dumps(shipped))
+    other["weights"]["drafts/healthy/trained.safetensors"] = "0" * 16
+    other["environment"]["cpu_capability"] = "AVX512"
+    note = rebuild_note(shipped, other)
+    assert "built on a different CPU: this build ran with AVX512 kernels" in note
+    assert "(1 of 4 files)" in note

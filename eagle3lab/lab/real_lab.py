@@ -96,6 +96,17 @@ class RealLab(Lab):
         texts = [r["text"] for r in self._heldout]
         return texts if n is None else texts[:n]
 
+    def training_curve(self, name: str = "healthy") -> list[dict]:
+        """Accept length at 5/1/6 with its interval by training tokens (response tokens seen,
+        epochs counted) for `name`: the snapshots, then the shipped draft (manifest)."""
+        points = (self.manifest.get("accept_vs_training_tokens") or {}).get(name)
+        if points is None:
+            raise EagleLabError(f"no training curve for draft {name!r} in {self.root / 'manifest.json'}")
+        group = self.manifest["drafts"][name]["group"]
+        total = self.manifest["training"][group]["training_tokens"]
+        return [dict(p, training_tokens=total, shipped=True) if p["training_tokens"] == "final" else p
+                for p in points]
+
     def heldout_continuations(self, n: int | None = None, mode: str = "chat") -> list[torch.Tensor]:
         """prompt + the target's greedy response, one tensor per held-out prompt (what
         evaluation.evaluate_acceptance takes as `continuations`)."""

@@ -106,8 +106,9 @@ def write_lab(root: Path, target, trained: dict, *, started: float, log=print,
     drafts = {name: lab.load_draft(name) for name in specs}
     heldout = {m: interleave_kinds([r for r in records[m] if r["split"] == "heldout"]) for m in ("chat", "raw")}
     figures = measure(lab, drafts, heldout, tokenizer, log=log)
+    tokens = {n: g["summary"]["training_tokens"] for g in trained.values() for n in g["drafts"]}
     figures["accept_vs_training_tokens"] = snapshot_curve(
-        target, {n: drafts[n] for n in CURVE_DRAFTS}, heldout["chat"], log=log)
+        target, {n: drafts[n] for n in CURVE_DRAFTS}, heldout["chat"], tokens, log=log)
     training = {g: {"drafts": list(GROUPS[g]), **trained[g]["summary"],
                     "final": {n: h[-1] for n, h in trained[g]["history"].items() if h}}
                 for g in trained}
@@ -233,9 +234,10 @@ def _one_per_kind(records, n):
     return out[:n]
 
 
-def snapshot_curve(target, drafts: dict, records: list[dict], *, log=print) -> dict:
+def snapshot_curve(target, drafts: dict, records: list[dict], trained_tokens: dict, *,
+                   log=print) -> dict:
     """Accept length at 5/1/6 (with its interval) of every draft snapshot taken during training,
-    by training tokens, ending with the shipped draft."""
+    by training tokens (response tokens seen, epochs counted), ending with the shipped draft."""
     from safetensors.torch import load_file
 
     from eagle3lab.lab.real_eval import Row, capture_records, replay_steps, summarize
@@ -253,7 +255,7 @@ def snapshot_curve(target, drafts: dict, records: list[dict], *, log=print) -> d
             entry = summarize(replay_steps([Row(name, snap, _wiring(name, draft))], captured, DEPTH))[name]
             points.append({"training_tokens": mark, **entry["5/1/6"]})
         final = summarize(replay_steps([Row(name, draft, _wiring(name, draft))], captured, DEPTH))[name]
-        points.append({"training_tokens": "final", **final["5/1/6"]})
+        points.append({"training_tokens": trained_tokens[name], "shipped": True, **final["5/1/6"]})
         curve[name] = points
         log(f"[smollm2] {name} accept length by training tokens: "
             + ", ".join(f"{p['training_tokens']}: {p['accept_length']:.2f}" for p in points))
