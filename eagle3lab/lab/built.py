@@ -1,4 +1,4 @@
-"""`load_lab()`: the built lab as Python objects (tokenizer, target, drafts, held-out data)."""
+"""The toy labs as Python objects (`Lab`, `load_toy_lab`): tokenizer, target, drafts, held-out data."""
 
 from __future__ import annotations
 
@@ -95,11 +95,12 @@ class Lab:
                             f"(asked for {'all' if n is None else n})")
 
 
-def load_lab(preset: str = "ci", build: bool = True, root=None, progress: bool = True) -> Lab:
+def load_toy_lab(preset: str = "ci", build: bool = True, root=None, progress: bool = True) -> Lab:
     """The lab of `preset` (in `root`, else eagle3lab.paths.lab_dir(preset)).
 
     With build=True a missing or stale preset lab is built first (minutes); a lab
-    built from another Python's stdlib is used as is, with a warning.
+    built from another Python's stdlib is used as is, with a warning. (The real-model lab:
+    eagle3lab.lab.labs.load_lab, which `eagle3lab.lab.load_lab` is.)
     """
     import sys
 

@@ -11,6 +11,7 @@ loss weight 0.8**j). k = 1 is plain teacher forcing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -43,16 +44,32 @@ def shift_left(x: torch.Tensor, j: int, n: int) -> torch.Tensor:
     return part
 
 
+class TeacherLabels(NamedTuple):
+    """The target's argmax at every position, precomputed (a capture cache keeps these instead
+    of [T, V] logits): `draft_label` = the argmax over the draft vocabulary (a draft id),
+    `target_top` = the argmax over the whole vocabulary (a target id); row t predicts token t+1."""
+
+    draft_label: torch.Tensor  # [B, T] long
+    target_top: torch.Tensor   # [B, T] long
+
+
 def ttt_unroll(draft: Eagle3Draft, aux: torch.Tensor, input_ids: torch.Tensor,
-               target_logits: torch.Tensor, depth: int, teacher: str = "soft") -> list[dict]:
+               target_logits, depth: int, teacher: str = "soft",
+               loss_mask: torch.Tensor | None = None) -> list[dict]:
     """Unroll the draft `depth` steps over a batch; per depth: loss, hits, count, logits.
 
     aux [B,T,3H] target features, input_ids [B,T], target_logits [B,T,V] (row t
-    predicts token t+1). Root t's step j reads token t+1+j and is scored against the
-    target's distribution for token t+2+j, restricted to the draft vocabulary
-    (teacher="soft": cross-entropy against it; "argmax": against its top token, which
-    is all greedy acceptance asks for, and measured to train faster here).
+    predicts token t+1) or `TeacherLabels` (argmax teaching only). Root t's step j reads
+    token t+1+j and is scored against the target's distribution for token t+2+j, restricted
+    to the draft vocabulary (teacher="soft": cross-entropy against it; "argmax": against its
+    top token, which is all greedy acceptance asks for, and measured to train faster here).
+    `loss_mask` [B,T] bool: only tokens marked True are scored as predictions (a chat
+    response, not its prompt or padding), as EAGLE-3 trainers mask the loss to the
+    assistant's turns.
     """
+    labels = target_logits if isinstance(target_logits, TeacherLabels) else None
+    if labels is not None and teacher != "argmax":
+        raise ValueError("precomputed teacher labels teach the argmax only (teacher='argmax')")
     b, t = input_ids.shape
     n = t - 1
     if n < 1:
@@ -67,10 +84,22 @@ def ttt_unroll(draft: Eagle3Draft, aux: torch.Tensor, input_ids: torch.Tensor,
     out = []
     for j in range(depth):
         valid = (torch.arange(n, device=input_ids.device) < n - j)[None].expand(b, -1)
+        if loss_mask is not None:
+            valid = valid & shift_left(loss_mask, 2 + j, n).bool()
         ids_j = shift_left(input_ids, 1 + j, n)
-        teacher = shift_left(target_logits, 1 + j, n)
         hidden, logits = draft.step(ids_j, hidden, positions + j, cache,
                                     ttt_mask(n, j, input_ids.device))
+        if labels is not None:
+            label = shift_left(labels.draft_label, 1 + j, n)
+            loss_tok = F.cross_entropy(logits.flatten(0, 1), label.flatten(),
+                                       reduction="none").view(label.shape)
+            hits = (vocab_ids[logits.argmax(-1)] == shift_left(labels.target_top, 1 + j, n)) & valid
+            count = valid.sum()
+            out.append({"depth": j + 1, "loss": (loss_tok * valid).sum() / count.clamp(min=1),
+                        "hits": hits.sum(), "count": count, "logits": logits, "valid": valid,
+                        "hit_mask": hits})
+            continue
+        teacher = shift_left(target_logits, 1 + j, n)
         if teacher_mode == "argmax":
             label = teacher[..., vocab_ids].argmax(-1)
             loss_tok = F.cross_entropy(logits.flatten(0, 1), label.flatten(),
