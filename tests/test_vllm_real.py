@@ -106,3 +106,53 @@ def test_vllms_counters_equal_the_labs_replay_round_for_round(served):
         f"vLLM {served.vllm_counts()} vs lab replay {served.lab_counts()}; requests whose accepted "
         f"counts differ (vLLM, lab): {differs}")
     assert not differs
+
+
+# ------------------------------------------------------------------ pieces, without a server
+
+def test_decode_rounds_stop_at_the_token_limit_and_count_the_whole_last_round():
+    import torch
+
+    from eagle3lab.lab.real_rounds import counts, decode_rounds
+
+    hit = torch.zeros(40, 3, dtype=torch.bool)
+    hit[4, :] = True        # root 4: all 3 drafts right
+    hit[8, :2] = True       # root 8: 2 right, then a miss
+    hit[11, :3] = True      # root 11: the round that passes the limit (9 tokens out before it)
+    rounds = decode_rounds(hit, 4, 3, max_new_tokens=10)
+    assert rounds == [3, 2, 3]  # 1 (prefill) + 4 + 3 = 8 < 10, then 8 + 4 = 12: all 3 counted
+    import pandas as pd
+
+    frame = pd.DataFrame({"request": 0, "accepted": rounds, "drafted": 3})
+    assert counts(frame, 3) == {"drafts": 3, "draft_tokens": 9, "accepted": 8, "per_position": [3, 3, 2]}
+    assert decode_rounds(hit, 4, 3, max_new_tokens=1) == []  # the prefill's token is the limit
+
+
+def test_decode_rounds_refuse_a_response_too_short_to_replay():
+    import torch
+
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.lab.real_rounds import decode_rounds, fits
+
+    # 8 rows: roots 2, 3, 4 have their 3 drafts and the bonus row; root 5 would read row 8
+    with pytest.raises(EagleLabError, match="ends before round 4 of a 10-token decode"):
+        decode_rounds(torch.zeros(8, 3, dtype=torch.bool), 2, 3, max_new_tokens=10)
+    assert fits({"response_ids": [0] * 38}, 32, 5) and not fits({"response_ids": [0] * 37}, 32, 5)
+
+
+def test_max_model_len_leaves_room_for_the_longest_prompt_and_its_last_round():
+    assert vllm_launch.max_model_len_for([40, 51], 32, 5) == 512         # the CPU default suffices
+    assert vllm_launch.max_model_len_for([601, 44], 64, 5) == 768        # 601 + 64 + 5 + 1 = 671
+    assert vllm_launch.max_model_len_for([706], 64, 5) == 1024           # 776: one past 768
+
+
+def test_serve_heldout_refuses_a_toy_lab_and_too_many_prompts(lab):
+    from types import SimpleNamespace
+
+    from eagle3lab.engines.vllm.reference import heldout_records, serve_heldout
+    from eagle3lab.errors import EagleLabError
+
+    with pytest.raises(EagleLabError, match="real-model lab"):
+        serve_heldout(SimpleNamespace(num_layers=6), "healthy")  # a toy lab: lab_vs_vllm
+    with pytest.raises(EagleLabError, match="held-out prompts have responses of 64"):
+        heldout_records(lab, 10_000, 64, 5)
