@@ -158,7 +158,7 @@ def capture_table(lab, draft: str = "seed", python=None):
     from eagle3lab.engines.vllm import reference as vllm_reference
     from eagle3lab.spec import LATEST_SGLANG
 
-    draft_dir = Path(draft) if Path(str(draft)).is_dir() else lab.draft_dir(draft)
+    draft_dir = Path(draft) if Path(str(draft)).is_dir() else servable_draft(lab, draft)
     n = lab.num_layers
     sets = {"the draft's ids": config_ids(draft_dir), "ids that feed the trained boundaries": fix_ids(draft_dir, n)}
     with tempfile.TemporaryDirectory(prefix="eagle3lab-capture-") as tmp:
@@ -195,6 +195,15 @@ def wirings(lab, draft: str = "seed") -> dict:
 
 # --------------------------------------------------------------------------- measuring
 
+def servable_draft(lab, name: str) -> Path:
+    """The folder vLLM loads for lab draft `name`: the toy labs store complete checkpoints; the
+    real lab stores only the trained tensors, so its draft is materialized (`real_lab.materialize_draft`,
+    cached) with the LM head, d2t and t2d a server needs."""
+    from eagle3lab.lab.real_lab import RealLab, materialize_draft
+
+    return materialize_draft(lab, name) if isinstance(lab, RealLab) else lab.draft_dir(name)
+
+
 def launch_spec(point: dict, lab, draft_dir=None) -> tuple:
     """(draft folder or None, launch spec) for one notebook point on vLLM: the lab draft by name,
     the wiring faults turned into ids (`layer_ids_for`), explicit `draft_layer_ids` kept."""
@@ -202,7 +211,7 @@ def launch_spec(point: dict, lab, draft_dir=None) -> tuple:
     if point.get("baseline"):
         return None, {}
     name = point.pop("draft", None)
-    draft = Path(draft_dir) if draft_dir is not None else lab.draft_dir(name or "healthy")
+    draft = Path(draft_dir) if draft_dir is not None else servable_draft(lab, name or "healthy")
     faults = point.pop("fault", None) or ()
     faults = faults.split(",") if isinstance(faults, str) else list(faults)
     ids = point.pop("draft_layer_ids", None)
@@ -258,10 +267,15 @@ def serve_and_observe(lab, prompts, draft: str = "seed", faults=(), spec: SpecCo
 
     spec = spec or SpecConfig()
     draft_dir, launch = launch_spec({"draft": draft, "fault": list(faults), **spec.given()}, lab)
+    # room for the longest prompt (the real lab's long-context chat prompts pass the CPU default 512)
+    model_len = vllm_launch.max_model_len_for([len(p) for p in prompts], max_new_tokens,
+                                              int(launch.get("num_steps") or 0))
+    extra = [] if str(model_len) == dict(vllm_launch.VLLM_CPU_ARGS)["--max-model-len"] else \
+        ["--max-model-len", str(model_len)]
     # vLLM logs its SpecDecoding metrics line every VLLM_LOG_STATS_INTERVAL s (vllm/envs.py, 10 s by
     # default): once a second, so a short benchmark leaves lines in the log to read back
     with server.launch("vllm", lab.target_dir, draft_dir, spec=launch, vllm_python=vllm_python,
-                       env={"VLLM_LOG_STATS_INTERVAL": "1"}) as srv:
+                       extra_args=extra, env={"VLLM_LOG_STATS_INTERVAL": "1"}) as srv:
         obs, result = loadtest.observe_metrics(srv, prompts, max_new_tokens=max_new_tokens,
                                            requested=spec.given())
         log = read_log(srv.log_path, engine="vllm")

