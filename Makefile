@@ -1,7 +1,7 @@
 # The two set-up commands of the README. Both create or reuse .venv and install what they need
 # (`make report BACKEND=vllm` also .venv-vllm, vLLM's CPU build).
 .PHONY: report test
-LAB ?= default
+LAB ?= smollm2
 BACKEND ?= lab
 
 report:

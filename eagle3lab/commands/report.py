@@ -7,8 +7,9 @@ HELP = "execute the notebooks against a lab (or your server) and render the HTML
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--lab", default="default", choices=["ci", "default"],
-                        help="lab preset the notebooks run against (default: default)")
+    parser.add_argument("--lab", default="smollm2", choices=["smollm2", "ci", "default"],
+                        help="lab the notebooks run against: smollm2 (SmolLM2-135M-Instruct with drafts "
+                             "trained here; the default), or a toy lab (ci, default)")
     parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=["lab", "vllm"],
                         help="who serves the lab's checkpoints: the lab server (default) or vLLM "
                              "(its CPU build from scripts/setup_vllm.sh, or $EAGLE3LAB_VLLM_PYTHON)")

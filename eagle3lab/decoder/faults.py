@@ -63,6 +63,10 @@ _TABLE = [
     Fault("no-ttt", "serve the draft trained without training-time test (k = 1)",
           plan={"draft_name": "no-ttt"}, causes=("multi_step",),
           excludes=("wiring-seed", "embed-patch", "no-embed-patch")),
+    Fault("no-template", "serve the draft trained on raw completions (no chat template) to chat prompts "
+          "(the real-model lab's no-template draft)",
+          plan={"draft_name": "no-template"}, causes=("distribution_shift",),
+          excludes=("wiring-seed", "embed-patch", "no-embed-patch", "no-ttt", "no-aux-ids")),
     Fault("quant-int8", "group-wise int8 weight-only quantization of the target at serve time",
           plan={"quant_bits": 8}, needs_draft=False, causes=("quantization",), excludes=("quant-int4",)),
     Fault("quant-int4", "group-wise int4 weight-only quantization of the target at serve time",

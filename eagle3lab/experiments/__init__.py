@@ -8,9 +8,11 @@ set of figures in every notebook. The names below are what notebooks call as `ex
 
 from __future__ import annotations
 
-from eagle3lab.experiments.shared import (BASELINE, BUDGETS, LAB_SERVER_ARGS, LATEST_SGLANG,  # noqa: F401
+from eagle3lab.experiments.shared import (ACCEPT_GOAL, BASELINE, BUDGETS, LAB_SERVER_ARGS, LATEST_SGLANG,  # noqa: F401
                                           PROMPT_TOKENS, SEED_AFTER_FIX, _float, _int, bench_prompts,
-                                          budget, load_target, prompt_sources, serve_engine,
+                                          budget, is_real_lab, lab_faults, load_target, preset_budget,
+                                          prompt_sources, serve_engine, sweep_lab,
+                                          by_kind_table, heldout_repetition, toy_repetition,
                                           sglang_installed, target_arch)
 from eagle3lab.experiments.fixids import (SEED_ARCH, SEED_CONFIG_IDS, SEED_FIX_IDS, SEED_LAYERS,  # noqa: F401
                                           SEED_SERVED, SEED_TRAINED, capture_before_after, lab_analog,

@@ -114,8 +114,9 @@ class ServedRun:
         first = self.tokens[self.tokens["request"] == pick]
         prompt_text = self.prompt_texts[pick] if self.prompt_texts and pick < len(self.prompt_texts) \
             else self.prompt_text
-        where = f" (prompt: a passage of `{sources[pick]}` from Python's standard library)" \
-            if sources and pick < len(sources) else ""
+        where = "" if not sources or pick >= len(sources) else \
+            f" (prompt: {sources[pick]})" if " " in str(sources[pick]) else \
+            f" (prompt: a passage of `{sources[pick]}` from Python's standard library)"
         kinds = {"prefill": "prompt", "draft": "accepted", "accepted": "accepted", "bonus": "bonus",
                  "replacement": "replaced", "target": "replaced"}
         rows = [] if prompt_text is None else [{"text": prompt_text, "kind": "prompt", "position": None}]

@@ -79,6 +79,10 @@ class Lab:
         texts = [s["text"] for s in self._heldout]
         return texts if n is None else texts[:n]
 
+    def eval_sequences(self, n: int | None = None) -> list[list[int]]:
+        """Token ids a draft's standalone accuracy is measured on: the held-out passages."""
+        return [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in self.heldout_texts(n)]
+
     def heldout_prompts(self, n: int | None, prompt_tokens: int = 64) -> list[list[int]]:
         """The first `prompt_tokens` tokens of the first n passages long enough for it
         (every such passage when n is None)."""

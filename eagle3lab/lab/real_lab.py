@@ -107,6 +107,34 @@ class RealLab(Lab):
         return [dict(p, training_tokens=total, shipped=True) if p["training_tokens"] == "final" else p
                 for p in points]
 
+    def training_slice(self, spec: str = "5/1/6", n_boot: int = 2000) -> dict:
+        """The seed's training slice alone: the draft trained on [embedding, low, mid] served as
+        trained, against the healthy draft (same recipe on [low, mid, high]), from the manifest's
+        replay over the held-out chat prompts; the ratio of their per-prompt means with a paired
+        bootstrap interval (resampling prompts, seed 0)."""
+        import numpy as np
+
+        acc = self.manifest.get("acceptance") or {}
+        a, b = acc.get("seed (as trained)"), acc.get("healthy")
+        if not a or not b or spec not in a or spec not in b:
+            raise EagleLabError(f"{self.root / 'manifest.json'} has no replay of the seed as trained at {spec}")
+        pa = np.array(a[f"per_prompt_{spec}"], dtype=float)
+        pb = np.array(b[f"per_prompt_{spec}"], dtype=float)
+        idx = np.random.default_rng(0).integers(0, len(pa), size=(n_boot, len(pa)))
+        boots = pa[idx].mean(axis=1) / pb[idx].mean(axis=1)
+        side = lambda r: {"accept_length": r[spec]["accept_length"], "accept_length_ci95": r[spec]["ci95"],
+                          "prompts": r[spec]["prompts"]}
+        return {"spec": spec, "source": "the lab's replay over its held-out chat prompts (manifest)",
+                "trained_emb_low_mid": side(a), "trained_low_mid_high": side(b),
+                "gap": {"ratio": round(float(pa.mean() / pb.mean()), 4),
+                        "ratio_ci95": [round(float(np.quantile(boots, 0.025)), 4),
+                                       round(float(np.quantile(boots, 0.975)), 4)]}}
+
+    def eval_sequences(self, n: int | None = None) -> list[list[int]]:
+        """Token ids a draft's standalone accuracy is measured on: held-out chat prompts with
+        the target's own responses (what the drafts were trained to predict)."""
+        return [t.tolist() for t in self.heldout_continuations(n)]
+
     def heldout_continuations(self, n: int | None = None, mode: str = "chat") -> list[torch.Tensor]:
         """prompt + the target's greedy response, one tensor per held-out prompt (what
         evaluation.evaluate_acceptance takes as `continuations`)."""

@@ -435,7 +435,10 @@ def lab_facts(lab: str) -> dict:
             "hidden": target.get("hidden_size", cfg.get("hidden_size")), "vocab": cfg.get("vocab_size"),
             "train_tokens": corpus.get("train_tokens"), "python": corpus.get("python"),
             "drafts": sorted(m.get("drafts", {})), "built_cpus": m.get("environment", {}).get("cpus"),
-            "cpus": os.cpu_count()}
+            "cpus": os.cpu_count(), "name": target.get("name"),
+            "dtype": (target.get("provenance") or {}).get("dtype"),
+            "package": (target.get("provenance") or {}).get("package"),
+            "draft_tokens": ((m.get("training") or {}).get("chat") or {}).get("training_tokens")}
 
 
 def served_by(backend: str = "lab") -> str:
@@ -452,6 +455,12 @@ def lab_sentence(lab: str, backend: str = "lab") -> str:
     f = lab_facts(lab)
     if not f.get("parameters"):
         return f"the {lab} lab (its manifest could not be read), decoded by {served_by(backend)}"
+    if f.get("name"):  # the real-model lab: a pretrained model, drafts trained here
+        tokens = f" on {f['draft_tokens']:,} tokens of its own chat responses" if f.get("draft_tokens") else ""
+        return (f"the {lab} lab: {f['name']} ({f['parameters'] / 1e6:.1f} M parameters, {f['layers']} layers, a "
+                f"pretrained dense chat model from the {f['package']} wheel, in {f['dtype']}), not the incident's "
+                f"sparse MoE, and EAGLE-3 drafts trained here{tokens}, on this machine's CPU ({f['cpus']} cores, "
+                f"no GPU), decoded by {served_by(backend)}")
     return (f"the {lab} lab: a {f['parameters'] / 1e6:.1f} M-parameter Llama target ({f['layers']} layers, "
             f"hidden size {f['hidden']}) trained on {f['train_tokens']:,} tokens of Python source, and EAGLE-3 "
             f"drafts trained on it, on this machine's CPU ({f['cpus']} cores, no GPU), decoded by "

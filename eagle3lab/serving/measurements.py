@@ -254,3 +254,14 @@ def result_from_rows(lab, spec, plan, boundaries, temperature: float, base: dict
                           steps=pd.DataFrame(run["steps"]), tokens=pd.DataFrame(run["tokens"]),
                           requests=requests, lossless=lossless, preset=getattr(lab, "preset", None),
                           extra={"measurement": run["id"], "baseline_measurement": base["id"]})
+
+
+def records_of(store, lab) -> list[dict]:
+    """The store's records measured on `lab` (a preset name or a loaded lab): one lab's timings,
+    so a cost model calibrated on them is that lab's."""
+    if isinstance(lab, str):
+        from eagle3lab.lab import load_lab
+
+        lab = load_lab(lab, progress=False)
+    ident = lab_identity(lab)
+    return [r for r in store.records() if (r.get("key") or {}).get("lab") == ident]

@@ -311,3 +311,38 @@ def accuracy_plot(accuracy, title: str = "Standalone accuracy by unrolled depth"
                        f"depth {at1}.")
 
 
+
+
+def training_curve_plot(curves: dict, goal: float | None = None,
+                        title: str = "Accept length at 5/1/6 against training tokens"):
+    """Accept length (95 % interval) of each draft against the response tokens it trained on
+    (`RealLab.training_curve`), log x; a dashed line at `goal`. Shows whether more training is
+    what the draft lacks."""
+    import matplotlib.pyplot as plt
+
+    from eagle3lab.viz.style import apply_style
+
+    apply_style()
+    fig, ax = plt.subplots()
+    colors = palette(len(curves))
+    for (name, points), color in zip(curves.items(), colors):
+        x = [p["training_tokens"] for p in points]
+        y = [p["accept_length"] for p in points]
+        err = np.array([[p["accept_length"] - p["ci95"][0] for p in points],
+                        [p["ci95"][1] - p["accept_length"] for p in points]])
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, color=color, label=name)
+    ax.set_xscale("log")
+    ticks = sorted({p["training_tokens"] for pts in curves.values() for p in pts})
+    ax.set_xticks(ticks, [f"{t / 1000:.0f}k" for t in ticks])
+    ax.minorticks_off()
+    if goal is not None:
+        ax.axhline(goal, ls="--", color="0.4", lw=1)
+        ax.annotate(f"goal {goal:g}", (0.02, goal), xycoords=("axes fraction", "data"), xytext=(0, -12),
+                    textcoords="offset points", fontsize="small", color="0.3")
+    top = max([goal or 0] + [p["ci95"][1] for pts in curves.values() for p in pts])
+    ax.set(ylim=(1.0, top + 0.1), xlabel="training tokens (response tokens seen, log scale)",
+           ylabel="accept length (tokens per verify step)", title=title)
+    ax.legend(fontsize="small", title=None, ncol=len(curves), **_BELOW)
+    last = ", ".join(f"{n}: {pts[-1]['accept_length']:.2f} at {pts[-1]['training_tokens']:,} tokens"
+                     for n, pts in curves.items())
+    return _close(fig, f"{title}, one line per draft with 95 % intervals; the last points: {last}.")

@@ -9,8 +9,8 @@
 #
 # This notebook asks SGLang's rules what each flag set really runs (and SGLang's own resolver
 # when the `sglang` package is installed), then **measures** each on the lab against no
-# speculation, with the lab's no-TTT draft (a small stand-in trained like the incident's, not the
-# incident's draft) served the way SGLang served the incident's.
+# speculation, with the lab's seed-like draft (`drafts/seed`: trained on [embedding, low, mid] like the
+# incident's, on a far smaller model; not the incident's draft) served the way SGLang served the incident's.
 
 # %%
 from eagle3lab.report import glossary
@@ -19,12 +19,12 @@ glossary.define("the incident", "TTT", "the lab", "accept length", "speed-up", "
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
-LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+LAB = "smollm2"          # lab: "smollm2" (SmolLM2-135M-Instruct, drafts trained here) or a toy lab: "ci", "default"
 SERVER_URL = None        # a running SGLang server, e.g. "http://gpu-box:30000": measure it as is
 BACKEND = "lab"          # "lab"; "vllm": one vLLM server per flag set (its CPU build here, yours on a GPU);
                          # "sglang" on a GPU machine: one SGLang server per flag set
 TARGET_DIR = None        # target model for BACKEND="sglang"/"vllm"; None = the lab's target
-DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"/"vllm"; None = the lab's no-TTT draft (drafts/seed)
+DRAFT_DIR = None         # EAGLE-3 draft for BACKEND="sglang"/"vllm"; None = the lab's seed-like draft (drafts/seed)
 FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft as SGLang feeds it;
                          # on vLLM: the draft's own ids, as vLLM reads them)
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget

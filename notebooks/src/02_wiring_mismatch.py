@@ -27,8 +27,8 @@ glossary.define("boundary", "slot", "fc", "lossless", "acc@k")
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own checkpoints.
-LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
-DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's no-TTT draft (drafts/seed)
+LAB = "smollm2"          # lab: "smollm2" (SmolLM2-135M-Instruct, drafts trained here) or a toy lab: "ci", "default"
+DRAFT_DIR = None         # your EAGLE-3 draft checkpoint directory; None = the lab's seed-like draft (drafts/seed)
 TARGET_DIR = None        # your target model directory (config.json + weights); None = the lab's
 TRAIN = None             # how the draft was trained, e.g. ("specforge", "0.2.0"); None = the lab draft's record
 SERVE = None             # the engine and version that serves it, e.g. ("sglang", "0.5.23");
@@ -111,8 +111,8 @@ else:
 from eagle3lab.wiring import capture
 from eagle3lab.viz import plots
 
-texts = lab.heldout_texts(budget["eval_texts"])
-ids = tokenizer(texts[0], add_special_tokens=False)["input_ids"][:128]
+texts = lab.eval_sequences(budget["eval_texts"])
+ids = texts[0][:128]
 train_b = list(report.trained)
 serve_b = list(report.fed)
 train_capture = capture.capture(target, ids, train_b)
@@ -139,7 +139,7 @@ from eagle3lab.lab import evaluate_draft
 
 from eagle3lab.lab import Eagle3Draft
 
-draft = Eagle3Draft.from_pretrained(draft_dir)
+draft = lab.load_draft("seed") if DRAFT_DIR is None else Eagle3Draft.from_pretrained(draft_dir)
 accuracy = pd.concat([
     evaluate_draft(target, draft, texts, wiring=train_b, depth=DEPTH, tokenizer=tokenizer).assign(wiring=f"as trained {train_b}"),
     evaluate_draft(target, draft, texts, wiring=serve_b, depth=DEPTH, tokenizer=tokenizer).assign(wiring=f"as served {serve_b}"),

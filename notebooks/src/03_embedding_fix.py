@@ -15,7 +15,7 @@
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
-LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+LAB = "smollm2"          # lab: "smollm2" (SmolLM2-135M-Instruct, drafts trained here) or a toy lab: "ci", "default"
 SERVER_URL = None        # a running (patched) SGLang server to measure as is; None = the lab server
 SGLANG_DIR = None        # an `sglang` package directory to diff against; None = the installed one
 BACKEND = "lab"          # "lab", or "vllm": measure the fix on vLLM (there it is other ids, not a patch)
@@ -130,6 +130,22 @@ plots.speed_plot(fix, title=f"The fix {prose.where(BACKEND)[1]}")
 records.fix(fix, before, after)
 prose.markdown("**" + prose.fix_title(fix, before, after, backend=BACKEND) + "** "
                + prose.fix_sentence(fix, before, after, backend=BACKEND))
+
+# %% [markdown]
+# ## After the fix: the training slice alone
+#
+# The fix feeds the seed's draft the boundaries it was trained on, [embedding, low, mid]. Whether
+# that slice itself costs acceptance against the usual [low, mid, high] is a question of training,
+# not of serving: on a lab whose drafts include both, trained with the same recipe (TTT, same data),
+# each served as trained, the two are compared over the lab's held-out prompts.
+
+# %%
+from eagle3lab.report.postmortem import tables
+
+slice_record = records.training_slice(lab)
+prose.markdown(tables.training_slice_text({"training_slice": slice_record})
+               if slice_record else f"*The {LAB} lab has no draft trained on [embedding, low, mid] with TTT "
+               "(the real-model lab, `LAB = \"smollm2\"`, has).*")
 
 # %% [markdown]
 # ## Beside the incident

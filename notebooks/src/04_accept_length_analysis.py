@@ -7,19 +7,19 @@
 # position, and to see what it costs, the arithmetic that links per-token acceptance to accept
 # length and tokens/s.
 #
-# This notebook serves the lab's no-TTT draft after the fix, reads the server log back, computes
+# This notebook serves the lab's seed-like draft after the fix, reads the server log back, computes
 # per-position served acceptance, compares it with the draft's standalone acc@k (a different
 # measure, see below), lets you explore accept length versus depth interactively, and checks the
 # diagnosis on a draft whose fault is known.
 
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
-LAB = "default"          # lab preset: "ci" (tiny, for tests) or "default"
+LAB = "smollm2"          # lab: "smollm2" (SmolLM2-135M-Instruct, drafts trained here) or a toy lab: "ci", "default"
 LOG_FILE = None          # a server log (SGLang, vLLM, llama.cpp) to read; None = run the lab server
 SERVER_URL = None        # a running SGLang server to benchmark and read back; None = the lab server
 BACKEND = "lab"          # "lab", or "vllm": serve on vLLM (its CPU build here) and read its /metrics
 DRAFT = "seed"           # lab draft to serve
-FAULTS = ["embed-patch"] # lab faults: the lab's no-TTT draft served after the embedding fix
+FAULTS = ["embed-patch"] # lab faults: the seed-like draft served after the embedding fix
                          # (on vLLM: the ids that feed its training boundaries)
 STEPS, TOPK, DRAFT_TOKENS = 5, 1, 6
 NUM_PROMPTS = None       # prompts to decode; None = the preset's budget
@@ -151,14 +151,15 @@ plots.accept_vs_depth(observed, rates=served_rates, max_depth=max(8, STEPS),
 # ## Diagnosis: a check of the method
 #
 # The diagnosis ranks causes from the served statistics and, when it has them, the draft's
-# standalone acc@k. The lab's no-TTT draft lacks training-time test by construction, so what the
-# diagnosis says of it checks the method; it is not a finding about the incident. The method's
+# standalone acc@k. The lab's drafts are built with known properties (its manifest says how each was
+# trained), so what the diagnosis says of them checks the method; it is not a finding about the incident. The method's
 # blind score on a lab built after its rules froze follows the table.
 
 # %%
 glossary.define("multi_step")
 findings = diagnosis.diagnose(run.observation, standalone_acc=standalone)
-records.acceptance(run, per_pos, findings)
+toy_rep, heldout_rep = experiments.toy_repetition(LAB), experiments.heldout_repetition(LAB)
+records.acceptance(run, per_pos, findings, toy_repetition=toy_rep, heldout_repetition=heldout_rep)
 prose.wrapped_table(diagnosis.findings_frame(findings))
 
 # %%
@@ -175,9 +176,9 @@ prose.markdown(postmortem.beside_incident(steps=(6,)))
 # ## One generation, token by token
 #
 # Green: accepted drafts (darker = deeper in the chain); purple: the bonus token after a fully
-# accepted chain; red: the target's token that replaced a rejected draft. The lab's text is Python
-# source (its standard library), so the prompt is a passage of a held-out source file (codec tables
-# are skipped when another prompt is available: they read as noise).
+# accepted chain; red: the target's token that replaced a rejected draft. On the real-model lab the
+# prompt is a held-out chat request (its kind is named) and the text the model's answer; on the toy
+# labs it is a passage of a held-out Python source file (codec tables skipped: they read as noise).
 
 # %%
 view = run.token_view_of(experiments.prompt_sources(LAB, budget["num_prompts"])) if run.tokens is not None else None
@@ -186,7 +187,25 @@ if view is None:
                    "a server returns tokens, not how each was produced.*")
 else:
     display(view)
-    prose.markdown(prose.repetition_sentence(run.tokens))
+    prose.markdown(prose.repetition_sentence(run.tokens, toy=toy_rep, heldout=heldout_rep))
+
+# %% [markdown]
+# ## How well trained are the lab's drafts?
+#
+# On the real-model lab: each draft's accept length at 5/1/6 against the response tokens it trained
+# on (snapshots taken during training, replayed over the lab's held-out chat prompts when the lab
+# was built). A draft still gaining with more tokens is limited by its training budget.
+
+# %%
+if experiments.is_real_lab(LAB):
+    from eagle3lab.lab import load_lab
+
+    curves = {n: load_lab(LAB).training_curve(n) for n in ("healthy", "no-ttt")}
+    records.training_curve(curves, experiments.ACCEPT_GOAL)
+    display(plots.training_curve_plot(curves, goal=experiments.ACCEPT_GOAL))
+    prose.markdown(prose.training_curve_sentence(curves, experiments.ACCEPT_GOAL))
+else:
+    prose.markdown(f"*The {LAB} lab records no training curve (the real-model lab, `LAB = \"smollm2\"`, does).*")
 
 # %% [markdown]
 # ## On which prompts is acceptance lost?
@@ -204,8 +223,16 @@ glossary.define("domain-shift")
 # %%
 from eagle3lab.experiments import byprompt_lab
 
+BY_PROMPT_LAB = LAB if SERVER_URL else experiments.sweep_lab(LAB)
+if BY_PROMPT_LAB != LAB:
+    display(experiments.by_kind_table(LAB))
+    prose.markdown(prose.other_lab_sentence(BY_PROMPT_LAB, LAB, "the breakdown by prompt length and category below",
+                                            "its 48 prompts at the real model's speed on this CPU do not fit the "
+                                            "report's time; the table above is the real model's accept length by "
+                                            "prompt kind, replayed over its 96 held-out chat prompts when the lab "
+                                            "was built"))
 if SERVER_URL or BACKEND == "lab":
-    by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(LAB, server_url=SERVER_URL)
+    by_prompt, by_prompt_draft = byprompt_lab.run_by_prompt(BY_PROMPT_LAB, server_url=SERVER_URL)
     display(byprompt_lab.plot_by_prompt(by_prompt))
     prose.markdown(byprompt_lab.markdown(by_prompt, by_prompt_draft))
 else:  # vLLM's CPU build here: `eagle3lab bench --url ... --prompts` gives the same breakdown from its server

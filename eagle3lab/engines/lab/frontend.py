@@ -475,7 +475,6 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from eagle3lab.decoder.faults import build_engine, draft_faults, plan_faults
-    from eagle3lab.decoder.draft import Eagle3Draft
 
     target_dir, lab_root = resolve_model_path(model_path)
     with warnings.catch_warnings():
@@ -496,7 +495,7 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
             logger.warning(line)
         draft_dir = _draft_dir(spec.draft_model_path or draft_path, lab_root, plan)
         effective = replace(resolved.effective, draft_model_path=str(draft_dir))
-        draft = Eagle3Draft.from_pretrained(draft_dir, embed_weight=target.model.embed_tokens.weight.detach())
+        draft = _load_draft(draft_dir, target)
     elif draft_path or draft_faults(plan.faults):
         logger.warning("no --speculative-algorithm: serving plain decoding (draft and draft faults ignored)")
     # SGLang 0.5.23 prints its resolved arguments at start (entrypoints/engine.py:311)
@@ -528,6 +527,20 @@ def load_state(model_path: str, draft_path: str | None = None, *, spec=None, fau
                        spec=effective.to_engine_params() if effective else None, server_info=info,
                        max_prompt_tokens=max_prompt_tokens, max_new_tokens=max_new_tokens,
                        decode_log_interval=decode_log_interval)
+
+
+def _load_draft(draft_dir, target):
+    """A complete EAGLE-3 draft folder, or the real-model lab's stored form (config.json and
+    trained.safetensors: embedding and LM head come from the target, `lab.real_lab`)."""
+    from pathlib import Path
+
+    from eagle3lab.decoder.draft import CHECKPOINT_FILE, Eagle3Draft
+    from eagle3lab.lab.real_lab import STORED_FILE, load_stored_draft
+
+    folder = Path(draft_dir)
+    if (folder / STORED_FILE).is_file() and not (folder / CHECKPOINT_FILE).is_file():
+        return load_stored_draft(folder, target)
+    return Eagle3Draft.from_pretrained(folder, embed_weight=target.model.embed_tokens.weight.detach())
 
 
 def _draft_dir(draft_path, lab_root, plan):

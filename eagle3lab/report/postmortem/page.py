@@ -85,14 +85,27 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     lab = lab or {}
     prompts = t.prompts_text(hyp_rows)
     rep = ((ev.get("acceptance") or {}).get("repetition") or {})
-    size = (f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target on a CPU"
+    size = (f"{lab['name']}, a pretrained {lab['parameters'] / 1e6:.0f} M-parameter dense chat model, on a CPU"
+            if lab.get("name") and lab.get("parameters") else
+            f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target on a CPU"
             if lab.get("parameters") else "a tiny target on a CPU")
     parts = [f"The lab re-creates the incident's mechanisms on {size}, not on {_target()}"]
     if prompts:
         parts.append(f"{prompts} prompts per configuration, so its intervals are wide")
-    if rep.get("share") is not None:
+    toy = (ev.get("acceptance") or {}).get("toy_repetition") or {}
+    if rep.get("share") is not None and toy.get("share") is not None:
+        parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
+                     f"one, against {100 * toy['share']:.0f} % for the toy lab's looping target")
+    elif rep.get("share") is not None:
         parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
                      "one, which flatters acceptance")
+    curve = ((ev.get("training_curve") or {}).get("curves") or {}).get("healthy") or []
+    if curve:
+        last, goal = curve[-1], (ev.get("training_curve") or {}).get("goal")
+        parts.append(f"its healthy draft, trained on {last['training_tokens']:,} tokens, accepts "
+                     f"{last['accept_length']:.2f} tokens per step at 5/1/6"
+                     + (f", short of the {goal:g} it was built for (notebook 04 plots the training curve)"
+                        if goal and last["ci95"][1] < goal else ""))
     return ("; ".join(parts) + ". It shows mechanisms and the shapes of per-position profiles, not the size of an "
             "effect on the incident's model; speed on the incident's hardware is calculated from the incident's "
             "own figures, not measured.")
@@ -250,9 +263,14 @@ def trust_section(ev: dict, present=None) -> str:
         lines.append("- *The diagnosis* is eagle3lab's rule-based ranking of causes from a run's per-position "
                      "acceptance and the draft's standalone accuracy (notebook 04); it needs per-position data, "
                      "which the incident never had, so it has not been run on the incident.")
-        lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, which lacks TTT by "
-                     f"construction, the diagnosis ranks *{CAUSE_WORDS.get(top, top)}* (`{top}`) first "
-                     f"({_link('04', present)}).")
+        from eagle3lab.report import labwords
+
+        ttt = labwords.seed_ttt()
+        built = "which was trained with TTT (its manifest)" if ttt else "which lacks TTT by construction"
+        wrong = (": wrong about the cause (the draft is weak at every depth, and a low acc@2 reads as no TTT), "
+                 "which is why the blind score below is what to trust" if ttt and top == "multi_step" else "")
+        lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, {built}, the diagnosis "
+                     f"ranks *{CAUSE_WORDS.get(top, top)}* (`{top}`) first ({_link('04', present)}){wrong}.")
     if score:
         lines.append(f"- **What to trust is its blind score**: on a lab built after the diagnosis' rules were frozen "
                      f"(\"{score['lab']}\", built {score['built']}), whose drafts' faults were hidden from it, it named "

@@ -35,6 +35,20 @@ def flag_sets(measured, flag_sets: dict) -> dict:
     return _record("flag_sets", {"rows": rows})
 
 
+def training_slice(lab) -> dict | None:
+    """Notebook 03: the seed's training slice alone, on a lab whose drafts include one trained on
+    [embedding, low, mid] with TTT (the real-model lab; `RealLab.training_slice`). None elsewhere."""
+    if not hasattr(lab, "training_slice"):
+        return None
+    return _record("training_slice", lab.training_slice())
+
+
+def training_curve(curves: dict, goal: float) -> dict:
+    """Notebook 04 on the real-model lab: accept length against training tokens per draft (the
+    lab's replay, its manifest) and the goal it was built for."""
+    return _record("training_curve", {"curves": curves, "goal": goal})
+
+
 def wiring(trained, served, accuracy, engine) -> dict:
     """Notebook 02: the lab draft's boundaries as trained and as served, and its acc@1 each way."""
     first = accuracy[accuracy["depth"] == 1]
@@ -70,7 +84,7 @@ def fix(table, before: str, after: str) -> dict:
     return _record("fix", {"before": evidence.row(table.loc[before]), "after": evidence.row(table.loc[after])})
 
 
-def acceptance(run, per_pos, findings) -> dict:
+def acceptance(run, per_pos, findings, toy_repetition=None, heldout_repetition=None) -> dict:
     """Notebook 04: accept length and per-position acceptance after the fix, the diagnosis, and
     how often the lab's generated text repeats itself (said on the index beside the lab's figures)."""
     from eagle3lab.report.prose import repetition_share
@@ -83,7 +97,8 @@ def acceptance(run, per_pos, findings) -> dict:
                                   "per_position": rates, "standalone": run.standalone_acc,
                                   "diagnosis": [f.cause for f in findings], "cost_ratio": run.cost_ratio,
                                   "source": obs.source, "n_steps": obs.n_steps,
-                                  "repetition": repetition_share(getattr(run, "tokens", None))})
+                                  "repetition": repetition_share(getattr(run, "tokens", None)),
+                                  "toy_repetition": toy_repetition, "heldout_repetition": heldout_repetition})
 
 
 def hypotheses(table) -> dict:

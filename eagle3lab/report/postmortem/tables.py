@@ -450,7 +450,10 @@ def training_slice_text(ev: dict) -> str:
     verdict = against_one(gap.get("ratio_ci95"), gap.get("ratio"))
     said = {"below": "lower, beyond the intervals", "above": "higher, beyond the intervals",
             "not distinguishable": "not distinguishable"}.get(verdict, verdict)
-    return (f"On the lab, a draft trained that way, with TTT and served as trained, accepts "
+    n = a.get("prompts")
+    over = f" over {n} held-out chat prompts" if n else ""
+    return (f"On the lab{over}, a draft trained that way, with TTT and served as trained, accepts "
             f"{fmt(a.get('accept_length'), a.get('accept_length_ci95'))} tokens per step against "
             f"{fmt(b.get('accept_length'), b.get('accept_length_ci95'))} for the same recipe on low, middle and high "
-            f"layers: {said}. Its fix is a retrain on the intended boundaries, with no server patch.")
+            f"layers (ratio {fmt(gap.get('ratio'), gap.get('ratio_ci95'))}): {said}. If it matters, the fix is a "
+            f"retrain on the intended boundaries; no server setting changes it.")

@@ -337,15 +337,22 @@ def repetition_share(tokens, window: int = 4) -> dict | None:
             "requests": int(generated["request"].nunique()) if "request" in generated else 1}
 
 
-def repetition_sentence(tokens, window: int = 4) -> str:
+def repetition_sentence(tokens, window: int = 4, toy: dict | None = None, heldout: dict | None = None) -> str:
     """A tiny target's greedy text loops: the sentence says so when it does (`repetition_share`),
-    so the token view is read for its colours, not as the target's prose."""
+    so the token view is read for its colours, not as the target's prose. On the real-model lab
+    its figure stands beside the toy's (`toy`) and its held-out responses' (`heldout`)."""
     rep = repetition_share(tokens, window)
     if rep is None:
         return ""
     share = rep["share"]
     figure = (f"{share:.0%} of the generated {window}-token spans repeat an earlier span of the same "
               f"generation (measured in this run, n = {rep['spans']} spans over {rep['requests']} requests)")
+    if toy or heldout:
+        beside = [f"{h['share']:.0%} over {h['origin']} (n = {h['spans']} spans, {h['requests']} responses)"
+                  for h in (heldout, toy) if h and h.get("share") is not None]
+        return (f"*Text quality, the lab's pretrained chat model: {figure}; "
+                + "; ".join(beside) + ". Code, lists and chat formulas repeat in real text too; the toy's "
+                "greedy text loops.*")
     if share >= 0.3:
         return (f"*The lab's tiny target loops: {figure}. Its greedy text is degenerate; read the view "
                 "for how each token was produced, not as text.*")
@@ -387,3 +394,25 @@ def under_load_markdown(result) -> str:
     lines.append("\n" + loadsweep.GPU_NOTE)
     return "\n".join(lines)
 
+
+
+def training_curve_sentence(curves: dict, goal: float, name: str = "healthy") -> str:
+    """Where the draft's accept length stands against its training tokens and the goal, and
+    whether it was still rising (the last two intervals separate)."""
+    pts = curves.get(name) or []
+    if len(pts) < 2:
+        return ""
+    first, prev, last = pts[0], pts[-2], pts[-1]
+
+    def at(p):
+        return f"{p['accept_length']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}] at {p['training_tokens']:,} tokens"
+
+    rising = prev["ci95"][1] < last["ci95"][0]
+    reached = last["ci95"][0] >= goal
+    return (f"The {name} draft's accept length at 5/1/6 grows with training: {at(first)}, {at(last)} "
+            f"(the shipped draft; the lab's replay over {last.get('prompts', '?')} held-out chat prompts). "
+            + (f"It reaches the goal of {goal:g}. " if reached else
+               f"**The goal of {goal:g} is not reached** with this machine's training budget; ")
+            + ("it was still rising between the last two points (their intervals separate): more training "
+               "would raise it, by how much is not measured here." if rising else
+               "the last two points' intervals overlap: no claim that more training would raise it."))

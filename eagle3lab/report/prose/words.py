@@ -229,3 +229,12 @@ def wrapped_table(frame):
                  "word-break:normal;overflow-wrap:normal;text-align:left;vertical-align:top;"
                  "min-width:8em;max-width:36em;}</style>" + html + "</div>"))
 
+
+
+def other_lab_sentence(other: str, lab: str, what: str,
+                       why: str = "many configurations at the real model's speed on this CPU do not fit the "
+                                  "report's time") -> str:
+    """Say that part of a notebook ran on another lab than the rest (the figures it makes say so too)."""
+    return (f"*{what[:1].upper()}{what[1:]} ran on the toy {other} lab (a tiny Llama trained here), "
+            f"not on the {lab} lab the rest of this page measures: {why}. Its figures are the toy's, not "
+            f"the real model's.*")
