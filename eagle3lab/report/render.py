@@ -475,12 +475,12 @@ def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", stor
         status = "ok" if run.ok else f"**error** in cell {run.error.cell_index}: {run.error.ename}"
         rows.append(f"| [{run.name}]({run.name}.html) | {status} | {run.seconds:.0f} s |")
     names = {r.name[:2] for r in runs} if runs else set(RERUN)
-    cmds = "\n".join(f"- `{nb}` ({why}): `eagle3lab report --only {nb} {args}`"
-                      for nb, items in RERUN.items() if nb in names for why, args in items)
+    cmds = "\n".join(f"- `eagle3lab report --only {nb} {args}`"
+                      for nb, items in RERUN.items() if nb in names for _, args in items)
     return (f"Lab figures come from {lab_sentence(lab, backend)}.{store_text} What carries over to a real "
             "deployment is the mechanism; not the size of an effect on a large model, nor tokens/s or step costs."
             "\n\n"
-            + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
+            + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment** (docs/usage.md says what each parameter is):\n\n" + cmds)
 
 
 def terms_used(text: str) -> str:

@@ -75,9 +75,8 @@ def do_next_lines(rec) -> list[str]:
         f"**Measure two chain lengths**, 2/1/3 and 5/1/6, with that command after each relaunch. In the "
         f"bandwidth-bound limit their step costs are {short.step_cost:.2f} and {long_.step_cost:.2f}: the "
         f"{long_.step_cost - short.step_cost:.2f} between them is {long_.union_cost - short.union_cost:.2f} of extra "
-        f"experts and {long_.draft_cost - short.draft_cost:.2f} of draft steps. A measured gap near that: the union "
-        "of experts sets the cost, so choose a short chain. Both costs well above the bound: a fixed cost per "
-        "forward does, so look at the server, not the chain.",
+        f"experts and {long_.draft_cost - short.draft_cost:.2f} of draft steps. A gap near that: the experts set the "
+        "cost, choose a short chain; both well above the bound: a fixed cost per forward does, look at the server.",
     ]
 
 

@@ -31,7 +31,6 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
     f = rec.figure
     cost = t.incident_cost(rec)
     tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
-    slice_text = t.training_slice_text(ev)
     lines = [
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation**: "
@@ -49,9 +48,9 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"figures fit a draft trained without training-time test: position 1 accepted at the training accuracy "
         f"{f('validation_accuracy').text()} and none after it gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range. That is arithmetic, not evidence. "
-        + _fit_sentence(t.consistent(hyp_rows), tested),
+        + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows),
         "4. *The training slice*, **candidate**: training took the first 3 of 4 captured states, "
-        f"{rec.model['trained_boundaries']}, and dropped the deepest. " + slice_text,
+        f"{rec.model['trained_boundaries']}, and dropped the deepest. " + t.training_slice_short(ev),
         "",
         f"**Why speculation cost so much.** One step at 5/1/6 cost **{cost['cost']:.2f}** plain decode steps, so "
         f"it paid only above an accept length of about {cost['cost']:.1f}: a sparse MoE's verify pass reads the "
@@ -84,7 +83,8 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     must not take a lab figure for the incident's."""
     lab = lab or {}
     prompts = t.prompts_text(hyp_rows)
-    rep = ((ev.get("acceptance") or {}).get("repetition") or {})
+    acc = ev.get("acceptance") or {}
+    rep = acc.get("heldout_repetition") or acc.get("repetition") or {}  # the larger sample where there is one
     size = (f"{lab['name']}, a pretrained {lab['parameters'] / 1e6:.0f} M-parameter dense chat model, on a CPU"
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target on a CPU"
@@ -94,7 +94,7 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
         parts.append(f"{prompts} prompts per configuration, so its intervals are wide")
     toy = (ev.get("acceptance") or {}).get("toy_repetition") or {}
     if rep.get("share") is not None and toy.get("share") is not None:
-        parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
+        parts.append(f"{100 * rep['share']:.0f} % of its greedy answers' {rep['window']}-token spans repeat an earlier "
                      f"one, against {100 * toy['share']:.0f} % for the toy lab's looping target")
     elif rep.get("share") is not None:
         parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
@@ -115,10 +115,26 @@ def _target() -> str:
     return incident_record.load().model["target"]
 
 
-def _fit_sentence(fits: list[dict], tested: list[dict]) -> str:
+def weak_reference(hyp_rows: list[dict]) -> str:
+    """When the lab's own reference draft accepts less than the incident's low end, the lab cannot
+    say which hypothesis fits the incident's level: say so, with the figures (else "")."""
+    ref = next((r for r in hyp_rows if r["name"] == t.REFERENCE), None)
+    rec = incident_record.load().figure("after_fix_accept_length")
+    if ref is None or ref["_row"].get("accept_length") is None or ref["_row"]["accept_length"] >= rec.low:
+        return ""
+    row = ref["_row"]
+    return (f"The lab's own reference draft accepts only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}, "
+            f"below the incident's {_range()}: its drafts are weaker than the incident's, so a verdict here says "
+            "whether intervals meet, not which fault explains the incident's level.")
+
+
+def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | None = None) -> str:
     if not tested:
         return "No hypothesis was measured in this run."
     where = f"Of the {len(tested)} hypotheses the lab tested at 5/1/6 (one at a time, on the lab)"
+    weak = weak_reference(hyp_rows or [])
+    if weak:
+        return f"{where}, {len(fits)} have an interval that meets the incident's. " + weak
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -184,11 +200,9 @@ def next_measurement(hyp_rows: list[dict]) -> str:
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
     text = ("Acceptance per draft position on the real server, and its step cost at two chain lengths: steps 3 "
-            f"and 4 of the box. `{PROBE}`, next to this page, needs only Python 3: `python3 {PROBE} --url "
-            "http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --baseline-tps 90`. For a chain, each "
-            "request's histogram of accepted drafts per verify step gives each position's rate; the script prints "
-            "them with 95 % intervals, the accept length and the step cost. " + histogram_sentence() + " "
-            + PROMPTS_FORMAT)
+            f"and 4 of the box, with `{PROBE}`. For a chain, each request's histogram of accepted drafts per verify "
+            "step gives each position's rate; the script prints them with 95 % intervals, the accept length and the "
+            "step cost. " + histogram_sentence() + " " + PROMPTS_FORMAT)
     if sep:
         text += "\n\n" + _separation_text(sep, t.separated_pairs(hyp_rows) if sep.get("groups", 0) < 2 else [])
     elif len(fits) == 1:
@@ -208,6 +222,10 @@ def _separation_text(sep: dict, pairs: list[dict] | None = None) -> str:
     cell = lambda n: f"*{t.short(n)}* {t.fmt(sep['rates'][n], (sep.get('ci95') or {}).get(n))} " \
                      f"(n = {(sep.get('n') or {}).get(n, '?')})"  # noqa: E731
     ordered = sorted(sep["rates"], key=sep["rates"].get)
+    if len(groups) <= 1 and not pairs:
+        return (f"On the lab the hypotheses not excluded differ most at **draft position {pos}**, but on its few "
+                "prompts their intervals overlap: compare the server's whole profile (a high position 1 with a "
+                "collapse after it, or every position low) with each row's in the table below.")
     text = (f"On the lab the hypotheses not excluded differ most at **draft position {pos}**. Each conditional rate "
             "below has its 95 % interval over prompts, and n is the number of verify steps that reached the "
             "position: " + "; ".join(cell(n) for n in ordered) + ".")
@@ -247,7 +265,7 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
             "conditional acceptance of draft positions 1–5, – where no step reached it. *Not excluded*: its "
             f"interval meets the incident's {_range()}, weak evidence with intervals this wide. *Excluded* speaks "
             f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part."
-            "\n\n" + picture + table)
+            + (" " + weak_reference(hyp_rows) if weak_reference(hyp_rows) else "") + "\n\n" + picture + table)
 
 
 def _range() -> str:

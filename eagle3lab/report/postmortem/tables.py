@@ -439,6 +439,18 @@ def baseline_sentence(ev: dict) -> str:
 
 # --------------------------------------------------------------------------- the training slice
 
+def training_slice_short(ev: dict) -> str:
+    """The training slice's result in one sentence (the summary; the causes table has the figures)."""
+    sl = ev.get("training_slice") or {}
+    gap = sl.get("gap") or {}
+    if not gap.get("ratio"):
+        return "The lab did not measure it in this run."
+    verdict = against_one(gap.get("ratio_ci95"), gap.get("ratio"))
+    said = {"below": "lower, beyond the interval", "above": "higher, beyond the interval"}.get(verdict, "no measurable change")
+    return (f"On the lab, that slice with TTT accepts {fmt(gap['ratio'], gap.get('ratio_ci95'))} times what the usual "
+            f"low, middle and high layers do ({said}; cause 4 below).")
+
+
 def training_slice_text(ev: dict) -> str:
     """What the lab measured of a draft trained on [embedding, low, mid] against one trained on
     [low, mid, high], both with TTT and each served as trained (notebook 03 records it)."""
