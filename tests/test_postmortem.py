@@ -59,7 +59,7 @@ def test_the_timeline_sets_each_incident_figure_beside_the_same_measure():
     text = "\n".join(f"{r['incident (as reported)']} || {r['lab, same measure (this run)']} || {r['verdict']}"
                      for r in rows)
     assert "runs **2** (SGLang 0.5.23's own resolver agrees on 3 of 3 flag sets) || same" in text
-    assert "reproduced: slower than no speculation" in text  # steps 15: 0.58 [0.44, 0.78]
+    assert "slower than no speculation on the lab too, at the lab's own step cost: the direction" in text  # steps 15: 0.58 [0.44, 0.78]
     assert "not distinguishable from no speculation on the lab" in text  # steps 1: 0.99 [0.8, 1.2]
     accept = next(r for r in rows if r["incident (as reported)"].startswith("accept length"))
     assert accept["verdict"] == "consistent" and accept["lab, same measure (this run)"].startswith("1.90 [1.76, 2.08]")
@@ -232,3 +232,14 @@ def test_no_paragraph_of_the_index_nests_more_than_one_parenthesis():
     text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     heavy = [p[:80] for p in text.split("\n") if nested_parentheses(p) > 1]
     assert not heavy, heavy
+
+
+def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
+    """The advice table carries the incident's acceptance as an i.i.d. rate; the page's own
+    leading hypothesis (no TTT: position 1 only) keeps the whole accept length at 1/1/2, whose
+    step cost is lower: 90 x 1.73 / 1.58 (the first launch's floor) to 90 x 1.85 / 1.42 (the bound)."""
+    from eagle3lab.report.postmortem import moe_cost
+
+    text = moe_cost.advice_markdown()
+    assert "With the incident's own acceptance carried as an i.i.d. rate no configuration beats no speculation." in text
+    assert "1/1/2 keeps the whole accept length at its lower step cost: 98–117 tok/s, above 90." in text

@@ -73,8 +73,8 @@ def version_caveat(ev: dict, rec) -> str:
     fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
     return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, "
             f"and there the patch with ids {rec.model['config_ids_after_fix']} fixes it. But the logged accept rate "
-            f"follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, reset every id to "
-            f"the default boundaries {default}. The version is not stated, so **whether the fix took effect is not "
+            f"follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, ignore the ids and "
+            f"feed SGLang's default boundaries {default}. The version is not stated, so **whether the fix took effect is not "
             "known**.")
 
 
@@ -95,7 +95,7 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     toy = (ev.get("acceptance") or {}).get("toy_repetition") or {}
     if rep.get("share") is not None and toy.get("share") is not None:
         parts.append(f"{100 * rep['share']:.0f} % of its greedy answers' {rep['window']}-token spans repeat an earlier "
-                     f"one, against {100 * toy['share']:.0f} % for the toy lab's looping target")
+                     f"one, against {100 * toy['share']:.0f} % for the 3 M toy lab's target, whose text loops")
     elif rep.get("share") is not None:
         parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
                      "one, which flatters acceptance")
@@ -106,7 +106,7 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
                      f"{last['accept_length']:.2f} tokens per step at 5/1/6"
                      + (f", short of the {goal:g} it was built for (notebook 04 plots the training curve)"
                         if goal and last["ci95"][1] < goal else ""))
-    return ("; ".join(parts) + ". It shows mechanisms and the shapes of per-position profiles, not the size of an "
+    return ("; ".join(parts) + ". It shows mechanisms, not the size of an "
             "effect on the incident's model; speed on the incident's hardware is calculated from the incident's "
             "own figures, not measured.")
 
@@ -132,9 +132,12 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     if not tested:
         return "No hypothesis was measured in this run."
     where = f"Of the {len(tested)} hypotheses the lab tested at 5/1/6 (one at a time, on the lab)"
-    weak = weak_reference(hyp_rows or [])
-    if weak:
-        return f"{where}, {len(fits)} have an interval that meets the incident's. " + weak
+    ref = next((r for r in hyp_rows or [] if r["name"] == t.REFERENCE), None)
+    if weak_reference(hyp_rows or []):
+        row = ref["_row"]
+        return (f"The lab cannot rank the {len(tested)} hypotheses it tested against the incident's level: its own "
+                f"reference draft accepts only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} "
+                "(the table below).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -179,7 +182,7 @@ def causes_table(ev: dict, rec, present=None) -> str:
          "fix": "first measure acceptance per position on the server (below)"},
         {"cause": f"4 · training slice: trained on {rec.model['trained_boundaries']}, the first 3 of 4 captured "
                   "states, without the deepest",
-         "status": "candidate root cause" + ("; measured on the lab" if (ev.get("training_slice") or {}).get("gap")
+         "status": "candidate root cause" + (f"; on the lab {t.slice_size(ev)}" if (ev.get("training_slice") or {}).get("gap")
                                              else "; not measured in this run"),
          "evidence": t.training_slice_text(ev) + f" {_link('03', present)}",
          "fix": "retrain on low, middle and high layers, as the trainer's default does; no server patch"},

@@ -189,8 +189,9 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
         lab_row = by_cfg.get((cfg["num_steps"], cfg["topk"], cfg["num_draft_tokens"]))
         inc = rec.figure(fid)
         where = against_one((lab_row or {}).get("speedup_ci95"), (lab_row or {}).get("speedup"))
-        verdict = {"below": "reproduced: slower than no speculation on the lab too (at the lab's own step cost)",
-                   "above": "not reproduced: faster on the lab (at the lab's own step cost)",
+        verdict = {"below": "slower than no speculation on the lab too, at the lab's own step cost: the direction, "
+                            "not the incident's cause",
+                   "above": "faster on the lab, at the lab's own step cost",
                    "not distinguishable": "not distinguishable from no speculation on the lab"}.get(where, where)
         add(step, f"{incident_record.config_label(cfg)}, wiring off: **{inc.text()}** = "
                   f"{rec.speedup(fid):.2f}× of {rec.figure('baseline_tps').text()}",
@@ -438,6 +439,17 @@ def baseline_sentence(ev: dict) -> str:
 
 
 # --------------------------------------------------------------------------- the training slice
+
+def slice_size(ev: dict) -> str:
+    """How large the training slice's effect was on the lab, in words from its ratio's interval."""
+    gap = (ev.get("training_slice") or {}).get("gap") or {}
+    ci = gap.get("ratio_ci95")
+    if not ci:
+        return "not measured"
+    if ci[0] > 0.9 and ci[1] < 1.1:
+        return f"a small effect (ratio {fmt(gap['ratio'], ci)}); a size on the lab does not carry over"
+    return f"ratio {fmt(gap['ratio'], ci)}; lab sizes do not carry over"
+
 
 def training_slice_short(ev: dict) -> str:
     """The training slice's result in one sentence (the summary; the causes table has the figures)."""
