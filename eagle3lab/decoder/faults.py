@@ -46,6 +46,7 @@ class Fault:
     excludes: tuple[str, ...] = ()
     checkpoint: bool = False            # lives in the checkpoint: `eagle3lab doctor` names it from
                                         # configs and weights; statistics alone are not expected to
+    only_lab: str | None = None         # the lab preset whose drafts it needs (None: every lab)
 
 
 _TABLE = [
@@ -65,7 +66,7 @@ _TABLE = [
           excludes=("wiring-seed", "embed-patch", "no-embed-patch")),
     Fault("no-template", "serve the draft trained on raw completions (no chat template) to chat prompts "
           "(the real-model lab's no-template draft)",
-          plan={"draft_name": "no-template"}, causes=("distribution_shift",),
+          plan={"draft_name": "no-template"}, causes=("distribution_shift",), only_lab="smollm2",
           excludes=("wiring-seed", "embed-patch", "no-embed-patch", "no-ttt", "no-aux-ids")),
     Fault("quant-int8", "group-wise int8 weight-only quantization of the target at serve time",
           plan={"quant_bits": 8}, needs_draft=False, causes=("quantization",), excludes=("quant-int4",)),

@@ -447,7 +447,7 @@ def served_by(backend: str = "lab") -> str:
     eng = engines.lookup(backend)
     if eng is not None and eng.pinned:
         return f"{eng.title} {eng.pinned} ({eng.build}) serving the lab's checkpoints"
-    return "eagle3lab's own engine, the one behind the lab server's SGLang-compatible API, in process"
+    return "eagle3lab's own engine, behind an SGLang-compatible API, in process"
 
 
 def lab_sentence(lab: str, backend: str = "lab") -> str:
@@ -480,7 +480,7 @@ def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", stor
     return (f"Lab figures come from {lab_sentence(lab, backend)}.{store_text} What carries over to a real "
             "deployment is the mechanism; not the size of an effect on a large model, nor tokens/s or step costs."
             "\n\n"
-            + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment** (docs/usage.md says what each parameter is):\n\n" + cmds)
+            + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
 
 
 def terms_used(text: str) -> str:

@@ -74,8 +74,7 @@ def why_section(rec=None) -> str:
         f"extra experts, and five draft steps {parts.draft_cost:.2f}; {full.step_cost:.2f} with the full vocabulary. "
         f"That is within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f} "
         "with nothing fitted. It is a bound for one request at a time: time taken as bytes read, independent "
-        "routing, no fixed cost per forward (with many requests in flight a decode step already reads most "
-        "experts, and the extra cost of verifying shrinks).",
+        "routing, no fixed cost per forward (with many requests in flight, extra experts cost less).",
     ]
     if qwen or dsv3:
         text += ["", "**What others measured.** " + _public_sentence(qwen, dsv3)]
@@ -183,8 +182,7 @@ def _collapse_sentence(own: list[dict], floor: dict | None, base: float) -> str:
     verdict = "above" if lo > base else "not clearly above"
     return (f"If instead the draft accepts at position 1 only (no TTT, the summary's arithmetic), 1/1/2 keeps the "
             f"whole accept length at its lower step cost: {lo:.0f}–{hi:.0f} tok/s, {verdict} {base:g}. Which of the "
-            "two holds is what the per-position measurement (step 3 of the box) decides; with either, a better draft "
-            "is what makes deeper chains pay.")
+            "two holds is what the per-position measurement (step 3 of the box) decides.")
 
 
 def _sglang_auto_sentence(rec=None) -> str:

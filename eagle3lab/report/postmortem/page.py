@@ -281,9 +281,8 @@ def trust_section(ev: dict, present=None) -> str:
     score = t.blind_score()
     lines = []
     if top:
-        lines.append("- *The diagnosis* is eagle3lab's rule-based ranking of causes from a run's per-position "
-                     "acceptance and the draft's standalone accuracy (notebook 04); it needs per-position data, "
-                     "which the incident never had, so it has not been run on the incident.")
+        lines.append("- *The diagnosis* (notebook 04) ranks causes from per-position acceptance and the draft's "
+                     "standalone accuracy; the incident has no per-position data, so it was not run on it.")
         from eagle3lab.report import labwords
 
         ttt = labwords.seed_ttt()
@@ -341,7 +340,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         "## The next measurement", next_measurement(hyp_rows),
         "## Timeline, figure by figure",
         "Each incident figure beside the lab's figure of the same definition at the same configuration "
-        f"({t.DRAFTS['seed']}, served as SGLang served the incident's). Step numbers are the write-up's order. "
+        f"({t.DRAFTS['seed']}, served as SGLang served the incident's). "
         + t.baseline_sentence(ev) + "\n\n" + t.markdown_table(timeline),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),
         "## Can the diagnosis be trusted?", trust_section(ev, present),
