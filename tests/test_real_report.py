@@ -100,7 +100,7 @@ def test_training_curve_sentence_and_caveat(lab):
     caveat = page.lab_caveat(ev, lab_facts("smollm2"), [])
     assert caveat.startswith("The lab re-creates the incident's mechanisms on SmolLM2-135M-Instruct, a pretrained "
                              "135 M-parameter dense chat model")
-    assert "33 %" in caveat and "70 % for the 3 M toy lab" in caveat and "short of the 2.5" in caveat
+    assert "33 %" in caveat and "70 % for the toy lab" in caveat and "short of the 2.5" in caveat
     assert "SmolLM2-135M-Instruct (134.5 M parameters, 30 layers" in lab_sentence("smollm2")
 
 

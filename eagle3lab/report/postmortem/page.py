@@ -74,8 +74,8 @@ def version_caveat(ev: dict, rec) -> str:
     return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, "
             f"and there the patch with ids {rec.model['config_ids_after_fix']} fixes it. But the logged accept rate "
             f"follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, ignore the ids and "
-            f"feed SGLang's default boundaries {default}. The version is not stated, so **whether the fix took effect is not "
-            "known**.")
+            f"feed SGLang's default boundaries {default}, before the fix and after it: there the fix changed nothing. "
+            "The version is not stated, so **whether the fix took effect is not known**.")
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -95,7 +95,7 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     toy = (ev.get("acceptance") or {}).get("toy_repetition") or {}
     if rep.get("share") is not None and toy.get("share") is not None:
         parts.append(f"{100 * rep['share']:.0f} % of its greedy answers' {rep['window']}-token spans repeat an earlier "
-                     f"one, against {100 * toy['share']:.0f} % for the 3 M toy lab's target, whose text loops")
+                     f"one, against {100 * toy['share']:.0f} % for the toy lab's target (3 M parameters, trained here on Python source), whose text loops")
     elif rep.get("share") is not None:
         parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
                      "one, which flatters acceptance")
@@ -175,7 +175,7 @@ def causes_table(ev: dict, rec, present=None) -> str:
          "status": "mechanism verified in SGLang's capture code; fix not confirmed: the version is unstated",
          "evidence": lab_wiring + newer + f"; {_link('02', present)}, {_link('03', present)}",
          "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); up to "
-                "0.5.10.post1 with CUDA graphs none do (upgrade, or --disable-cuda-graph)"},
+                "0.5.10.post1 with CUDA graphs none do (upgrade, or --disable-cuda-graph at a throughput cost)"},
         {"cause": "3 · accept length near 1.8 after the fix",
          "status": "open: hypotheses tested on the lab",
          "evidence": f"the hypotheses below; {_link('04', present)}, {_link('05', present)}",
