@@ -491,6 +491,22 @@ def terms_used(text: str) -> str:
     return glossary.define_markdown(*used).replace("> **Terms.** ", "") if used else ""
 
 
+def terms_details(text: str) -> str:
+    """The index's glossary, folded: a reader opens it to look a term up; it is not part of the
+    page's reading (each term's definition as in `glossary`, `<dfn>`-tagged)."""
+    import mistune
+
+    from eagle3lab.report import glossary
+
+    used = [term for term in glossary.TERMS if glossary.uses(text, term)]
+    if not used:
+        return ""
+    items = "\n".join(f'<dt><dfn title="{term}"></dfn><b>{term}</b></dt><dd>{mistune.html(glossary.definition(term)).strip()}</dd>'
+                      for term in used)
+    return (f"<details><summary>The {len(used)} terms this page uses, defined (open to look one up)</summary>\n"
+            f"<dl>\n{items}\n</dl>\n</details>")
+
+
 def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when: str = "",
                    store_text: str = ""):
     """The first page: the post-mortem (eagle3lab.report.postmortem) from the incident record and what the
@@ -508,7 +524,7 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
             "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),
             "about": about_markdown(lab, runs, backend, store_text)}
     text = postmortem.index_markdown(ev, info)
-    text += "\n\n## Terms\n\n" + terms_used(text)
+    text += "\n\n## Terms\n\n" + terms_details(text)
     errors = [f"> **{run.name} stopped with an error:** `{run.error}`" for run in runs if run.error]
     cells = [nbformat.v4.new_markdown_cell(part) for part in text.split("\n\n## ")]
     for i, cell in enumerate(cells[1:], 1):

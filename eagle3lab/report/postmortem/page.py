@@ -332,7 +332,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means steps, topk and draft tokens. "
         "Accept length is tokens per verify step, the bonus token included. Brackets are 95 % intervals over "
         "prompts. A boundary b is the hidden state entering layer b, and 0 is the embedding; SGLang's id 2 feeds "
-        "boundary 3.*",
+        "boundary 3. Other terms: [at the end](#Terms).*",
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Known, unknown, do next", known_box.box(rec),
         "## Causes and their status", causes_table(ev, rec, present),
