@@ -197,7 +197,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
-    assert "no configuration beats no speculation" in text  # the incident's first launch bounds 1/1/2
+    assert "no configuration clearly beats no speculation" in text  # the incident's first launch bounds 1/1/2
     assert "4.22" not in text and "1.44" not in text  # nothing projected from a lab's accept length
 
 
@@ -241,5 +241,6 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     from eagle3lab.report.postmortem import moe_cost
 
     text = moe_cost.advice_markdown()
-    assert "With the incident's own acceptance carried as an i.i.d. rate no configuration beats no speculation." in text
+    assert ("With the incident's own acceptance carried as an i.i.d. rate no configuration clearly beats no "
+            "speculation: 1/1/2's 92 (87–93) straddles 90, and the first launch's cost caps it at 83 †.") in text
     assert "1/1/2 keeps the whole accept length at its lower step cost: 98–117 tok/s, above 90." in text

@@ -152,8 +152,13 @@ def advice_markdown(rec=None) -> str:
         lines.append(f"† The incident's first launch, run as 1/1/2, shows a server that spends more than bytes: "
                      f"{base:g} ÷ {floor['tokens_per_s']:g} tok/s gives a step cost of at least "
                      f"{floor['step_cost_at_least']:.2f} there, against the bound's {bound_112:.2f}.")
+    near = [r for r in own if r["tokens_per_s"] > base and r not in beats]
+    straddle = "".join(f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
+                       f"{r['tokens_per_s_range'][1]:.0f}) straddles {base:g}"
+                       + (f", and the first launch's cost caps it at {r['tokens_per_s_at_most']:.0f} †"
+                          if r.get("tokens_per_s_at_most") else "") for r in near[:1])
     lines.append("With the incident's own acceptance carried as an i.i.d. rate " + (
-        "no configuration beats no speculation." if not beats else
+        f"no configuration clearly beats no speculation{straddle}." if not beats else
         f"{', '.join(r['configuration'] for r in beats)} would beat no speculation.") + " " + _collapse_sentence(own, floor, base))
     longest = pub[-1]
     lines.append(f"With a draft as good as the public ones the bound's best is {best_pub['configuration']} at about "

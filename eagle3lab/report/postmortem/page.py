@@ -124,8 +124,8 @@ def weak_reference(hyp_rows: list[dict]) -> str:
         return ""
     row = ref["_row"]
     return (f"The lab's own reference draft accepts only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}, "
-            f"below the incident's {_range()}: its drafts are weaker than the incident's, so a verdict here says "
-            "whether intervals meet, not which fault explains the incident's level.")
+            f"below the incident's {_range()}: its drafts are weaker than the incident's, so it cannot say which fault "
+            "explains the incident's level; what a row shows is its profile against the reference's.")
 
 
 def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | None = None) -> str:
@@ -262,13 +262,17 @@ def hypotheses_section(hyp_rows: list[dict], figure: bool = False) -> str:
     # no switch names here (notebook 05 has them): the page speaks of hypotheses, not of lab switches; no
     # speed-up for the incident from a lab accept length (the configuration advice uses the incident's own)
     rows = [{**r, "hypothesis": r["stands for"]} for r in hyp_rows]
-    table = t.markdown_table(rows, ["hypothesis", "accept length", "per position", "vs incident"])
+    weak = weak_reference(hyp_rows)  # the lab's reference is below the incident too: no verdict column
+    table = t.markdown_table(rows, ["hypothesis", "accept length", "per position"] + ([] if weak else ["vs incident"]))
     n = t.prompts_text(hyp_rows) or "a few"
-    return (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts. Per position: "
-            "conditional acceptance of draft positions 1–5, – where no step reached it. *Not excluded*: its "
+    head = (f"Each hypothesis alone at 5/1/6 on the lab, measured in this run over {n} prompts. Per position: "
+            "conditional acceptance of draft positions 1–5, – where no step reached it. ")
+    if weak:
+        return head + weak + "\n\n" + picture + table
+    return (head + "*Not excluded*: its "
             f"interval meets the incident's {_range()}, weak evidence with intervals this wide. *Excluded* speaks "
             f"of the lab only: on {_target()}, larger or combined with another fault, it could still play a part."
-            + (" " + weak_reference(hyp_rows) if weak_reference(hyp_rows) else "") + "\n\n" + picture + table)
+            "\n\n" + picture + table)
 
 
 def _range() -> str:
