@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -90,3 +92,20 @@ def write_probe_script(folder) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return out
+
+
+@contextlib.contextmanager
+def replacing_dir(dest, suffix: str):
+    """Write a folder's new contents into a temporary sibling (yielded; the caller creates it)
+    and move it into place only when the block succeeds: a failure leaves the old folder as it
+    was and nothing half-written."""
+    dest = Path(dest)
+    tmp = dest.with_name(dest.name + suffix)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        yield tmp
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

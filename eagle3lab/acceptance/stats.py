@@ -586,3 +586,17 @@ def per_position_from_log(rows: pd.DataFrame, *, conditional: bool) -> pd.DataFr
             lo[i], hi[i] = share_interval((int(round(passed[i])), int(round(at_risk[i]))), by_row)
     return pd.DataFrame({"position": np.arange(1, k + 1), "rate": rate, "lo": lo, "hi": hi,
                          "n": np.round(at_risk).astype(int)})
+
+
+def repeated_spans(sequences, window: int = 4) -> tuple[int, int]:
+    """(repeats, spans): how many `window`-long spans of each sequence already occurred earlier in
+    the same sequence, and how many spans there are (a text's repetitiveness, per generation)."""
+    repeats = spans = 0
+    for seq in sequences:
+        seq, seen = list(seq), set()
+        for i in range(len(seq) - window + 1):
+            span = tuple(seq[i:i + window])
+            repeats += span in seen
+            spans += 1
+            seen.add(span)
+    return repeats, spans

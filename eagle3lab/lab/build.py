@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import sys
 import time
 import warnings
@@ -22,7 +21,7 @@ import torch
 
 from eagle3lab.engines.lab.lab_capture import served_by_lab
 from eagle3lab.errors import EagleLabError
-from eagle3lab.paths import lab_dir
+from eagle3lab.paths import lab_dir, replacing_dir
 
 LAB_VERSION = "1"
 STORAGE_DTYPE = torch.float16
@@ -243,21 +242,14 @@ def build_lab(preset: str = "ci", out=None, *, force: bool = False, progress: bo
         if not force and is_current(root, key):
             log(f"lab {preset}: up to date in {root} (cache key {key})")
             return root
-        tmp = root.with_name(root.name + ".building")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
+        with replacing_dir(root, ".building") as tmp:
+            tmp.mkdir(parents=True)
             _build_into(tmp, cfg, key, corpus_files, progress, log)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        built = _read_manifest(tmp)
-        note = rebuild_note(_read_manifest(root), built)
-        if note:
-            built["rebuild"] = note
-            manifest_path(tmp).write_text(json.dumps(built, indent=2) + "\n")
-        shutil.rmtree(root, ignore_errors=True)
-        tmp.rename(root)
+            built = _read_manifest(tmp)
+            note = rebuild_note(_read_manifest(root), built)
+            if note:
+                built["rebuild"] = note
+                manifest_path(tmp).write_text(json.dumps(built, indent=2) + "\n")
     log(f"lab {preset}: built in {root}")
     if note:
         log(f"lab {preset}: {note}" + (" (`git checkout -- data/lab/" + preset + "` restores the shipped one)"

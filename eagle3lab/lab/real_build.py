@@ -148,7 +148,6 @@ def new_draft(target, name: str, spec: dict, vocab_ids: torch.Tensor):
 
 def train_group(target, group: str, *, log=print, progress: bool = True) -> dict:
     """Train one group's drafts (resuming); returns {name: draft} and the training summary."""
-    from eagle3lab.lab.real_training import CachedJob, train_jobs
     from eagle3lab.lab.smollm2 import folder_lock
 
     with folder_lock(work_dir() / f"train-{group}"):  # two processes never train one group at once

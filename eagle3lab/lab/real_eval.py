@@ -150,15 +150,9 @@ def repetition_share_ids(sequences: list[list[int]], tokenizer, window: int = 4)
     """The share of `window`-token spans that already occurred earlier in the same response,
     over the target's greedy responses: the measure report.prose.sentences.repetition_share
     takes of the toy lab's generated tokens (token texts compared, as there)."""
-    repeats = spans = 0
-    for seq in sequences:
-        texts = [tokenizer.decode([t]) for t in seq]
-        seen = set()
-        for i in range(len(texts) - window + 1):
-            span = tuple(texts[i:i + window])
-            repeats += span in seen
-            spans += 1
-            seen.add(span)
+    from eagle3lab.acceptance.stats import repeated_spans
+
+    repeats, spans = repeated_spans(([tokenizer.decode([t]) for t in seq] for seq in sequences), window)
     return {"share": round(repeats / spans, 4) if spans else None, "spans": spans,
             "window": window, "requests": len(sequences)}
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from functools import cached_property
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import torch
 from eagle3lab.errors import EagleLabError
 from eagle3lab.lab.built import Lab
 from eagle3lab.lab.smollm2 import TargetError, check_converted, ensure_target
-from eagle3lab.paths import cache_dir, lab_dir
+from eagle3lab.paths import cache_dir, lab_dir, replacing_dir
 
 PRESET = "smollm2"
 STORED_FILE = "trained.safetensors"   # what training changed + d2t (not loadable by a server)
@@ -220,17 +219,10 @@ def materialize_draft(lab: RealLab, name: str, out=None, *, dtype=torch.float32,
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
     draft = lab.load_draft(name)
-    tmp = out.with_name(out.name + f".tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with replacing_dir(out, f".tmp-{os.getpid()}") as tmp:
         export_draft(draft, tmp, dtype=dtype)
         if drop_d2t:
             _drop_vocab_map(tmp)
-        shutil.rmtree(out, ignore_errors=True)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
 import torch
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.lab.build import build_lock, rebuild_note
+from eagle3lab.lab.build import _read_manifest, build_lock, rebuild_note
 from eagle3lab.lab.real_build import (DEPTH, GROUPS, LAB_VERSION, PRESET, RECIPE, RECIPE_NOTES,
                                       draft_specs, draft_vocabulary, environment, recipe_key,
                                       response_records, round_trained, save_stored, train_group,
                                       weights_digest, work_dir)
-from eagle3lab.paths import lab_dir
+from eagle3lab.paths import lab_dir, replacing_dir
 
 def build_real_lab(out=None, *, groups=None, threads: int = 1, progress: bool = True,
                    log=print) -> Path | None:
@@ -48,29 +47,15 @@ def build_real_lab(out=None, *, groups=None, threads: int = 1, progress: bool = 
         return None
     root = Path(out) if out else lab_dir(PRESET)
     with build_lock(root):
-        tmp = root.with_name(root.name + ".building")
-        shutil.rmtree(tmp, ignore_errors=True)
-        try:
+        with replacing_dir(root, ".building") as tmp:
             manifest = write_lab(tmp, target, trained, started=started, log=log, progress=progress)
-            note = rebuild_note(_read(root / "manifest.json"), manifest)
+            note = rebuild_note(_read_manifest(root), manifest)
             if note:
                 manifest["rebuild"] = note
                 (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
                 log(f"[smollm2] {note}")
-            shutil.rmtree(root, ignore_errors=True)
-            tmp.rename(root)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     log(f"[smollm2] lab written to {root}")
     return root
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 ENGINE_CHECK_PROMPTS = 4   # one per kind

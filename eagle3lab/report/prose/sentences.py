@@ -321,16 +321,11 @@ def repetition_share(tokens, window: int = 4) -> dict | None:
     None without token records."""
     if tokens is None or not len(tokens) or "text" not in tokens:
         return None
+    from eagle3lab.acceptance.stats import repeated_spans
+
     generated = tokens[tokens["kind"] != "prefill"] if "kind" in tokens else tokens
-    repeats = spans = 0
-    for _, group in (generated.groupby("request") if "request" in generated else [(0, generated)]):
-        texts = list(group["text"])
-        seen = set()
-        for i in range(len(texts) - window + 1):
-            span = tuple(texts[i:i + window])
-            repeats += span in seen
-            spans += 1
-            seen.add(span)
+    groups = generated.groupby("request") if "request" in generated else [(0, generated)]
+    repeats, spans = repeated_spans((list(group["text"]) for _, group in groups), window)
     if not spans:
         return None
     return {"share": repeats / spans, "spans": spans, "window": window,
