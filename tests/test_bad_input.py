@@ -400,6 +400,9 @@ def test_bench_says_how_many_prompts_it_sends_and_prints_json_without_nan(stub, 
     proc = _cli("bench", "--url", stub.url, "--prompts", prompts, "--max-new-tokens", "4", "--num-prompts", "20",
                 cwd=tmp_path)
     assert proc.returncode == 0 and "the first" not in proc.stderr and stub.generated - before == 28
+    proc = _cli("bench", "--url", stub.url, "--prompts", prompts, "--max-new-tokens", "4", "--num-prompts", "64",
+                cwd=tmp_path)  # a short file sends what it has, and says so
+    assert proc.returncode == 0 and f"prompts: only 20 in {prompts}, fewer than --num-prompts 64" in proc.stderr
 
 
 def test_a_torn_last_line_is_counted_and_the_next_record_starts_a_line(stub, tmp_path):

@@ -47,19 +47,26 @@ def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
         assert run.html_path.exists() and run.ipynb_path.exists()
     assert not re.search(r'class="[^"]*jp-CodeCell', index), "the index shows code cells"
     heads = re.findall(r"<h2[^>]*>(.*?)<", index)
-    assert heads[:6] == ["Summary", "Known, unknown, do next", "Causes and their status",
-                         "Why one step cost 2.9 plain steps", "The next measurement", "Timeline, figure by figure"], heads
+    assert heads == ["Summary", "Known, unknown, do next", "Causes and their status", "Timeline",
+                     "Why one step cost 2.9 plain steps", "The evidence", "Terms"], heads
     assert (ci_report.out_dir / "eagle3_probe.py").is_file()  # the next measurement, next to the pages
-    assert "data:image/png;base64," in index and 'alt="Accept length at 5/1/6' in index
+    # the evidence in full is the second page, linked from the first
+    details = (ci_report.out_dir / "details.html").read_text()
+    assert 'href="details.html"' in index and 'href="index.html"' in details
+    assert not re.search(r'class="[^"]*jp-CodeCell', details), "the details page shows code cells"
+    assert re.findall(r"<h2[^>]*>(.*?)<", details)[:3] == ["Timeline, figure by figure", "Which hypotheses fit the incident",
+                                                         "The next measurement, in detail"]
+    assert "data:image/png;base64," in details and 'alt="Accept length at 5/1/6' in details
     summary = json.loads((ci_report.out_dir / "summary.json").read_text())
     assert summary["ok"] is True and summary["lab"] == "ci"
 
 
 def test_the_index_links_resolve_and_carry_no_local_path(ci_report):
-    index = ci_report.index_path.read_text()
-    assert report.broken_links(index, folder=ci_report.out_dir) == []
-    assert report.local_paths(index) == []
-    assert "carries over to a real deployment" in index
+    for page in (ci_report.index_path, ci_report.out_dir / "details.html"):
+        html = page.read_text()
+        assert report.broken_links(html, folder=ci_report.out_dir) == [], page.name
+        assert report.local_paths(html) == [], page.name
+    assert "carries over to a real deployment" in (ci_report.out_dir / "details.html").read_text()
 
 
 def test_every_page_defines_terms_before_use_and_intervals_hold(ci_report):
@@ -80,7 +87,7 @@ def test_every_page_defines_terms_before_use_and_intervals_hold(ci_report):
     assert used <= defined, used - defined  # a post-mortem defines its terms once, in its last section
     pages = [blocks_of(run.html_path.read_text()) for run in ci_report.runs]  # read in order, 01 to 05
     assert glossary.undefined_before_use([b for page in pages for b in page], slack=2) == []
-    for path in [ci_report.index_path] + [run.html_path for run in ci_report.runs]:
+    for path in [ci_report.index_path, ci_report.out_dir / "details.html"] + [run.html_path for run in ci_report.runs]:
         # every "x [lo, hi]" a sentence prints has its estimate inside its interval
         plain = re.sub(r"<[^>]+>", "", path.read_text()).replace("**", "")
         for point, lo, hi in re.findall(r"(\d+\.\d+)×? \[(\d+\.\d+), (\d+\.\d+)\]", plain):

@@ -8,7 +8,7 @@ import pytest
 from eagle3lab.report import incident
 from eagle3lab.acceptance import predict
 from eagle3lab.report.postmortem import tables as t
-from eagle3lab.report.postmortem.page import index_markdown
+from eagle3lab.report.postmortem.page import details_markdown, index_markdown
 
 
 def _row(L, ci, sp=1.0, sp_ci=(0.9, 1.1), base=100.0, pp=(0.8, 0.1, 0.0, None, None), n=(400, 320, 30, 0, 0)):
@@ -81,24 +81,28 @@ def test_hypotheses_are_excluded_only_beyond_their_interval_and_not_carried_to_t
 
 def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch):
     text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
+    details = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     heads = [line for line in text.splitlines() if line.startswith("## ")]
-    assert heads[:6] == ["## Summary", "## Known, unknown, do next", "## Causes and their status",
-                         "## Why one step cost 2.9 plain steps", "## The next measurement",
-                         "## Timeline, figure by figure"]
+    assert heads == ["## Summary", "## Known, unknown, do next", "## Causes and their status", "## Timeline",
+                     "## Why one step cost 2.9 plain steps", "## The evidence"]
     rec = incident.load()
     for fid in ("baseline_tps", "first_tps", "steps15_tps", "after_fix_tps", "validation_accuracy"):
         assert rec.figure(fid).text() in text, fid
     assert "Of the 4 hypotheses the lab tested at 5/1/6 (one at a time, on the lab), 2 give an accept length " \
            "the incident's does not exclude" in text and "python3 eagle3_probe.py --url" in text
-    assert "alt=\"Accept length at 5/1/6" in text
+    assert "alt=\"Accept length at 5/1/6" in details and "alt=" not in text  # the figure is on the details page
     # the lab's limits are said on the first screen, with the run's prompt count
     summary = text.split("## Known")[0]
     assert "6 prompts per configuration" in summary and "calculated from the incident's own figures" in summary
-    # four causes, numbered as the summary numbers them
+    # four causes, each with its status, in the order the summary names them
     causes = text.split("## Causes and their status")[1].split("## ")[0]
-    assert [line.split("|")[1].strip()[:1] for line in causes.splitlines() if line.startswith("| ") and "·" in line] \
-        == ["1", "2", "3", "4"]
-    assert [line[:2] for line in summary.splitlines() if line[:2] in ("1.", "2.", "3.", "4.")] == ["1.", "2.", "3.", "4."]
+    items = [line for line in causes.splitlines() if line[:2] in ("1.", "2.", "3.", "4.")]
+    assert [i[:2] for i in items] == ["1.", "2.", "3.", "4."]
+    statuses = ["verified", "fix not confirmed", "open", "candidate"]
+    assert all(f"{word}" in item.split(".**")[0] for word, item in zip(statuses, items)), items
+    said = [summary.index(f"**{word}**") for word in ("verified", "not confirmed", "open", "candidate")]
+    assert said == sorted(said)
+    assert all("*Fix:*" in i or "*Next:*" in i for i in items)
 
 
 def test_hypotheses_are_grouped_by_their_rate_at_the_separating_position():
@@ -180,9 +184,11 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     steps = [line for line in text.splitlines() if line[2:4] in ("1.", "2.", "3.", "4.")]
     assert [s[2:4] for s in steps] == ["1.", "2.", "3.", "4."]
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
-    assert "eagle3lab doctor --draft" in steps[1] and "--baseline-tps 90" in steps[2]
+    assert "(0.5.9 and later)" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    # B measured like S (the probe's own assumption), not the incident's benchmark figure
+    assert "eagle3lab doctor --draft" in steps[1] and "--baseline-tps B" in steps[2] and "without speculative" in steps[2]
     assert "2/1/3 and 5/1/6" in steps[3]
-    nm = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
+    nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
     assert known_box.rate_clue(rec) == pytest.approx(((1.73 - 1) / 5, (1.85 - 1) / 5))
@@ -193,11 +199,12 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
 
     text = moe_cost.why_section()
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
-    assert "**2.98** plain steps in the bandwidth-bound limit" in text
+    assert "**2.98** plain steps, 1.69 of it for the extra experts" in text and "4.32 times as long for 6 tokens" in text
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     assert "no configuration clearly beats no speculation" in text  # the incident's first launch bounds 1/1/2
+    assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
     assert "4.22" not in text and "1.44" not in text  # nothing projected from a lab's accept length
 
 
@@ -229,7 +236,8 @@ def nested_parentheses(paragraph: str) -> int:
 
 def test_no_paragraph_of_the_index_nests_more_than_one_parenthesis():
     assert nested_parentheses("a (b (c) d) (e)") == 1 and nested_parentheses("a (b (c) (d))") == 2
-    text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
+    info = {"what": "the ci lab", "when": "today", "runs_ok": {}}
+    text = index_markdown(EVIDENCE, info) + "\n" + details_markdown(EVIDENCE, info)
     heavy = [p[:80] for p in text.split("\n") if nested_parentheses(p) > 1]
     assert not heavy, heavy
 
@@ -237,10 +245,14 @@ def test_no_paragraph_of_the_index_nests_more_than_one_parenthesis():
 def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     """The advice table carries the incident's acceptance as an i.i.d. rate; the page's own
     leading hypothesis (no TTT: position 1 only) keeps the whole accept length at 1/1/2, whose
-    step cost is lower: 90 x 1.73 / 1.58 (the first launch's floor) to 90 x 1.85 / 1.42 (the bound)."""
+    step cost is lower: 90 x 1.73 / 1.58 to 90 x 1.85 / 1.58, the first launch's floor being above the
+    model's 1.42-1.47 at both ends (a cold reader found 117, from the model alone, above the cap)."""
     from eagle3lab.report.postmortem import moe_cost
 
     text = moe_cost.advice_markdown()
-    assert ("With the incident's own acceptance carried as an i.i.d. rate no configuration clearly beats no "
-            "speculation: 1/1/2's 92 (87–93) straddles 90, and the first launch's cost caps it at 83 †.") in text
-    assert "1/1/2 keeps the whole accept length at its lower step cost: 98–117 tok/s, above 90." in text
+    assert ("**If the incident's acceptance holds at every depth**, no configuration clearly beats no "
+            "speculation: 1/1/2's 92 (87–93) straddles 90, and the first launch caps it at 83 †.") in text
+    # the step cost is at least the floor, so these are upper limits (a second cold reader)
+    assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
+    brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
+    assert "at most 98–105 tok/s" in brief and "which cost at least 1.58 plain steps there, caps it at 83" in brief

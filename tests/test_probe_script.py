@@ -307,6 +307,8 @@ def test_either_histogram_name_is_read_and_a_release_without_one_is_said(script,
         text = probe(script, "--url", srv.url, "--prompts", four_prompts)
         theirs = bench_json(capsys, srv.url, four_prompts, 8, 64)
     assert out.returncode == text.returncode == 0, out.stderr + text.stderr
+    # a file shorter than --num-prompts (default 8) sends what it has and says so, as bench does
+    assert f"prompts: only 4 usable in {four_prompts}, fewer than --num-prompts 8" in out.stderr
     mine = json.loads(out.stdout)
     assert mine["settings_from"] == settings_from and mine["version"] == version
     assert mine["accept_length"] == sum(TOKENS) / 23 and mine["verify_steps"] == 23  # 65 tokens, 23 steps

@@ -161,9 +161,12 @@ def test_broken_links_flags_missing_anchors_and_links_to_pages_not_beside_it(tmp
     html = ('<a id="01_a"></a><h2 id="Intro">Intro</h2><a href="#01_a">ok</a><a href="#Intro">ok</a>'
             '<a href="#02_b">missing</a><a href="02_b.html">out</a><a href="https://x.org">ok</a>'
             '<a href="03_c.html">beside</a>')
-    (tmp_path / "03_c.html").write_text("<p>the evidence page</p>")
+    (tmp_path / "03_c.html").write_text('<p>the evidence page</p><h2 id="Table">Table</h2>')
     assert report.broken_links(html) == ["#02_b", "02_b.html", "03_c.html"]
     assert report.broken_links(html, folder=tmp_path) == ["#02_b", "02_b.html"]
+    # another page of the report at an anchor: the page must be there and hold the anchor
+    other = '<a href="03_c.html#Table">ok</a><a href="03_c.html#Gone">gone</a>'
+    assert report.broken_links(other, folder=tmp_path) == ["03_c.html#Gone"]
 
 
 def test_about_section_says_what_carries_over_and_reruns_with_real_parameters():

@@ -114,12 +114,16 @@ def load_prompts(args) -> list:
 
 
 def _say_cut(args, available: int) -> None:
-    """A prompts file longer than --num-prompts is cut: say so (stderr: --json stays one line)."""
+    """A prompts file longer than --num-prompts is cut, a shorter one sends fewer: say so (stderr:
+    --json stays one line)."""
     import sys
 
     if available > args.num_prompts:
         print(f"prompts: the first {args.num_prompts} of {available} in {args.prompts} "
               f"(--num-prompts {args.num_prompts})", file=sys.stderr)
+    elif 0 < available < args.num_prompts:
+        print(f"prompts: only {available} in {args.prompts}, fewer than --num-prompts {args.num_prompts}; "
+              "the intervals are as wide as that many prompts make them", file=sys.stderr)
 
 
 def launch_target(args) -> tuple:

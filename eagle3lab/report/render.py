@@ -1,4 +1,4 @@
-"""Execute the notebooks and render the post-mortem: one HTML page per notebook plus index.html.
+"""Execute the notebooks and render the post-mortem: one HTML page per notebook plus index.html and details.html.
 
 The notebooks are the product; this module is the press that prints them. Each notebook has a
 cell tagged ``parameters`` (the papermill convention); `inject_parameters` rewrites the values
@@ -385,8 +385,12 @@ def broken_links(html: str, folder=None) -> list[str]:
             if target and target not in ids and href[1:] not in ids:
                 bad.append(href)
         elif not re.match(r"^(https?:|mailto:|data:)", href):
-            if folder is None or "/" in href or not (Path(folder) / href).is_file():
+            name, _, frag = href.partition("#")
+            page = Path(folder) / name if folder is not None and "/" not in name else None
+            if page is None or not page.is_file():
                 bad.append(href)
+            elif frag and f'id="{frag}"' not in page.read_text(encoding="utf-8", errors="replace"):
+                bad.append(href)  # another page of the report, at an anchor it lacks
     return bad
 
 
@@ -500,22 +504,20 @@ def terms_details(text: str) -> str:
 
 
 def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when: str = "",
-                   store_text: str = ""):
-    """The first page: the post-mortem (eagle3lab.report.postmortem) from the incident record and what the
-    notebooks recorded, as Markdown cells only (no code on the index)."""
+                   store_text: str = "", page: str = "index"):
+    """The post-mortem (eagle3lab.report.postmortem) from the incident record and what the notebooks
+    recorded, as Markdown cells only (no code): its first page (`page="index"`) or the evidence in
+    detail (`page="details"`)."""
     import nbformat
 
-    from eagle3lab.report import evidence
-    from eagle3lab.report import postmortem
-
-    from eagle3lab.report import labwords
+    from eagle3lab.report import evidence, labwords, postmortem
 
     labwords.use(lab)
     ev = evidence.collect(run.notebook for run in runs)
     info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "when": when,
             "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),
             "about": about_markdown(lab, runs, backend, store_text)}
-    text = postmortem.index_markdown(ev, info)
+    text = (postmortem.index_markdown if page == "index" else postmortem.details_markdown)(ev, info)
     text += "\n\n## Terms\n\n" + terms_details(text)
     errors = [f"> **{run.name} stopped with an error:** `{run.error}`" for run in runs if run.error]
     cells = [nbformat.v4.new_markdown_cell(part) for part in text.split("\n\n## ")]
@@ -528,6 +530,17 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
         merged.metadata = copy.deepcopy(runs[0].notebook.metadata)
         merged.metadata.pop("widgets", None)
     return merged
+
+
+def write_postmortem(out_dir: Path, runs: list[NotebookRun], lab: str, backend: str, store_text: str) -> Path:
+    """index.html (the post-mortem, read in ten minutes) and details.html (its evidence in full)."""
+    from eagle3lab.report.postmortem.page import DETAILS
+
+    when = time.strftime("%Y-%m-%d %H:%M %Z")
+    for page, title in (("index", "EAGLE-3 post-mortem"), (DETAILS, "EAGLE-3 post-mortem: the evidence in detail")):
+        nb = index_notebook(runs, lab, backend, when, store_text, page=page)
+        (out_dir / f"{page}.html").write_text(render_html(nb, title=title, exclude_input=True), encoding="utf-8")
+    return out_dir / "index.html"
 
 
 # --------------------------------------------------------------------------- the whole report
@@ -571,10 +584,7 @@ def build_report(out: Path | str = "reports", lab: str = "default", only: Iterab
         runs.append(run)
     backend = str(params.get("BACKEND", "lab"))
     stored = store.records()
-    index = out_dir / "index.html"
-    index.write_text(render_html(index_notebook(runs, lab, backend, time.strftime("%Y-%m-%d %H:%M %Z"),
-                                                store_sentence(stored)),
-                                 title="EAGLE-3 post-mortem", exclude_input=True), encoding="utf-8")
+    index = write_postmortem(out_dir, runs, lab, backend, store_sentence(stored))
     report = Report(runs, out_dir, index)
     write_probe_script(out_dir)  # the index's next measurement, runnable without eagle3lab
     (out_dir / "summary.json").write_text(json.dumps(

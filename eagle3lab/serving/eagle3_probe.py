@@ -539,6 +539,9 @@ def probe(args, say):
     url = check_url(args.url)
     prompts, note = load_prompts(args.prompts, args.num_prompts, say)  # a bad file costs no wait
     srv = identify(url)
+    if len(prompts) < args.num_prompts:  # said once the server answers: bad input stays one line
+        say(f"prompts: only {len(prompts)} usable in {args.prompts}, fewer than --num-prompts {args.num_prompts}; "
+            "the intervals are as wide as that many prompts make them")
     before = scrape(url) if srv["api"] == "openai" and srv["speculative"] else None
     progress = None if args.json else lambda i, n: print(f"\rsent {i}/{n}", end="\n" if i == n else "", file=sys.stderr)
     rows, wall = send_all(srv, prompts, args.max_new_tokens, progress)

@@ -34,7 +34,7 @@ def known_lines(rec) -> list[str]:
     out = [f"{labels[fid]}: **{rec.figure(fid).text()}** {_quote(rec.figure(fid).quote)}" for fid in KNOWN_FIGURES]
     m = rec.model
     out.append(f"trained on boundaries {m['trained_boundaries']}, served {m['served_boundaries_before_fix']} before "
-               f"the fix {_quote(WIRING_QUOTE)}")
+               f"the fix: this page's reading of {_quote(WIRING_QUOTE)} and of SGLang's capture rule")
     return out
 
 
@@ -59,25 +59,31 @@ def do_next_lines(rec) -> list[str]:
     short, long_ = model.parts(2, 1, 3), model.parts(5, 1, 6)
     base = rec.figure("baseline_tps").text().split()[0]
     url = "http://HOST:30000"
+    first_histogram = histogram_from()
     return [
-        f"**Confirm the server's version and settings.** The logged accept rate {rate.text()} is what SGLang "
+        f"**Confirm the server's version and settings.** Its logged accept rate {rate.text()} is what SGLang "
         f"0.5.10.post1 and earlier print; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides "
-        f"which boundaries the fixed ids feed. The probe prints both first:<br>`python3 {PROBE} --url {url} "
-        f"--prompts {PROMPTS}`",
-        "**Check how the draft was trained.** Training took the first 3 of 4 captured states, dropping the deepest "
-        "one EAGLE-3 is built around, and may not have unrolled the draft: SpecForge's `ttt_length` 1 means no "
-        "training-time test. If the trainer is at fault, retrain; no server patch fixes it. Read the trainer's "
-        "config, or infer the trained boundaries from the weights:<br>"
+        f"which boundaries the fixed ids feed, and whether the server returns acceptance per position "
+        f"({first_histogram} and later):<br>`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
+        "**Check how the draft was trained**: on which boundaries, and with training-time test or not "
+        "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain; no server patch replaces it. "
+        "Read the trainer's config, or infer the boundaries from the weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        "**Measure acceptance per draft position** over enough prompts to narrow its intervals; the script also "
-        f"gives the step cost:<br>`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 "
-        f"--baseline-tps {base}`",
-        f"**Measure two chain lengths**, 2/1/3 and 5/1/6, with that command after each relaunch. In the "
-        f"bandwidth-bound limit their step costs are {short.step_cost:.2f} and {long_.step_cost:.2f}: the "
-        f"{long_.step_cost - short.step_cost:.2f} between them is {long_.union_cost - short.union_cost:.2f} of extra "
-        f"experts and {long_.draft_cost - short.draft_cost:.2f} of draft steps. A gap near that: the experts set the "
-        "cost, choose a short chain; both well above the bound: a fixed cost per forward does, look at the server.",
+        f"**Measure acceptance per draft position** over 64 prompts or more, and B, the tok/s without speculation, "
+        f"the same way: the same command against the server launched without speculative flags prints it. The "
+        f"incident's {base} came from a benchmark of unknown concurrency.<br>"
+        f"`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 --baseline-tps B`",
+        f"**Measure two chain lengths**, 2/1/3 and 5/1/6, with that command after each relaunch: each one's tok/s is "
+        f"B × accept length ÷ step cost; keep the faster. Step costs near the bytes model's {short.step_cost:.2f} and "
+        f"{long_.step_cost:.2f} mean the experts set the cost.",
     ]
+
+
+def histogram_from() -> str:
+    """The first SGLang release that returns a per-request acceptance histogram (read in the wheels)."""
+    from eagle3lab.engines.sglang.meta_info import HISTOGRAM_RELEASES
+
+    return next(rel for rel, fields in HISTOGRAM_RELEASES if fields).split(" - ")[0]
 
 
 def box(rec=None) -> str:
@@ -87,8 +93,9 @@ def box(rec=None) -> str:
     parts += [f"- {line}" for line in known_lines(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
-    parts += ["", f"`{PROBE}` is one file next to this page that needs only Python 3, not eagle3lab; it reads "
-                  "SGLang's and vLLM's own counters."]
+    parts += ["", f"`{PROBE}`, one file next to this page, needs only Python 3 and reads SGLang's and vLLM's own "
+                  f"counters. It sends one request at a time, 64 new tokens each by default; `{PROMPTS}` holds one "
+                  "prompt per line, plain text or JSON with a `\"text\"`."]
     return "\n".join("> " + p if p else ">" for p in parts)
 
 

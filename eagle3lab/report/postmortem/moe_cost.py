@@ -1,10 +1,10 @@
 """The post-mortem's "why one step cost 2.9 plain steps": the incident's own arithmetic, the union of
-experts a verify pass reads on a sparse MoE, the architecture model's bound from Kimi-K2.5's public
+experts a verify pass reads on a sparse MoE, the bytes model's step cost from Kimi-K2.5's public
 config, the public comparisons, and which configuration would pay for two acceptance profiles.
 
 Every figure is computed here from data with its provenance (`eagle3lab.cost.costchecks`: the public
 configs, the project's H200 measurements, the public figures; the incident record); the page says
-which figures are calculated, which are bounds and which were measured, and by whom.
+which figures are calculated, which are modelled and which were measured, and by whom.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from eagle3lab.cost import costchecks
 from eagle3lab.cost.archcost import expected_union
 from eagle3lab.report.postmortem import tables as t
 
+TIE_TPS = 2.0  # predicted tok/s this close to the best are named with it: the model is not that exact
 PASS_SIZES = (1, 2, 4, 6)  # tokens in a verify pass the table shows (a decode step, chains 1/1/2 .. 5/1/6)
 
 
@@ -29,10 +30,10 @@ def union_table(model) -> str:
     lines = [
         ["distinct experts read per layer (independent routing)"]
         + [f"{expected_union(tgt.experts, tgt.active, n):.1f}" for n in PASS_SIZES],
-        ["Kimi-shaped MoE layer, time ÷ time at 1 token: model (shape alone)"]
+        ["Kimi-shaped MoE layer, time ÷ time at 1 token, model"]
         + [f"{_h200(rows, 'kimi', n, 'model'):.2f}" for n in PASS_SIZES],
-        ["the same layer measured on an H200 (bf16)"] + [f"{_h200(rows, 'kimi', n, 'measured'):.2f}" for n in PASS_SIZES],
-        ["dense Llama-3.1-8B-shaped layers measured on an H200"]
+        ["the same, measured on an H200 (bf16)"] + [f"{_h200(rows, 'kimi', n, 'measured'):.2f}" for n in PASS_SIZES],
+        ["dense Llama-3.1-8B-shaped layers, measured on an H200"]
         + [f"{_h200(rows, 'llama', n, 'measured'):.2f}" for n in PASS_SIZES],
     ]
     table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -46,46 +47,70 @@ def why_section(rec=None) -> str:
     tgt = model.target
     parts = model.parts(5, 1, 6)
     full = costchecks.kimi_model(costchecks.DRAFT_VOCABS[1]).parts(5, 1, 6)
-    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
-    qwen, dsv3 = public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated from the incident's figures, Kimi-K2.5's public config and the project's H200 measurements "
-        "of layers of its shape; nothing here was measured on the incident's server.*",
+        "*Calculated, not measured on the incident's server: from its figures, Kimi-K2.5's public config, and layers "
+        "of its shape that eagle3lab's authors timed on one H200, not in this run.*",
         "",
-        f"**The incident's own arithmetic.** Accept length {cost['accept_length']:.2f} × {cost['baseline_tps']:g} tok/s "
-        f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per speculative step at 5/1/6 "
-        f"({lo:.2f}–{hi:.2f} over the three logged accept lengths). Speculation there pays only above an accept "
-        f"length of about {cost['cost']:.1f}, and even a draft accepted in full ({k1} tokens a step) would be capped "
-        f"at {k1} ÷ {cost['cost']:.2f} = {k1 / cost['cost']:.2f}×.",
+        f"**Arithmetic on the incident's figures.** {cost['accept_length']:.2f} tokens per step × {cost['baseline_tps']:g} tok/s "
+        f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 step ({lo:.2f}–{hi:.2f} "
+        f"over the three logged accept lengths). Speculation pays only above an accept length of {cost['cost']:.1f}; "
+        f"even {k1} accepted tokens a step would cap it at {k1 / cost['cost']:.2f}×.",
         "",
-        f"**Why.** {rec_target(rec)} is a sparse mixture of experts: {tgt.experts} routed experts in each of its "
-        f"{tgt.moe_layers} MoE layers, {tgt.active} active per token. A decode step reads {tgt.active} experts per "
-        f"layer; a verify pass reads the union of its tokens' experts, E × (1 − (1 − k/E)ⁿ) = "
-        f"{expected_union(tgt.experts, tgt.active, k1):.1f} for the {k1} tokens of a 5/1/6 step if tokens route "
-        "independently, an upper bound. A dense target's verify pass reads the same weights as a decode step:",
+        f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
+        f"{tgt.moe_layers} MoE layers. A verify pass reads the union of its tokens' experts: "
+        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer for a 5/1/6 step's {k1} tokens if they route "
+        f"independently, against {tgt.active} for a decode step. " + h200_sentence(k1),
         "",
-        union_table(model),
-        "",
-        f"**From the config alone**, with routed experts in INT4 as its checkpoint stores them and TorchSpec's public "
-        f"Kimi-K2.5 EAGLE-3 draft shape at a 32k vocabulary, one 5/1/6 step costs **{parts.step_cost:.2f}** plain "
-        f"steps in the bandwidth-bound limit: verify {parts.verify_cost:.2f}, of which {parts.union_cost:.2f} for the "
-        f"extra experts, and five draft steps {parts.draft_cost:.2f}; {full.step_cost:.2f} with the full vocabulary. "
-        f"That is within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f} "
-        "with nothing fitted. It is a bound for one request at a time: time taken as bytes read, independent "
-        "routing, no fixed cost per forward (with many requests in flight, extra experts cost less).",
+        f"**From the config alone.** A bytes model, taking time as bytes read for one request at a time with "
+        f"independent routing and no fixed cost per forward, puts a 5/1/6 step at **{parts.step_cost:.2f}** plain "
+        f"steps, {parts.union_cost:.2f} of it for the extra experts: within "
+        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f}, nothing fitted "
+        f"(INT4 experts as stored, the public draft's 32k vocabulary; {full.step_cost:.2f} with a full one). "
+        + _public_short(),
     ]
-    if qwen or dsv3:
-        text += ["", "**What others measured.** " + _public_sentence(qwen, dsv3)]
-    text += ["", "### Which configuration would pay", "", advice_markdown(rec)]
+    text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
+
+
+def h200_sentence(n: int) -> str:
+    """The H200 measurements in one sentence: an MoE layer's time grows with the tokens of a verify
+    pass, a dense layer's barely does."""
+    rows = costchecks.h200_verify_rows()
+    moe, dense = _h200(rows, "kimi", n, "measured"), _h200(rows, "llama", n, "measured")
+    return (f"On an H200, a Kimi-shaped MoE layer takes {moe:.2f} times as long for {n} tokens as for 1; a dense "
+            f"Llama-3.1-8B-shaped layer {dense:.2f} times ([the table](details.html)).")
 
 
 def rec_target(rec=None) -> str:
     from eagle3lab.report import incident as incident_record
 
     return (rec or incident_record.load()).model["target"]
+
+
+def _public_short() -> str:
+    """Others' measured MoE step costs beside the bytes model, in one sentence (the details page has more)."""
+    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
+    qwen, dsv3 = public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
+    if not qwen or not dsv3:
+        return ""
+    lo, hi = dsv3["measured_range"]
+    return (f"Public reports: Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain steps, the "
+            f"bytes model {qwen['model']:.2f} for its shape; DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs "
+            f"cost {lo:.2f}–{hi:.2f}, the model {dsv3['model']:.2f} for its own shape: less, as a fixed cost per forward "
+            "dilutes the extra bytes ([sources](details.html)).")
+
+
+def public_markdown() -> str:
+    """The details page's step-cost section: the H200 table of layers, and what public reports
+    measured beside the bytes model (checked against others' numbers, not only the incident's)."""
+    head = ("Distinct experts a verify pass reads per MoE layer, and a layer's time at n tokens over its time at 1, "
+            "as the model gives it from the shape alone and as measured on an H200:\n\n"
+            + union_table(costchecks.kimi_model()) + "\n\n")
+    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
+    qwen, dsv3 = public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
+    return head + ((_public_sentence(qwen, dsv3) + " ") if qwen or dsv3 else "") + _sglang_auto_sentence()
 
 
 def _public_sentence(qwen: dict | None, dsv3: dict | None) -> str:
@@ -97,19 +122,19 @@ def _public_sentence(qwen: dict | None, dsv3: dict | None) -> str:
         lo, hi = dsv3["measured_range"]
         f_lo, f_hi = dsv3.get("fixed_share_range") or (dsv3["fixed_share_fitting"],) * 2
         out.append(f"DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs cost {lo:.2f}–{hi:.2f} (sglang PR "
-                   f"#3582), under the bound's {dsv3['model']:.2f}: a fixed cost per forward of {f_lo:.2f}–{f_hi:.2f} "
+                   f"#3582), under the bytes model's {dsv3['model']:.2f}: a fixed cost per forward of {f_lo:.2f}–{f_hi:.2f} "
                    "of a decode step fits it, which dilutes the extra bytes.")
     return " ".join(out) + " Sources: docs/cost-model.md."
 
 
 def advice_rows(rec=None) -> list[dict]:
-    """One row per configuration: the bound's step cost and the predicted tok/s for the incident's
+    """One row per configuration: the bytes model's step cost and the predicted tok/s for the incident's
     own acceptance and for the public Kimi-K2.5 drafts' (ranges from the accept lengths and the
     draft vocabulary)."""
     rows = {}
     for r in costchecks.incident_advice():
         row = rows.setdefault(r["configuration"], {"configuration": r["configuration"],
-                                                   "step cost (bound)": _range(r["step_cost"], r["step_cost_range"])})
+                                                   "step cost (bytes model)": _range(r["step_cost"], r["step_cost_range"])})
         cell = f"{r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})"
         if r.get("measured_tokens_per_s"):
             cell += f"; measured {r['measured_tokens_per_s']:g}"
@@ -125,8 +150,9 @@ def _range(point: float, rng) -> str:
     return f"{point:.2f}" if abs(hi - lo) < 0.005 else f"{point:.2f}–{hi:.2f}"
 
 
-def advice_markdown(rec=None) -> str:
-    """The advice table and what it says, in numbers."""
+def advice_markdown(rec=None, brief: bool = False) -> str:
+    """What the advice table says, in numbers: the whole table with its notes (the details page), or
+    `brief`, three sentences and a link (the index)."""
     advice = costchecks.incident_advice()
     floors = costchecks.incident_floors()
     own = [r for r in advice if r["profile"] == "incident"]
@@ -134,60 +160,68 @@ def advice_markdown(rec=None) -> str:
     best_pub = max(pub, key=lambda r: r["tokens_per_s"])
     base = own[0]["baseline_tokens_per_s"]
     floor = floors.get("1/1/2")
-    bound_112 = next(r["step_cost"] for r in own if r["configuration"] == "1/1/2")
-    rows = advice_rows(rec)
-    table = t.markdown_table(rows)
+    model_112 = next(r["step_cost"] for r in own if r["configuration"] == "1/1/2")
     profiles = costchecks.incident_profiles()
     beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
+    near = [r for r in own if r["tokens_per_s"] > base and r not in beats]
+    cap = (lambda r: f", and the first launch caps it at {r['tokens_per_s_at_most']:.0f} †") if not brief else \
+        (lambda r: f", and the first launch, which cost at least {floor['step_cost_at_least']:.2f} plain steps "
+                   f"there, caps it at {r['tokens_per_s_at_most']:.0f}")
+    straddle = "".join(f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
+                       f"{r['tokens_per_s_range'][1]:.0f}) straddles {base:g}"
+                       + (cap(r) if r.get("tokens_per_s_at_most") and floor else "") for r in near[:1])
+    own_sentence = "**If the incident's acceptance holds at every depth**, " + (
+        f"no configuration clearly beats no speculation{straddle}." if not beats else
+        f"{', '.join(r['configuration'] for r in beats)} would beat no speculation.")
+    longest = pub[-1]
+    tied = [r for r in pub if r["tokens_per_s"] >= best_pub["tokens_per_s"] - TIE_TPS]
+    pub_sentence = (f"**A draft as good as the public ones** does best at {' or '.join(r['configuration'] for r in tied)}, "
+                    f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
+                    f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
+    if brief:
+        return (f"Predicted with the bytes model against {base:g} tok/s without speculation. " + own_sentence + " "
+                + _collapse_sentence(own, floor, base) + " " + pub_sentence
+                + f" [The table](details.html#{ADVICE_ANCHOR}) gives every configuration for both profiles.")
     lines = [
-        f"Predicted tok/s against the incident's {base:g} tok/s without speculation, in the bandwidth-bound limit, "
-        f"for two acceptance profiles: the {profiles['incident'][1]}, and the {profiles['public Kimi-K2.5 drafts'][1]}. "
-        "Each is carried to other depths as an i.i.d. per-token rate; ranges span the accept lengths and the draft "
-        "vocabulary.",
+        f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
+        f"carried to other depths as an i.i.d. per-token rate: the incident's, "
+        f"{profiles['incident'][1].split(': ', 1)[1]}, and the public Kimi-K2.5 drafts' model cards, "
+        f"{profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1]}. Ranges span the accept lengths and the draft "
+        "vocabulary. A measured step cost above the model's lowers every figure.",
         "",
-        table,
+        t.markdown_table(advice_rows(rec)),
         "",
     ]
     if floor:
-        lines.append(f"† The incident's first launch, run as 1/1/2, shows a server that spends more than bytes: "
-                     f"{base:g} ÷ {floor['tokens_per_s']:g} tok/s gives a step cost of at least "
-                     f"{floor['step_cost_at_least']:.2f} there, against the bound's {bound_112:.2f}.")
-    near = [r for r in own if r["tokens_per_s"] > base and r not in beats]
-    straddle = "".join(f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
-                       f"{r['tokens_per_s_range'][1]:.0f}) straddles {base:g}"
-                       + (f", and the first launch's cost caps it at {r['tokens_per_s_at_most']:.0f} †"
-                          if r.get("tokens_per_s_at_most") else "") for r in near[:1])
-    lines.append("With the incident's own acceptance carried as an i.i.d. rate " + (
-        f"no configuration clearly beats no speculation{straddle}." if not beats else
-        f"{', '.join(r['configuration'] for r in beats)} would beat no speculation.") + " " + _collapse_sentence(own, floor, base))
-    longest = pub[-1]
-    lines.append(f"With a draft as good as the public ones the bound's best is {best_pub['configuration']} at about "
-                 f"{best_pub['tokens_per_s']:.0f} tok/s ({best_pub['tokens_per_s_range'][0]:.0f}–"
-                 f"{best_pub['tokens_per_s_range'][1]:.0f}), while {longest['configuration']} gives "
-                 f"{longest['tokens_per_s']:.0f}: each further draft token adds experts to every verify pass. "
-                 + _sglang_auto_sentence(rec) + " Two chain lengths measured on the server tell where it sits.")
+        lines.append(f"† The first launch ran as 1/1/2 at {floor['tokens_per_s']:g} tok/s, so its step cost was at "
+                     f"least {base:g} ÷ {floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f}, above the "
+                     f"model's {model_112:.2f}.\n")
+    lines.append(own_sentence + " " + _collapse_sentence(own, floor, base))
+    lines.append(pub_sentence)
     return "\n".join(lines)
+
+
+ADVICE_ANCHOR = "Which-configuration-would-pay"
 
 
 def collapse_at_112(own: list[dict], floor: dict | None, base: float) -> tuple[float, float]:
     """Predicted tok/s at 1/1/2 if the incident's draft accepts only at position 1 (no TTT): the
-    whole logged accept length kept at 1/1/2's step cost (the bound's range; at least the first
-    launch's measured floor where that is higher)."""
+    whole logged accept length kept at 1/1/2's step cost (the model's range, raised at both ends
+    to the first launch's measured floor where that is higher)."""
     from eagle3lab.report import incident as incident_record
 
     fig = incident_record.load().figure("after_fix_accept_length")
     row = next(r for r in own if r["configuration"] == "1/1/2")
     lo_cost, hi_cost = row["step_cost_range"]
-    worst = max(hi_cost, floor["step_cost_at_least"]) if floor else hi_cost
-    return base * fig.low / worst, base * fig.high / lo_cost
+    least = floor["step_cost_at_least"] if floor else 0.0  # the incident's own server cost no less there
+    return base * fig.low / max(hi_cost, least), base * fig.high / max(lo_cost, least)
 
 
 def _collapse_sentence(own: list[dict], floor: dict | None, base: float) -> str:
     lo, hi = collapse_at_112(own, floor, base)
-    verdict = "above" if lo > base else "not clearly above"
-    return (f"If instead the draft accepts at position 1 only (no TTT, the summary's arithmetic), 1/1/2 keeps the "
-            f"whole accept length at its lower step cost: {lo:.0f}–{hi:.0f} tok/s, {verdict} {base:g}. Which of the "
-            "two holds is what the per-position measurement (step 3 of the box) decides.")
+    return (f"**If its draft accepts at position 1 only** (no TTT), 1/1/2 keeps the whole accept length at its lower "
+            f"step cost: at most {lo:.0f}–{hi:.0f} tok/s, a ceiling set by the first launch's least step cost. Steps 3 "
+            "and 4 of the box tell which holds.")
 
 
 def _sglang_auto_sentence(rec=None) -> str:

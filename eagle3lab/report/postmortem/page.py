@@ -11,6 +11,8 @@ from __future__ import annotations
 from eagle3lab.report import incident as incident_record
 from eagle3lab.report.postmortem import tables as t
 
+DETAILS = "details"  # the second page: the evidence in full (render.build_report writes it)
+DETAILS_LINK = f"[the details page]({DETAILS}.html#Which-hypotheses-fit-the-incident)"
 PAGES = {"01": ("01_config_bug", "What configuration did the server run?"),
          "02": ("02_wiring_mismatch", "Which hidden states does the server feed the draft?"),
          "03": ("03_embedding_fix", "The embedding-capture patch, per SGLang version, and what it buys"),
@@ -28,87 +30,76 @@ def _link(nb: str, present=None) -> str:
 
 
 def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str:
+    """The answer in four short paragraphs: what happened, the causes with their status, why it cost
+    so much, what the lab can say. The causes, the box and the evidence follow."""
     f = rec.figure
     cost = t.incident_cost(rec)
-    tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
     lines = [
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
-        f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation**: "
-        f"{f('first_tps').text()} against {f('baseline_tps').text()} at its first flags, {f('steps15_tps').text()} "
-        f"with 15 steps, and {f('after_fix_tps').text()} after a wiring fix at 5/1/6, where SGLang logged accept "
-        f"lengths {f('after_fix_accept_length').text()} of a possible 6.",
+        f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation** at every "
+        f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
+        f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Three problems stacked up; a fourth is a candidate root cause.",
-        f"1. *A silent config override*, **verified** by SGLang's own resolver and in every release since "
-        f"0.4.5.post3: steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, not the 16 asked.",
-        f"2. *A hidden-state wiring mismatch*, **mechanism verified** in SGLang's code, **fix not confirmed**: the "
-        f"draft was trained on boundaries {rec.model['trained_boundaries']} and served "
-        f"{rec.model['served_boundaries_before_fix']}. " + version_caveat(ev, rec),
-        f"3. *Accept length stuck near {cost['accept_length']:.1f} after the fix*, **open**. The incident's own "
-        f"figures fit a draft trained without training-time test: position 1 accepted at the training accuracy "
-        f"{f('validation_accuracy').text()} and none after it gives 1 + {f('validation_accuracy').mid:.3f} = "
-        f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range. That is arithmetic, not evidence. "
-        + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows),
-        "4. *The training slice*, **candidate**: training took the first 3 of 4 captured states, "
-        f"{rec.model['trained_boundaries']}, and dropped the deepest. " + t.training_slice_short(ev),
+        "**Why.** Two defects stacked up: a silent config override, **verified**, and a hidden-state wiring mismatch "
+        "whose fix is **not confirmed**. The low accept length left after them is **open**, and the layers the draft "
+        "was trained on are a **candidate** root cause.",
         "",
-        f"**Why speculation cost so much.** One step at 5/1/6 cost **{cost['cost']:.2f}** plain decode steps, so "
-        f"it paid only above an accept length of about {cost['cost']:.1f}: a sparse MoE's verify pass reads the "
-        "union of the experts its tokens route to.",
+        f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps: a sparse "
+        "MoE's verify pass reads the union of its tokens' experts.",
         "",
-        "**What the lab can and cannot say.** " + lab_caveat(ev, lab, hyp_rows),
+        "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
     return "\n".join(lines)
 
 
 def version_caveat(ev: dict, rec) -> str:
     """Which SGLang the incident ran decides whether its fix fed the trained boundaries; the
-    write-up does not say, and its two clues disagree: said on the first screen, in short sentences."""
-    from eagle3lab.wiring.boundaries import default_boundaries
-    from eagle3lab.engines.sglang.sglang_capture import SGLANG_CUDA_GRAPH_RESET
-
+    write-up does not say, and its two clues disagree: said in two short sentences."""
     ids = ev.get("fix_ids") or {}
-    default = default_boundaries(rec.model["target_layers"])
-    first = SGLANG_CUDA_GRAPH_RESET[0]
-    fixed_on = ids.get("fixed_on") or "the releases notebook 03 lists"
-    return (f"Only SGLang {ids.get('story_versions') or fixed_on} feeds those boundaries for the incident's ids, "
-            f"and there the patch with ids {rec.model['config_ids_after_fix']} fixes it. But the logged accept rate "
-            f"follows SGLang {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs, from {first} on, ignore the ids and "
-            f"feed SGLang's default boundaries {default}, before the fix and after it: there the fix changed nothing. "
-            "The version is not stated, so **whether the fix took effect is not known**.")
+    fixed_on = ids.get("fixed_on") or ids.get("story_versions") or "the releases notebook 03 lists"
+    return (f"The patch fixes it on SGLang {fixed_on} only, but the logged accept rate points to "
+            f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids: **whether the fix took effect is "
+            "not known**.")
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
-    """The lab's limits in one paragraph, from its manifest and what the run measured: a reader
-    must not take a lab figure for the incident's."""
+    """The lab's limits in two sentences, from its manifest and what the run measured: a reader
+    must not take a lab figure for the incident's (the details page says more)."""
     lab = lab or {}
     prompts = t.prompts_text(hyp_rows)
+    size = (f"{lab['name']}, a pretrained {lab['parameters'] / 1e6:.0f} M-parameter dense chat model"
+            if lab.get("name") and lab.get("parameters") else
+            f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
+            if lab.get("parameters") else "a tiny target")
+    text = f"The lab re-creates the mechanisms on {size}, on a CPU"
+    if prompts:
+        text += f", {prompts} prompts per configuration"
+    return (text + ": mechanisms, not effect sizes. Speeds on the incident's hardware are calculated from the "
+            "incident's own figures, not measured.")
+
+
+def lab_limits(ev: dict, lab: dict | None) -> str:
+    """What makes the lab's drafts unlike the incident's, measured in this run: how repetitive its
+    target's text is and how far its healthy draft got (the details page)."""
     acc = ev.get("acceptance") or {}
     rep = acc.get("heldout_repetition") or acc.get("repetition") or {}  # the larger sample where there is one
-    size = (f"{lab['name']}, a pretrained {lab['parameters'] / 1e6:.0f} M-parameter dense chat model, on a CPU"
-            if lab.get("name") and lab.get("parameters") else
-            f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target on a CPU"
-            if lab.get("parameters") else "a tiny target on a CPU")
-    parts = [f"The lab re-creates the incident's mechanisms on {size}, not on {_target()}"]
-    if prompts:
-        parts.append(f"{prompts} prompts per configuration, so its intervals are wide")
-    toy = (ev.get("acceptance") or {}).get("toy_repetition") or {}
+    toy = acc.get("toy_repetition") or {}
+    parts = []
     if rep.get("share") is not None and toy.get("share") is not None:
-        parts.append(f"{100 * rep['share']:.0f} % of its greedy answers' {rep['window']}-token spans repeat an earlier "
-                     f"one, against {100 * toy['share']:.0f} % for the toy lab's target (3 M parameters, trained here on Python source), whose text loops")
+        parts.append(f"{100 * rep['share']:.0f} % of the lab's greedy answers' {rep['window']}-token spans repeat an "
+                     f"earlier one, against {100 * toy['share']:.0f} % for the toy lab's target, 3 M parameters "
+                     "trained here on Python source, whose text loops")
     elif rep.get("share") is not None:
-        parts.append(f"{100 * rep['share']:.0f} % of its greedy text's {rep['window']}-token spans repeat an earlier "
-                     "one, which flatters acceptance")
+        parts.append(f"{100 * rep['share']:.0f} % of the lab's greedy text's {rep['window']}-token spans repeat an "
+                     "earlier one, which flatters acceptance")
     curve = ((ev.get("training_curve") or {}).get("curves") or {}).get("healthy") or []
     if curve:
         last, goal = curve[-1], (ev.get("training_curve") or {}).get("goal")
         parts.append(f"its healthy draft, trained on {last['training_tokens']:,} tokens, accepts "
                      f"{last['accept_length']:.2f} tokens per step at 5/1/6"
-                     + (f", short of the {goal:g} it was built for (notebook 04 plots the training curve)"
+                     + (f", short of the {goal:g} it was built for: notebook 04 plots the training curve"
                         if goal and last["ci95"][1] < goal else ""))
-    return ("; ".join(parts) + ". It shows mechanisms, not the size of an "
-            "effect on the incident's model; speed on the incident's hardware is calculated from the incident's "
-            "own figures, not measured.")
+    return ("; ".join(parts) + ".") if parts else ""
 
 
 def _target() -> str:
@@ -135,13 +126,12 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     ref = next((r for r in hyp_rows or [] if r["name"] == t.REFERENCE), None)
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
-        return (f"The lab cannot rank the {len(tested)} hypotheses it tested against the incident's level: its own "
-                f"reference draft accepts only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} "
-                "(the table below).")
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested: its reference accepts "
+                f"only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} ({DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
-            f"{len(tested) - len(fits)} do not (the table below).")
+            f"{len(tested) - len(fits)} do not ({DETAILS_LINK}).")
 
 
 def _names(rows: list[dict]) -> str:
@@ -149,45 +139,38 @@ def _names(rows: list[dict]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def causes_table(ev: dict, rec, present=None) -> str:
+def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
+    """The causes in the summary's order, each with its status, what shows it and its fix."""
+    f = rec.figure
+    cost = t.incident_cost(rec)
     res = ev.get("resolution") or {}
-    fix = ev.get("fix") or {}
     wiring = ev.get("wiring") or {}
-    ids = ev.get("fix_ids") or {}
-    before, after = fix.get("before") or {}, fix.get("after") or {}
     check = res.get("sglang_check")
-    lab_wiring = (f"on the lab, acc@1 {100 * wiring['acc1_trained']:.0f} % as trained against "
-                  f"{100 * wiring['acc1_served']:.0f} % as served; accept length "
-                  f"{t.fmt(before.get('accept_length'), before.get('accept_length_ci95'))} → "
-                  f"{t.fmt(after.get('accept_length'), after.get('accept_length_ci95'))} with the fix"
-                  if wiring and before and after else "see notebook 02")
-    newer = (f"; the fix's ids feed the trained boundaries on SGLang {ids['fixed_on']} only (later releases "
-             "shift them one layer)" if ids.get("fixed_on") else "")
-    rows = [
-        {"cause": "1 · config override: steps 1, topk 1 runs 2 draft tokens",
-         "status": "verified in SGLang's code",
-         "evidence": (f"SGLang {check['version']}'s own resolver, run in this run, agrees on {check['agree']} of "
-                      f"{check['of']} flag sets" if check else "SGLang's rules read in its wheels")
-                     + f"; {_link('01', present)}",
-         "fix": "with topk 1, set draft tokens = steps + 1"},
-        {"cause": f"2 · wiring mismatch: trained on {rec.model['trained_boundaries']}, served "
-                  f"{rec.model['served_boundaries_before_fix']}",
-         "status": "mechanism verified in SGLang's capture code; fix not confirmed: the version is unstated",
-         "evidence": lab_wiring + newer + f"; {_link('02', present)}, {_link('03', present)}",
-         "fix": "ids that feed the trained boundaries on your SGLang version (notebook 03 lists them); up to "
-                "0.5.10.post1 with CUDA graphs none do (upgrade, or --disable-cuda-graph at a throughput cost)"},
-        {"cause": "3 · accept length near 1.8 after the fix",
-         "status": "open: hypotheses tested on the lab",
-         "evidence": f"the hypotheses below; {_link('04', present)}, {_link('05', present)}",
-         "fix": "first measure acceptance per position on the server (below)"},
-        {"cause": f"4 · training slice: trained on {rec.model['trained_boundaries']}, the first 3 of 4 captured "
-                  "states, without the deepest",
-         "status": "candidate root cause" + (f"; on the lab {t.slice_size(ev)}" if (ev.get("training_slice") or {}).get("gap")
-                                             else "; not measured in this run"),
-         "evidence": t.training_slice_text(ev) + f" {_link('03', present)}",
-         "fix": "retrain on low, middle and high layers, as the trainer's default does; no server patch"},
+    tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
+    resolver = (f"SGLang {check['version']}'s own resolver, run in this run, agrees on {check['agree']} of "
+                f"{check['of']} flag sets" if check else "SGLang's rules, read in its wheels, say so")
+    lab_wiring = (f" On the lab, top-1 accuracy at position 1 falls from {100 * wiring['acc1_trained']:.0f} % as "
+                  f"trained to {100 * wiring['acc1_served']:.0f} % as served, over {wiring['positions']:,} tokens"
+                  if wiring.get("positions") else " On the lab: see notebook 02")
+    measured = (ev.get("training_slice") or {}).get("gap")
+    items = [
+        f"**Config override: verified.** Steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, "
+        f"not the 16 asked; {resolver} ({_link('01', present)}). *Fix:* with topk 1, set draft tokens = steps + 1.",
+        f"**Wiring mismatch: mechanism verified, fix not confirmed.** Trained on boundaries "
+        f"{rec.model['trained_boundaries']}, served {rec.model['served_boundaries_before_fix']}. "
+        + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* ids that feed the trained "
+        f"boundaries on your SGLang version, listed in {_link('03', present)}.",
+        f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft accepted at position 1 only, "
+        f"at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
+        f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
+        + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
+        + " *Next:* measure acceptance per position on the server, step 3 of the box.",
+        "**Training slice: " + ("candidate root cause" if measured else "candidate root cause, not measured in this run")
+        + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, and dropped the "
+        f"deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, middle and "
+        "high layers, as the trainer's default does; no server patch.",
     ]
-    return t.markdown_table(rows, ["cause", "status", "evidence", "fix"])
+    return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
 
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
@@ -203,7 +186,7 @@ def next_measurement(hyp_rows: list[dict]) -> str:
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
     text = ("Acceptance per draft position on the real server, and its step cost at two chain lengths: steps 3 "
-            f"and 4 of the box, with `{PROBE}`. For a chain, each request's histogram of accepted drafts per verify "
+            f"and 4 of [the post-mortem's box](index.html#Known,-unknown,-do-next), with `{PROBE}`. For a chain, each request's histogram of accepted drafts per verify "
             "step gives each position's rate; the script prints them with 95 % intervals, the accept length and the "
             "step cost. " + histogram_sentence() + " " + PROMPTS_FORMAT)
     if sep:
@@ -228,7 +211,7 @@ def _separation_text(sep: dict, pairs: list[dict] | None = None) -> str:
     if len(groups) <= 1 and not pairs:
         return (f"On the lab the hypotheses not excluded differ most at **draft position {pos}**, but on its few "
                 "prompts their intervals overlap: compare the server's whole profile (a high position 1 with a "
-                "collapse after it, or every position low) with each row's in the table below.")
+                "collapse after it, or every position low) with each row's in the table above.")
     text = (f"On the lab the hypotheses not excluded differ most at **draft position {pos}**. Each conditional rate "
             "below has its 95 % interval over prompts, and n is the number of verify steps that reached the "
             "position: " + "; ".join(cell(n) for n in ordered) + ".")
@@ -311,46 +294,71 @@ CAUSE_WORDS = {"config_adjusted": "the server adjusted the configuration", "wiri
                "healthy": "no fault"}
 
 
-def evidence_section(runs_ok: dict) -> str:
-    """A link per notebook page of this report, with the question it answers."""
+def evidence_section(runs_ok: dict, details: bool = False) -> str:
+    """A link per notebook page of this report, with the question it answers (and, on the index,
+    the details page first)."""
     questions = {name: q for name, q in PAGES.values()}
-    lines = []
+    lines = [f"- [The evidence in detail]({DETAILS}.html): every figure beside the lab's, the hypotheses, the "
+             "probe's details, this run"] if details else []
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
         failed = " — **this notebook failed in this run**" if ok is False else ""
         lines.append(f"- [{name[:2]} · {questions.get(name, name)}]({name}.html){failed}")
-    return "\n".join(lines)
+    return "In this folder; each notebook's page shows its code:\n\n" + "\n".join(lines)
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
-    """The whole first page, as Markdown (the report renders it with no code cells): the answer
-    first (summary, the known/unknown/do-next box, causes, the step cost), then the evidence."""
+    """The first page, as Markdown (the report renders it with no code cells), short enough to read
+    in ten minutes: the answer (summary, the known/unknown/do-next box, causes, a short timeline,
+    the step cost and which configuration would pay), then links to the evidence."""
     from eagle3lab.report.postmortem import known_box, moe_cost
 
     rec = rec or incident_record.load()
     present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
     hyp_rows = t.hypothesis_rows(ev, rec)
-    timeline = t.timeline_rows(ev, rec)
     parts = [
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
-        f"*Incident figures are quoted as reported in its write-up; lab figures were measured in this run "
-        f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6 means steps, topk and draft tokens. "
-        "Accept length is tokens per verify step, the bonus token included. Brackets are 95 % intervals over "
-        "prompts. A boundary b is the hidden state entering layer b, and 0 is the embedding; SGLang's id 2 feeds "
-        "boundary 3. Other terms: [at the end](#Terms).*",
+        header(run_info),
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Known, unknown, do next", known_box.box(rec),
-        "## Causes and their status", causes_table(ev, rec, present),
+        "## Causes and their status", causes_list(ev, rec, hyp_rows, present),
+        "## Timeline", t.markdown_table(t.timeline_brief(rec)) + f"\n\n[The details page]({DETAILS}.html) sets the "
+        "lab's figure of the same measure beside each step.",
         "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
-        "## The next measurement", next_measurement(hyp_rows),
+        "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
+    ]
+    return "\n\n".join(p for p in parts if p)
+
+
+def header(run_info: dict) -> str:
+    return (f"*Incident figures are as reported in its write-up; lab figures were measured in this run "
+            f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6: steps, topk, draft tokens. "
+            "Accept length: tokens per verify step, the bonus token included. Brackets: 95 % intervals over prompts. "
+            "Boundary b: the hidden state entering layer b; 0 is the embedding. Other terms: [at the end](#Terms).*")
+
+
+def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
+    """The second page: the evidence behind the first, in full: the timeline figure by figure, the
+    hypotheses against the incident, the next measurement's details, others' step costs, whether
+    the diagnosis can be trusted, and the run itself."""
+    from eagle3lab.report.postmortem import moe_cost
+
+    rec = rec or incident_record.load()
+    present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
+    hyp_rows = t.hypothesis_rows(ev, rec)
+    limits = lab_limits(ev, run_info.get("lab"))
+    parts = [
+        "# EAGLE-3 post-mortem: the evidence in detail",
+        header(run_info).replace("*Incident", "*[Back to the post-mortem](index.html). Incident", 1),
         "## Timeline, figure by figure",
         "Each incident figure beside the lab's figure of the same definition at the same configuration "
         f"({t.DRAFTS['seed']}, served as SGLang served the incident's). "
-        + t.baseline_sentence(ev) + "\n\n" + t.markdown_table(timeline),
+        + " ".join(x for x in (t.baseline_sentence(ev), t.lab_cost_sentence(ev, rec)) if x) + "\n\n"
+        + t.markdown_table(t.timeline_rows(ev, rec)),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),
+        "## The next measurement, in detail", next_measurement(hyp_rows),
+        "## Which configuration would pay", moe_cost.advice_markdown(rec),
+        "## The step cost: layers measured, and what others measured", moe_cost.public_markdown(),
         "## Can the diagnosis be trusted?", trust_section(ev, present),
-        "## The evidence", "One page per notebook, with its code, in this folder:\n\n"
-        + evidence_section(run_info.get("runs_ok", {})),
+        "## About this run", (limits + "\n\n" if limits else "") + (run_info.get("about") or ""),
     ]
-    if run_info.get("about"):
-        parts += ["## About this run", run_info["about"]]
     return "\n\n".join(p for p in parts if p)

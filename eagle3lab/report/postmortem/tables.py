@@ -152,6 +152,11 @@ def _speedup_cell(row: dict | None) -> str:
             f"({fmt(row.get('tokens_per_s'), None, 1)} over {fmt(row.get('baseline_tokens_per_s'), None, 1)} tok/s)")
 
 
+def _ratio(row: dict) -> str:
+    """A speed-up over its own paired no-speculation run, with its interval (the index's short form)."""
+    return fmt(row.get("speedup"), row.get("speedup_ci95"), unit="×")
+
+
 def timeline_rows(ev: dict, rec=None) -> list[dict]:
     """One row per incident figure in timeline order: the figure as reported, the lab's figure of
     the same definition at the same configuration, and the verdict."""
@@ -244,6 +249,37 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
             against_range(lab_rate, None if ci is None else (ci[0] / k1, ci[1] / k1), rate.low, rate.high))
     rows.sort(key=lambda r: r["step"])
     return rows
+
+
+def lab_cost_sentence(ev: dict, rec=None) -> str:
+    """Why the lab's ratios resemble the incident's without reproducing it: each comes from its own
+    step cost (the lab's measured on its CPU, the incident's calculated from its figures)."""
+    after = (ev.get("fix") or {}).get("after") or {}
+    lab = lab_cost(after, rec)
+    if lab is None:
+        return ""
+    return (f"The lab's step cost, {lab:.1f} plain steps measured on its CPU at 5/1/6 against the incident's "
+            f"{incident_cost(rec)['cost']:.1f} calculated, makes its ratios show the direction, not the incident's size.")
+
+
+def timeline_brief(rec=None) -> list[dict]:
+    """The index's timeline: the incident's steps in order, each with its figures as reported (the
+    details page sets the lab's figure of the same measure beside each, with its verdict)."""
+    rec = rec or incident_record.load()
+    m, f = rec.model, rec.figure
+    ratio = lambda fid: f"**{f(fid).text()}** = {rec.speedup(fid):.2f}× of {f('baseline_tps').text()}"  # noqa: E731
+    label = lambda name: incident_record.config_label(rec.config(name))  # noqa: E731
+    events = [f"draft trained on {f('train_samples').value:,} samples: {f('validation_accuracy').text()} validation "
+              "accuracy",
+              f"launched at {label('first')}, which ran {f('draft_tokens_run_first').value} draft tokens: "
+              f"{ratio('first_tps')}",
+              f"relaunched at {label('steps15')}: {ratio('steps15_tps')}, slower still",
+              f"wiring found off: trained on {m['trained_boundaries']}, served {m['served_boundaries_before_fix']}; "
+              f"standalone test with the right inputs {f('standalone_accuracy').text()}",
+              f"embedding capture patched, ids {m['config_ids_before_fix']} → {m['config_ids_after_fix']}",
+              f"relaunched at {label('after_fix')}: {ratio('after_fix_tps')}, accept length "
+              f"**{f('after_fix_accept_length').text()}**"]
+    return [{"step": i, "what happened (as reported)": e} for i, e in enumerate(events, 1)]
 
 
 # docs/sources.md section 3: which releases print which accept rate (read in SGLang's wheels)
@@ -428,39 +464,34 @@ def baseline_sentence(ev: dict) -> str:
     """Said once, where ratios first appear: each speed-up divides by its own interleaved
     no-speculation run, and how far this run's identical no-speculation decodes drifted."""
     base = sorted(baselines(ev))
-    text = ("Every speed-up on this page divides a configuration's tok/s by its own no-speculation run, "
-            "decoded alternately with it on the same prompts, so that the machine's drift cancels.")
-    if len(base) >= 2:
-        mid = base[len(base) // 2] if len(base) % 2 else (base[len(base) // 2 - 1] + base[len(base) // 2]) / 2
-        text += (f" This run's {len(base)} no-speculation runs of identical greedy decodes ranged "
-                 f"{base[0]:.1f}–{base[-1]:.1f} tok/s, {100 * (base[-1] - base[0]) / mid:.0f} % of their median: "
-                 "compare configurations by their ratios and accept lengths, never by raw tok/s across rows.")
-    return text
+    text = ("Each lab speed-up divides by its own no-speculation run, decoded alternately with it on the same "
+            "prompts, so the machine's drift cancels")
+    if len(base) < 2:
+        return text + "."
+    mid = base[len(base) // 2] if len(base) % 2 else (base[len(base) // 2 - 1] + base[len(base) // 2]) / 2
+    return text + (f": this run's {len(base)} identical no-speculation decodes ranged {base[0]:.1f}–{base[-1]:.1f} "
+                   f"tok/s, {100 * (base[-1] - base[0]) / mid:.0f} % of their median. Compare ratios and accept "
+                   "lengths, never by raw tok/s across rows.")
 
 
 # --------------------------------------------------------------------------- the training slice
 
-def slice_size(ev: dict) -> str:
-    """How large the training slice's effect was on the lab, in words from its ratio's interval."""
-    gap = (ev.get("training_slice") or {}).get("gap") or {}
-    ci = gap.get("ratio_ci95")
-    if not ci:
-        return "not measured"
-    if ci[0] > 0.9 and ci[1] < 1.1:
-        return f"a small effect (ratio {fmt(gap['ratio'], ci)}); a size on the lab does not carry over"
-    return f"ratio {fmt(gap['ratio'], ci)}; lab sizes do not carry over"
-
-
 def training_slice_short(ev: dict) -> str:
-    """The training slice's result in one sentence (the summary; the causes table has the figures)."""
+    """The training slice's result in one sentence (the causes list)."""
     sl = ev.get("training_slice") or {}
     gap = sl.get("gap") or {}
     if not gap.get("ratio"):
         return "The lab did not measure it in this run."
     verdict = against_one(gap.get("ratio_ci95"), gap.get("ratio"))
-    said = {"below": "lower, beyond the interval", "above": "higher, beyond the interval"}.get(verdict, "no measurable change")
-    return (f"On the lab, that slice with TTT accepts {fmt(gap['ratio'], gap.get('ratio_ci95'))} times what the usual "
-            f"low, middle and high layers do ({said}; cause 4 below).")
+    said = {"below": "lower, beyond its interval", "above": "higher, beyond its interval"}.get(verdict, "no measurable change")
+    ci = gap.get("ratio_ci95") or (0, 2)
+    if verdict != "not distinguishable" and 0.9 < ci[0] and ci[1] < 1.1:
+        said += f", by {100 * abs(1 - gap['ratio']):.0f} %: too little on the lab to explain the incident's accept length alone"
+    n = (sl.get("trained_emb_low_mid") or {}).get("prompts")
+    over = f" over {n} held-out prompts" if n else ""
+    return (f"On the lab{over}, a draft trained with training-time test on that slice accepts "
+            f"{fmt(gap['ratio'], gap.get('ratio_ci95'))} times what one trained on low, middle and high layers "
+            f"does: {said}.")
 
 
 def training_slice_text(ev: dict) -> str:
