@@ -187,7 +187,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert "(0.5.9 and later)" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "eagle3lab doctor --draft" in steps[1] and "--baseline-tps B" in steps[2] and "without speculative" in steps[2]
-    assert "2/1/3 and 5/1/6" in steps[3]
+    assert "1/1/2, 2/1/3 and 5/1/6" in steps[3] and "no speculation if none beats B" in steps[3]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -203,7 +203,10 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
-    assert "no configuration clearly beats no speculation" in text  # the incident's first launch bounds 1/1/2
+    # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
+    assert "none clearly beats 90 tok/s without speculation: 1/1/2's 92 (87–93) straddles it, and the first " \
+           "launch's measured cost would cap it at 83" in text
+    assert "1/1/2 reaches at most 98–105 tok/s" in text and "2/1/3 or 3/1/4 reach about 121 tok/s" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
     assert "4.22" not in text and "1.44" not in text  # nothing projected from a lab's accept length
 
@@ -255,4 +258,4 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "which cost at least 1.58 plain steps there, caps it at 83" in brief
+    assert "at most 98–105 tok/s" in brief and "the first launch's measured cost would cap it at 83" in brief

@@ -73,9 +73,9 @@ def do_next_lines(rec) -> list[str]:
         f"the same way: the same command against the server launched without speculative flags prints it. The "
         f"incident's {base} came from a benchmark of unknown concurrency.<br>"
         f"`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 --baseline-tps B`",
-        f"**Measure two chain lengths**, 2/1/3 and 5/1/6, with that command after each relaunch: each one's tok/s is "
-        f"B × accept length ÷ step cost; keep the faster. Step costs near the bytes model's {short.step_cost:.2f} and "
-        f"{long_.step_cost:.2f} mean the experts set the cost.",
+        f"**Measure chain lengths** 1/1/2, 2/1/3 and 5/1/6 with that command after each relaunch, and keep the "
+        f"fastest, or no speculation if none beats B. Step costs near the bytes model's {model.parts(1, 1, 2).step_cost:.2f}, "
+        f"{short.step_cost:.2f} and {long_.step_cost:.2f} mean the experts set the cost.",
     ]
 
 
@@ -89,13 +89,12 @@ def histogram_from() -> str:
 def box(rec=None) -> str:
     """The box as Markdown (a blockquote, so the page sets it apart)."""
     rec = rec or incident_record.load()
-    parts = ["**Known** (as reported, quoted from the write-up)"]
+    parts = ["**Known** (as reported, with the write-up's words)"]
     parts += [f"- {line}" for line in known_lines(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
-    parts += ["", f"`{PROBE}`, one file next to this page, needs only Python 3 and reads SGLang's and vLLM's own "
-                  f"counters. It sends one request at a time, 64 new tokens each by default; `{PROMPTS}` holds one "
-                  "prompt per line, plain text or JSON with a `\"text\"`."]
+    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. It sends one request at a time, 64 new tokens "
+                  f"each; `{PROMPTS}` holds a prompt per line, text or JSON with a `\"text\"`."]
     return "\n".join("> " + p if p else ">" for p in parts)
 
 

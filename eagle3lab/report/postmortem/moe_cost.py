@@ -63,12 +63,10 @@ def why_section(rec=None) -> str:
         f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer for a 5/1/6 step's {k1} tokens if they route "
         f"independently, against {tgt.active} for a decode step. " + h200_sentence(k1),
         "",
-        f"**From the config alone.** A bytes model, taking time as bytes read for one request at a time with "
-        f"independent routing and no fixed cost per forward, puts a 5/1/6 step at **{parts.step_cost:.2f}** plain "
-        f"steps, {parts.union_cost:.2f} of it for the extra experts: within "
-        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f}, nothing fitted "
-        f"(INT4 experts as stored, the public draft's 32k vocabulary; {full.step_cost:.2f} with a full one). "
-        + _public_short(),
+        f"**From the config alone**, a bytes model, time as bytes read for one request at a time, puts a 5/1/6 step at "
+        f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
+        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f}, nothing fitted, with the public "
+        f"draft's 32k vocabulary; {full.step_cost:.2f} with a full one. " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -96,10 +94,10 @@ def _public_short() -> str:
     if not qwen or not dsv3:
         return ""
     lo, hi = dsv3["measured_range"]
-    return (f"Public reports: Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain steps, the "
-            f"bytes model {qwen['model']:.2f} for its shape; DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs "
-            f"cost {lo:.2f}–{hi:.2f}, the model {dsv3['model']:.2f} for its own shape: less, as a fixed cost per forward "
-            "dilutes the extra bytes ([sources](details.html)).")
+    return (f"Public reports: Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain steps, the model "
+            f"{qwen['model']:.3f}; DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs {lo:.2f}–{hi:.2f}, the model "
+            f"{dsv3['model']:.3f}: a fixed cost per forward dilutes the extra bytes, as more requests in flight would "
+            "([details](details.html)).")
 
 
 def public_markdown() -> str:
@@ -164,12 +162,10 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
     profiles = costchecks.incident_profiles()
     beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
     near = [r for r in own if r["tokens_per_s"] > base and r not in beats]
-    cap = (lambda r: f", and the first launch caps it at {r['tokens_per_s_at_most']:.0f} †") if not brief else \
-        (lambda r: f", and the first launch, which cost at least {floor['step_cost_at_least']:.2f} plain steps "
-                   f"there, caps it at {r['tokens_per_s_at_most']:.0f}")
     straddle = "".join(f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
                        f"{r['tokens_per_s_range'][1]:.0f}) straddles {base:g}"
-                       + (cap(r) if r.get("tokens_per_s_at_most") and floor else "") for r in near[:1])
+                       + (f", and the first launch caps it at {r['tokens_per_s_at_most']:.0f} †"
+                          if r.get("tokens_per_s_at_most") and floor else "") for r in near[:1])
     own_sentence = "**If the incident's acceptance holds at every depth**, " + (
         f"no configuration clearly beats no speculation{straddle}." if not beats else
         f"{', '.join(r['configuration'] for r in beats)} would beat no speculation.")
@@ -179,9 +175,18 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
-        return (f"Predicted with the bytes model against {base:g} tok/s without speculation. " + own_sentence + " "
-                + _collapse_sentence(own, floor, base) + " " + pub_sentence
-                + f" [The table](details.html#{ADVICE_ANCHOR}) gives every configuration for both profiles.")
+        lo, hi = collapse_at_112(own, floor, base)
+        first = near[0] if near else None
+        none = (f"none clearly beats {base:g} tok/s without speculation: 1/1/2's {first['tokens_per_s']:.0f} "
+                f"({first['tokens_per_s_range'][0]:.0f}–{first['tokens_per_s_range'][1]:.0f}) straddles it"
+                + (f", and the first launch's measured cost would cap it at {first['tokens_per_s_at_most']:.0f}"
+                   if first.get("tokens_per_s_at_most") else "") if first and not beats else
+                f"{', '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s without speculation")
+        return (f"With the bytes model: **with the incident's acceptance at every depth**, {none}. **If its draft "
+                f"accepts at position 1 only** (no TTT), 1/1/2 reaches at most {lo:.0f}–{hi:.0f} tok/s. **With a draft as good "
+                f"as the public Kimi-K2.5 drafts**, {profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]}, "
+                f"{' or '.join(r['configuration'] for r in tied)} reach about {best_pub['tokens_per_s']:.0f} tok/s. "
+                f"[The table](details.html#{ADVICE_ANCHOR}) gives every configuration.")
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "

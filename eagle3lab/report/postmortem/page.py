@@ -165,7 +165,8 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
         + " *Next:* measure acceptance per position on the server, step 3 of the box.",
-        "**Training slice: " + ("candidate root cause" if measured else "candidate root cause, not measured in this run")
+        "**Training slice: " + ("candidate root cause, " + t.slice_word(ev) if measured
+                                else "candidate root cause, not measured in this run")
         + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, and dropped the "
         f"deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, middle and "
         "high layers, as the trainer's default does; no server patch.",

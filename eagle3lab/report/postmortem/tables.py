@@ -476,22 +476,29 @@ def baseline_sentence(ev: dict) -> str:
 
 # --------------------------------------------------------------------------- the training slice
 
+def slice_word(ev: dict) -> str:
+    """The training slice's effect on the lab in two words, for its status: small where the ratio's
+    interval lies within 10 % of 1, else its direction."""
+    gap = (ev.get("training_slice") or {}).get("gap") or {}
+    ci = gap.get("ratio_ci95") or (0, 2)
+    verdict = against_one(gap.get("ratio_ci95"), gap.get("ratio"))
+    if verdict == "not distinguishable":
+        return "no effect on the lab"
+    return "small on the lab" if 0.9 < ci[0] and ci[1] < 1.1 else f"{'lower' if verdict == 'below' else 'higher'} on the lab"
+
+
 def training_slice_short(ev: dict) -> str:
-    """The training slice's result in one sentence (the causes list)."""
+    """The training slice's result in one sentence (the causes list; its status says small or not)."""
     sl = ev.get("training_slice") or {}
     gap = sl.get("gap") or {}
     if not gap.get("ratio"):
         return "The lab did not measure it in this run."
-    verdict = against_one(gap.get("ratio_ci95"), gap.get("ratio"))
-    said = {"below": "lower, beyond its interval", "above": "higher, beyond its interval"}.get(verdict, "no measurable change")
-    ci = gap.get("ratio_ci95") or (0, 2)
-    if verdict != "not distinguishable" and 0.9 < ci[0] and ci[1] < 1.1:
-        said += f", by {100 * abs(1 - gap['ratio']):.0f} %: too little on the lab to explain the incident's accept length alone"
     n = (sl.get("trained_emb_low_mid") or {}).get("prompts")
-    over = f" over {n} held-out prompts" if n else ""
-    return (f"On the lab{over}, a draft trained with training-time test on that slice accepts "
-            f"{fmt(gap['ratio'], gap.get('ratio_ci95'))} times what one trained on low, middle and high layers "
-            f"does: {said}.")
+    said = {"small on the lab": ": too little alone to explain the incident's accept length",
+            "no effect on the lab": ": no measurable change"}.get(slice_word(ev), "")
+    return (f"On the lab{f' over {n} held-out prompts' if n else ''}, a draft trained with training-time test on that "
+            f"slice accepts {fmt(gap['ratio'], gap.get('ratio_ci95'))} times what one trained on low, middle and high "
+            f"layers does{said}.")
 
 
 def training_slice_text(ev: dict) -> str:
