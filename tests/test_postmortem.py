@@ -184,7 +184,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     steps = [line for line in text.splitlines() if line[2:4] in ("1.", "2.", "3.", "4.")]
     assert [s[2:4] for s in steps] == ["1.", "2.", "3.", "4."]
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
-    assert "(0.5.9 and later)" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    assert "which 0.5.9 and later do" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "eagle3lab doctor --draft" in steps[1] and "--baseline-tps B" in steps[2] and "without speculative" in steps[2]
     assert "1/1/2, 2/1/3 and 5/1/6" in steps[3] and "no speculation if none beats B" in steps[3]

@@ -224,7 +224,7 @@ def incident_profiles() -> dict:
     public = acceptprofile.from_accept_length((lo + hi) / 2, 3, (lo, hi), 1, 4)
     label = incident.config_label(cfg)
     return {"incident": (own, f"incident, as reported: accept length {fig.text()} at {label}"),
-            "public Kimi-K2.5 drafts": (public, f"public model cards: accept length {lo:.2f}-{hi:.2f} at 3/1/4 "
+            "public Kimi-K2.5 drafts": (public, f"public model cards: accept length {lo:.2f}–{hi:.2f} at 3/1/4 "
                                                 "(lightseekorg/kimi-k2.5-eagle3, -mla)")}
 
 

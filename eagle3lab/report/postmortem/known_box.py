@@ -61,21 +61,22 @@ def do_next_lines(rec) -> list[str]:
     url = "http://HOST:30000"
     first_histogram = histogram_from()
     return [
-        f"**Confirm the server's version and settings.** Its logged accept rate {rate.text()} is what SGLang "
-        f"0.5.10.post1 and earlier print; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides "
-        f"which boundaries the fixed ids feed, and whether the server returns acceptance per position "
-        f"({first_histogram} and later):<br>`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
+        f"**Confirm the server's version and settings.** Its logged accept rate {rate.text()} points to SGLang "
+        f"0.5.10.post1 or earlier; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides which "
+        f"boundaries the fixed ids feed, and whether the server returns acceptance per position, which "
+        f"{first_histogram} and later do:<br>`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not "
         "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain; no server patch replaces it. "
         "Read the trainer's config, or infer the boundaries from the weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        f"**Measure acceptance per draft position** over 64 prompts or more, and B, the tok/s without speculation, "
-        f"the same way: the same command against the server launched without speculative flags prints it. The "
-        f"incident's {base} came from a benchmark of unknown concurrency.<br>"
+        f"**Measure B, the tok/s without speculation**, with that command against the server launched without "
+        f"speculative flags: it prints B. The incident's {base} came from a benchmark of unknown concurrency. Then, "
+        f"with speculation, **measure acceptance per draft position** over 64 prompts or more:<br>"
         f"`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 --baseline-tps B`",
         f"**Measure chain lengths** 1/1/2, 2/1/3 and 5/1/6 with that command after each relaunch, and keep the "
-        f"fastest, or no speculation if none beats B. Step costs near the bytes model's {model.parts(1, 1, 2).step_cost:.2f}, "
-        f"{short.step_cost:.2f} and {long_.step_cost:.2f} mean the experts set the cost.",
+        f"fastest, or no speculation if none beats B. Step costs near {model.parts(1, 1, 2).step_cost:.2f}, "
+        f"{short.step_cost:.2f} and {long_.step_cost:.2f} plain steps, the bytes model's below, mean the experts set "
+        "the cost.",
     ]
 
 

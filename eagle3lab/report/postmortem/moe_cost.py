@@ -66,7 +66,9 @@ def why_section(rec=None) -> str:
         f"**From the config alone**, a bytes model, time as bytes read for one request at a time, puts a 5/1/6 step at "
         f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
         f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f}, nothing fitted, with the public "
-        f"draft's 32k vocabulary; {full.step_cost:.2f} with a full one. " + _public_short(),
+        f"draft's 32k vocabulary ({full.step_cost:.2f} with a full one).",
+        "",
+        _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -94,10 +96,10 @@ def _public_short() -> str:
     if not qwen or not dsv3:
         return ""
     lo, hi = dsv3["measured_range"]
-    return (f"Public reports: Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain steps, the model "
-            f"{qwen['model']:.3f}; DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs {lo:.2f}–{hi:.2f}, the model "
-            f"{dsv3['model']:.3f}: a fixed cost per forward dilutes the extra bytes, as more requests in flight would "
-            "([details](details.html)).")
+    return (f"**What others measured.** Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain "
+            f"steps, the model {qwen['model']:.3f}. DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs cost "
+            f"{lo:.2f}–{hi:.2f}, the model {dsv3['model']:.3f}: a fixed cost per forward dilutes the extra bytes, as "
+            "more requests in flight would ([details](details.html)).")
 
 
 def public_markdown() -> str:

@@ -44,8 +44,8 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "whose fix is **not confirmed**. The low accept length left after them is **open**, and the layers the draft "
         "was trained on are a **candidate** root cause.",
         "",
-        f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps: a sparse "
-        "MoE's verify pass reads the union of its tokens' experts.",
+        f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated "
+        "below: a sparse MoE's verify pass reads the union of its tokens' experts.",
         "",
         "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
@@ -139,6 +139,17 @@ def _names(rows: list[dict]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
+def _topk1_since() -> str:
+    """The release from which every SGLang release read sets draft tokens = steps + 1 under topk 1
+    (the rules as read in the wheels, oldest first)."""
+    from eagle3lab.engines.sglang.sglang_rules import _R
+
+    since = None
+    for version, rules in _R.items():
+        since = (since or version) if rules.topk1_adjust else None
+    return since
+
+
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The causes in the summary's order, each with its status, what shows it and its fix."""
     f = rec.figure
@@ -155,7 +166,8 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
         f"**Config override: verified.** Steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, "
-        f"not the 16 asked; {resolver} ({_link('01', present)}). *Fix:* with topk 1, set draft tokens = steps + 1.",
+        f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)}). "
+        "*Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: mechanism verified, fix not confirmed.** Trained on boundaries "
         f"{rec.model['trained_boundaries']}, served {rec.model['served_boundaries_before_fix']}. "
         + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* ids that feed the trained "
