@@ -184,10 +184,10 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     steps = [line for line in text.splitlines() if line[2:4] in ("1.", "2.", "3.", "4.")]
     assert [s[2:4] for s in steps] == ["1.", "2.", "3.", "4."]
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
-    assert "which 0.5.9 and later do" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    assert "only 0.5.9 and later return acceptance per position" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "eagle3lab doctor --draft" in steps[1] and "--baseline-tps B" in steps[2] and "without speculative" in steps[2]
-    assert "1/1/2, 2/1/3 and 5/1/6" in steps[3] and "no speculation if none beats B" in steps[3]
+    assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[3] and "no speculation if none beats B" in steps[3]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -202,6 +202,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "**2.98** plain steps, 1.69 of it for the extra experts" in text and "4.32 times as long for 6 tokens" in text
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
+    from eagle3lab.report.postmortem import known_box
+
+    assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     assert "none clearly beats 90 tok/s without speculation: 1/1/2's 92 (87–93) straddles it, and the first " \

@@ -17,6 +17,7 @@ WIRING_QUOTE = "taking the first 3 of 4 captured hidden states"
 KNOWN_FIGURES = ("baseline_tps", "after_fix_tps", "after_fix_accept_length", "after_fix_accept_rate",
                  "validation_accuracy", "standalone_accuracy", "draft_tokens_run_first")
 PROBE = PROBE_SCRIPT.name
+CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
 
 
@@ -51,32 +52,25 @@ def rate_clue(rec) -> tuple[float, float]:
 
 def do_next_lines(rec) -> list[str]:
     """The ordered next steps, each with what it settles and its command."""
-    from eagle3lab.cost import costchecks
-
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
-    model = costchecks.kimi_model()
-    short, long_ = model.parts(2, 1, 3), model.parts(5, 1, 6)
     base = rec.figure("baseline_tps").text().split()[0]
     url = "http://HOST:30000"
     first_histogram = histogram_from()
     return [
-        f"**Confirm the server's version and settings.** Its logged accept rate {rate.text()} points to SGLang "
-        f"0.5.10.post1 or earlier; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides which "
-        f"boundaries the fixed ids feed, and whether the server returns acceptance per position, which "
-        f"{first_histogram} and later do:<br>`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
+        f"**Confirm the server's version and settings.** The logged accept rate {rate.text()} points to SGLang "
+        f"0.5.10.post1 or earlier, since 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides which "
+        f"boundaries the fixed ids feed, and only {first_histogram} and later return acceptance per position:<br>"
+        f"`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not "
-        "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain; no server patch replaces it. "
-        "Read the trainer's config, or infer the boundaries from the weights:<br>"
-        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        f"**Measure B, the tok/s without speculation**, with that command against the server launched without "
-        f"speculative flags: it prints B. The incident's {base} came from a benchmark of unknown concurrency. Then, "
-        f"with speculation, **measure acceptance per draft position** over 64 prompts or more:<br>"
+        "(SpecForge's `ttt_length` 1: none). A trainer at fault needs a retrain, not a server patch. Read its "
+        "config, or infer the boundaries from the weights:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        f"**Measure B**, the tok/s without speculation, with the probe against the server launched without "
+        f"speculative flags; the incident's {base} came from an unknown benchmark. Then, with speculation, **measure "
+        f"acceptance per draft position** over 64 prompts or more:<br>"
         f"`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 --baseline-tps B`",
-        f"**Measure chain lengths** 1/1/2, 2/1/3 and 5/1/6 with that command after each relaunch, and keep the "
-        f"fastest, or no speculation if none beats B. Step costs near {model.parts(1, 1, 2).step_cost:.2f}, "
-        f"{short.step_cost:.2f} and {long_.step_cost:.2f} plain steps, the bytes model's below, mean the experts set "
-        "the cost.",
+        f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} with the probe after each relaunch; keep "
+        "the fastest, or no speculation if none beats B.",
     ]
 
 

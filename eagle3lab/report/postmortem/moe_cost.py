@@ -50,12 +50,12 @@ def why_section(rec=None) -> str:
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated, not measured on the incident's server: from its figures, Kimi-K2.5's public config, and layers "
-        "of its shape that eagle3lab's authors timed on one H200, not in this run.*",
+        "*Calculated from the incident's figures and Kimi-K2.5's public config; the layer timings are from one H200, "
+        "not this run.*",
         "",
         f"**Arithmetic on the incident's figures.** {cost['accept_length']:.2f} tokens per step × {cost['baseline_tps']:g} tok/s "
         f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 step ({lo:.2f}–{hi:.2f} "
-        f"over the three logged accept lengths). Speculation pays only above an accept length of {cost['cost']:.1f}; "
+        f"over the three logged accept lengths). At 5/1/6, speculation pays only above an accept length of {cost['cost']:.1f}; "
         f"even {k1} accepted tokens a step would cap it at {k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
@@ -96,10 +96,12 @@ def _public_short() -> str:
     if not qwen or not dsv3:
         return ""
     lo, hi = dsv3["measured_range"]
+    under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     return (f"**What others measured.** Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain "
-            f"steps, the model {qwen['model']:.3f}. DeepSeek-V3's MTP at {dsv3['configuration']} on 8 GPUs cost "
-            f"{lo:.2f}–{hi:.2f}, the model {dsv3['model']:.3f}: a fixed cost per forward dilutes the extra bytes, as "
-            "more requests in flight would ([details](details.html)).")
+            f"steps, {under(qwen['measured'], qwen['model']):.0f} % under the model for its shape; DeepSeek-V3's MTP at "
+            f"{dsv3['configuration']} on 8 GPUs cost {lo:.2f}–{hi:.2f}, {under(hi, dsv3['model']):.0f}–"
+            f"{under(lo, dsv3['model']):.0f} % under it: a fixed cost per forward dilutes the extra bytes "
+            "([details](details.html)).")
 
 
 def public_markdown() -> str:

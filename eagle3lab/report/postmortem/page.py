@@ -172,8 +172,9 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"{rec.model['trained_boundaries']}, served {rec.model['served_boundaries_before_fix']}. "
         + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* ids that feed the trained "
         f"boundaries on your SGLang version, listed in {_link('03', present)}.",
-        f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft accepted at position 1 only, "
-        f"at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
+        f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft trained without "
+        f"training-time test, accepted at position 1 only at its training accuracy, gives "
+        f"1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
         + " *Next:* measure acceptance per position on the server, step 3 of the box.",
@@ -346,7 +347,7 @@ def header(run_info: dict) -> str:
     return (f"*Incident figures are as reported in its write-up; lab figures were measured in this run "
             f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6: steps, topk, draft tokens. "
             "Accept length: tokens per verify step, the bonus token included. Brackets: 95 % intervals over prompts. "
-            "Boundary b: the hidden state entering layer b; 0 is the embedding. Other terms: [at the end](#Terms).*")
+            "Boundaries and other terms: [at the end](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
