@@ -503,13 +503,11 @@ def terms_details(text: str) -> str:
             f"<dl>\n{items}\n</dl>\n</details>")
 
 
-def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when: str = "",
-                   store_text: str = "", page: str = "index"):
+def postmortem_notebooks(runs: list[NotebookRun], lab: str, backend: str = "lab", when: str = "",
+                         store_text: str = "") -> dict:
     """The post-mortem (eagle3lab.report.postmortem) from the incident record and what the notebooks
-    recorded, as Markdown cells only (no code): its first page (`page="index"`) or the evidence in
-    detail (`page="details"`)."""
-    import nbformat
-
+    recorded, as Markdown-only notebooks (no code): {"index": its first page, "details": the
+    evidence in detail}. The evidence is collected once for both."""
     from eagle3lab.report import evidence, labwords, postmortem
 
     labwords.use(lab)
@@ -517,11 +515,19 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
     info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "when": when,
             "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),
             "about": about_markdown(lab, runs, backend, store_text)}
-    text = (postmortem.index_markdown if page == "index" else postmortem.details_markdown)(ev, info)
+    return {"index": _markdown_notebook(postmortem.index_markdown(ev, info), runs),
+            postmortem.DETAILS: _markdown_notebook(postmortem.details_markdown(ev, info), runs)}
+
+
+def _markdown_notebook(text: str, runs: list[NotebookRun]):
+    """One page of the post-mortem as a notebook of Markdown cells, its terms folded at the end and
+    any notebook that stopped with an error named at the top."""
+    import nbformat
+
     text += "\n\n## Terms\n\n" + terms_details(text)
     errors = [f"> **{run.name} stopped with an error:** `{run.error}`" for run in runs if run.error]
     cells = [nbformat.v4.new_markdown_cell(part) for part in text.split("\n\n## ")]
-    for i, cell in enumerate(cells[1:], 1):
+    for cell in cells[1:]:
         cell.source = "## " + cell.source
     if errors:
         cells.insert(1, nbformat.v4.new_markdown_cell("\n\n".join(errors)))
@@ -534,12 +540,12 @@ def index_notebook(runs: list[NotebookRun], lab: str, backend: str = "lab", when
 
 def write_postmortem(out_dir: Path, runs: list[NotebookRun], lab: str, backend: str, store_text: str) -> Path:
     """index.html (the post-mortem, read in ten minutes) and details.html (its evidence in full)."""
-    from eagle3lab.report.postmortem.page import DETAILS
+    from eagle3lab.report.postmortem.page import PAGE_TITLES
 
-    when = time.strftime("%Y-%m-%d %H:%M %Z")
-    for page, title in (("index", "EAGLE-3 post-mortem"), (DETAILS, "EAGLE-3 post-mortem: the evidence in detail")):
-        nb = index_notebook(runs, lab, backend, when, store_text, page=page)
-        (out_dir / f"{page}.html").write_text(render_html(nb, title=title, exclude_input=True), encoding="utf-8")
+    pages = postmortem_notebooks(runs, lab, backend, time.strftime("%Y-%m-%d %H:%M %Z"), store_text)
+    for page, nb in pages.items():
+        html = render_html(nb, title=PAGE_TITLES[page], exclude_input=True)
+        (out_dir / f"{page}.html").write_text(html, encoding="utf-8")
     return out_dir / "index.html"
 
 

@@ -89,10 +89,15 @@ def rec_target(rec=None) -> str:
     return (rec or incident_record.load()).model["target"]
 
 
+def _public_cases() -> tuple[dict | None, dict | None]:
+    """The public MoE step costs the page compares the bytes model with (costchecks.public_rows)."""
+    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
+    return public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
+
+
 def _public_short() -> str:
     """Others' measured MoE step costs beside the bytes model, in one sentence (the details page has more)."""
-    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
-    qwen, dsv3 = public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
+    qwen, dsv3 = _public_cases()
     if not qwen or not dsv3:
         return ""
     lo, hi = dsv3["measured_range"]
@@ -110,8 +115,7 @@ def public_markdown() -> str:
     head = ("Distinct experts a verify pass reads per MoE layer, and a layer's time at n tokens over its time at 1, "
             "as the model gives it from the shape alone and as measured on an H200:\n\n"
             + union_table(costchecks.kimi_model()) + "\n\n")
-    public = {r["case"].split(":")[0].split(" (")[0]: r for r in costchecks.public_rows()}
-    qwen, dsv3 = public.get("Qwen3-30B-A3B"), public.get("DeepSeek-V3 MTP")
+    qwen, dsv3 = _public_cases()
     return head + ((_public_sentence(qwen, dsv3) + " ") if qwen or dsv3 else "") + _sglang_auto_sentence()
 
 
@@ -166,13 +170,7 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
     profiles = costchecks.incident_profiles()
     beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
     near = [r for r in own if r["tokens_per_s"] > base and r not in beats]
-    straddle = "".join(f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
-                       f"{r['tokens_per_s_range'][1]:.0f}) straddles {base:g}"
-                       + (f", and the first launch caps it at {r['tokens_per_s_at_most']:.0f} †"
-                          if r.get("tokens_per_s_at_most") and floor else "") for r in near[:1])
-    own_sentence = "**If the incident's acceptance holds at every depth**, " + (
-        f"no configuration clearly beats no speculation{straddle}." if not beats else
-        f"{', '.join(r['configuration'] for r in beats)} would beat no speculation.")
+    own_sentence = "**If the incident's acceptance holds at every depth**, " + _own_verdict(beats, near, base, floor) + "."
     longest = pub[-1]
     tied = [r for r in pub if r["tokens_per_s"] >= best_pub["tokens_per_s"] - TIE_TPS]
     pub_sentence = (f"**A draft as good as the public ones** does best at {' or '.join(r['configuration'] for r in tied)}, "
@@ -180,15 +178,10 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
         lo, hi = collapse_at_112(own, floor, base)
-        first = near[0] if near else None
-        none = (f"none clearly beats {base:g} tok/s without speculation: 1/1/2's {first['tokens_per_s']:.0f} "
-                f"({first['tokens_per_s_range'][0]:.0f}–{first['tokens_per_s_range'][1]:.0f}) straddles it"
-                + (f", and the first launch's measured cost would cap it at {first['tokens_per_s_at_most']:.0f}"
-                   if first.get("tokens_per_s_at_most") else "") if first and not beats else
-                f"{', '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s without speculation")
-        return (f"With the bytes model: **with the incident's acceptance at every depth**, {none}. **If its draft "
-                f"accepts at position 1 only** (no TTT), 1/1/2 reaches at most {lo:.0f}–{hi:.0f} tok/s. **With a draft as good "
-                f"as the public Kimi-K2.5 drafts**, {profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]}, "
+        return (f"With the bytes model: **with the incident's acceptance at every depth**, "
+                f"{_own_verdict(beats, near, base, floor, brief=True)}. **If its draft accepts at position 1 only** "
+                f"(no TTT), 1/1/2 reaches at most {lo:.0f}–{hi:.0f} tok/s. **With a draft as good as the public "
+                f"Kimi-K2.5 drafts**, {profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]}, "
                 f"{' or '.join(r['configuration'] for r in tied)} reach about {best_pub['tokens_per_s']:.0f} tok/s. "
                 f"[The table](details.html#{ADVICE_ANCHOR}) gives every configuration.")
     lines = [
@@ -211,6 +204,26 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
 
 
 ADVICE_ANCHOR = "Which-configuration-would-pay"
+
+
+def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict | None, brief: bool = False) -> str:
+    """Whether a configuration beats no speculation under the incident's own acceptance: those whose
+    range clears it, else the nearest whose point does but whose range straddles it, with the cap
+    the first launch's measured cost puts on it (the table's † on the details page, words on the index)."""
+    if beats:
+        return f"{', '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s without speculation"
+    text = (f"none clearly beats {base:g} tok/s without speculation" if brief
+            else "no configuration clearly beats no speculation")
+    if not near:
+        return text
+    r = near[0]
+    text += (f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
+             f"{r['tokens_per_s_range'][1]:.0f}) straddles {'it' if brief else f'{base:g}'}")
+    if r.get("tokens_per_s_at_most") and floor:
+        cap = f"{r['tokens_per_s_at_most']:.0f}"
+        text += (f", and the first launch's measured cost would cap it at {cap}" if brief
+                 else f", and the first launch caps it at {cap} †")
+    return text
 
 
 def collapse_at_112(own: list[dict], floor: dict | None, base: float) -> tuple[float, float]:

@@ -12,6 +12,7 @@ from eagle3lab.report import incident as incident_record
 from eagle3lab.report.postmortem import tables as t
 
 DETAILS = "details"  # the second page: the evidence in full (render.build_report writes it)
+PAGE_TITLES = {"index": "EAGLE-3 post-mortem", DETAILS: "EAGLE-3 post-mortem: the evidence in detail"}
 DETAILS_LINK = f"[the details page]({DETAILS}.html#Which-hypotheses-fit-the-incident)"
 PAGES = {"01": ("01_config_bug", "What configuration did the server run?"),
          "02": ("02_wiring_mismatch", "Which hidden states does the server feed the draft?"),

@@ -10,6 +10,7 @@ incident's hardware), the row says why in numbers: the cost of one speculative s
 from __future__ import annotations
 
 import math
+import statistics
 
 from eagle3lab.report import incident as incident_record
 from eagle3lab.cost import stepcost
@@ -150,11 +151,6 @@ def _speedup_cell(row: dict | None) -> str:
         return "not measured in this run"
     return (f"{fmt(row.get('speedup'), row.get('speedup_ci95'), unit='×')} of its paired no-speculation run "
             f"({fmt(row.get('tokens_per_s'), None, 1)} over {fmt(row.get('baseline_tokens_per_s'), None, 1)} tok/s)")
-
-
-def _ratio(row: dict) -> str:
-    """A speed-up over its own paired no-speculation run, with its interval (the index's short form)."""
-    return fmt(row.get("speedup"), row.get("speedup_ci95"), unit="×")
 
 
 def timeline_rows(ev: dict, rec=None) -> list[dict]:
@@ -468,7 +464,7 @@ def baseline_sentence(ev: dict) -> str:
             "prompts, so the machine's drift cancels")
     if len(base) < 2:
         return text + "."
-    mid = base[len(base) // 2] if len(base) % 2 else (base[len(base) // 2 - 1] + base[len(base) // 2]) / 2
+    mid = statistics.median(base)
     return text + (f": this run's {len(base)} identical no-speculation decodes ranged {base[0]:.1f}–{base[-1]:.1f} "
                    f"tok/s, {100 * (base[-1] - base[0]) / mid:.0f} % of their median. Compare ratios and accept "
                    "lengths, never by raw tok/s across rows.")
