@@ -12,7 +12,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,9 +33,10 @@ RUN_ALL_TIMEOUT_S = 420
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Below the ephemeral range, as servers' ports are (eagle3lab.serving.server.free_port)."""
+    from eagle3lab.serving.server import free_port
+
+    return free_port()
 
 
 def _processes_mentioning(text: str) -> list[int]:

@@ -160,6 +160,38 @@ def test_stop_from_another_thread_during_start_up_ends_the_launch(tmp_path):
     assert not handles[0].alive and not server._group_alive(handles[0].pid)
 
 
+def test_free_port_is_drawn_below_the_ephemeral_range():
+    low, high = server.ephemeral_range()
+    ports = {server.free_port() for _ in range(20)}
+    assert all(max(1024, low - server.SERVER_PORT_SPAN) <= p < low for p in ports), (ports, low, high)
+    assert len(ports) > 1  # drawn, not one fixed port two launchers would share
+
+
+def test_a_drawn_port_taken_before_the_server_binds_it_is_drawn_again(health_script, tmp_path, monkeypatch):
+    """CI lost a vLLM launch this way: the port was free when drawn, taken when vLLM bound it."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    free = server.free_port()
+    draws = iter([taken.getsockname()[1], free])
+    monkeypatch.setattr(server, "free_port", lambda host="127.0.0.1": next(draws))
+    try:
+        handle, child = launch_health(health_script, tmp_path)
+    finally:
+        taken.close()
+    with handle:
+        assert handle.port == free and handle.healthy()
+    log = (tmp_path / "plain.log").read_text()
+    assert log.count("# eagle3lab launch:") == 2 and "Address already in use" in log
+
+
+def test_a_start_failure_that_is_not_the_port_is_not_retried(tmp_path):
+    cmd = [sys.executable, "-c", "import sys; print('no model here'); sys.exit(3)"]
+    with pytest.raises(server.ServerStartError, match="exited with code 3"):
+        server.launch(command=cmd, log_file=tmp_path / "fails.log", timeout=30)
+    assert (tmp_path / "fails.log").read_text().count("# eagle3lab launch:") == 1
+
+
 def test_connect_to_a_running_server_and_to_nothing(health_script, tmp_path):
     handle, _ = launch_health(health_script, tmp_path)
     with handle:

@@ -101,9 +101,39 @@ def temporary_draft(draft_path, layer_ids) -> Path:
 
 # --------------------------------------------------------------------------- ports
 
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LINUX_EPHEMERAL = (32768, 60999)  # Linux's default, where the file cannot be read
+SERVER_PORT_SPAN = 20000  # free_port draws from this many ports just below the ephemeral range
+PORT_DRAWS = 64
+LAUNCH_TRIES = 3  # launches on a port free_port drew, when the server reports the port taken
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the OS hands to anyone who binds port 0 or connects out (Linux's file, else its default)."""
+    try:
+        low, high = (int(x) for x in Path(EPHEMERAL_RANGE_FILE).read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return LINUX_EPHEMERAL
+
+
 def free_port(host: str = DEFAULT_HOST) -> int:
-    """A port nobody listens on right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A port nobody listens on right now, drawn below the OS's ephemeral range.
+
+    Why not port 0: a server binds its port seconds after it is chosen (vLLM after ~15 s of
+    imports), and meanwhile the OS may hand that same ephemeral port to any outgoing connection
+    or to another server's internal sockets (CI lost a vLLM launch to "Address already in use"
+    this way). A port below the range is only taken by someone who asks for it by number.
+    """
+    import random
+
+    low, _ = ephemeral_range()
+    first = max(1024, low - SERVER_PORT_SPAN)
+    for _ in range(PORT_DRAWS if low - first >= 100 else 0):
+        port = random.randrange(first, low)
+        if not port_in_use(port, host):
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range
         s.bind((host, 0))
         return s.getsockname()[1]
 
@@ -393,17 +423,37 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     ``--fault``). spec: dict or ``eagle3lab.spec.SpecConfig`` (see ``spec_to_args``); a
     ``draft_layer_ids`` key serves the draft with those aux layer ids (``temporary_draft``,
     removed at stop); a vLLM server also gets its own TMPDIR (``server_tempdir``), removed at
-    stop, because vLLM leaves files there. port=None picks a free one. ``command`` replaces the whole argv
-    (a list; ``{host}``/``{port}`` are filled in) or rewrites the built one (a callable
-    argv -> argv, e.g. to wrap it in ``srun``/``docker exec``). Raises
+    stop, because vLLM leaves files there. port=None picks a free one (``free_port``) and draws
+    again, up to ``LAUNCH_TRIES`` launches, when the server exits saying it was taken. ``command``
+    replaces the whole argv (a list; ``{host}``/``{port}`` are filled in) or rewrites the built
+    one (a callable argv -> argv, e.g. to wrap it in ``srun``/``docker exec``). Raises
     ``PortInUseError``, ``ServerStartError`` (exit code + log tail) or ``ServerTimeoutError``
     (log tail); the process group is gone whenever it raises.
     """
-    if port is None:
-        port = free_port(host)
-    elif port_in_use(port, host):
-        raise PortInUseError(f"port {port} on {host} is already in use (another server?); "
-                             f"stop it, pick another port, or pass port=None for a free one")
+    args = (backend, model_path, draft_path, spec, extra_args, log_file, timeout, host, command, env,
+            vllm_python, gpu)
+    if port is not None:
+        if port_in_use(port, host):
+            raise PortInUseError(f"port {port} on {host} is already in use (another server?); "
+                                 f"stop it, pick another port, or pass port=None for a free one")
+        return _launch_on(port, *args)
+    for attempt in range(1, LAUNCH_TRIES + 1):
+        try:
+            return _launch_on(free_port(host), *args)
+        except ServerStartError as error:  # someone bound the drawn port first: draw another
+            if attempt == LAUNCH_TRIES or not lost_its_port(error):
+                raise
+
+
+def lost_its_port(error: ServerStartError) -> bool:
+    """True when the server exited because its port was taken between choosing and binding."""
+    text = error.log_tail.lower()
+    return "already in use" in text or "errno 98" in text  # vLLM, SGLang (uvicorn), the lab's serve
+
+
+def _launch_on(port, backend, model_path, draft_path, spec, extra_args, log_file, timeout, host, command,
+               env, vllm_python, gpu) -> ServerHandle:
+    """``launch`` on one port: build the argv, start the group and its watchdog, wait for /health."""
     spec, layer_ids = _launch_spec(spec)
     cleanup = []
     if layer_ids is not None and draft_path is None:
