@@ -103,6 +103,9 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     said = [summary.index(f"**{word}**") for word in ("verified", "not confirmed", "open", "candidate")]
     assert said == sorted(said)
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
+    # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
+    assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 already: it explains the first launch only." in items[0]
+    assert "step 4 of the box" in items[2]
 
 
 def test_hypotheses_are_grouped_by_their_rate_at_the_separating_position():
@@ -181,13 +184,15 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert known_box.WIRING_QUOTE in rec.text  # the wiring's quote is the write-up's own words
     for u in rec.unstated:
         assert u["what"] in text
-    steps = [line for line in text.splitlines() if line[2:4] in ("1.", "2.", "3.", "4.")]
-    assert [s[2:4] for s in steps] == ["1.", "2.", "3.", "4."]
+    steps = [line for line in text.splitlines() if line[2:4] in ("1.", "2.", "3.", "4.", "5.")]
+    assert [s[2:4] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
+    assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5]  # the order the causes and the advice refer to
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert "only 0.5.9 and later return acceptance per position" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    assert "eagle3lab doctor --draft" in steps[1]
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
-    assert "eagle3lab doctor --draft" in steps[1] and "--baseline-tps B" in steps[2] and "without speculative" in steps[2]
-    assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[3] and "no speculation if none beats B" in steps[3]
+    assert "without speculative flags and run the same line" in steps[2] and "--baseline-tps B" in steps[3]
+    assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "no speculation if none beats B" in steps[4]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -200,6 +205,8 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     text = moe_cost.why_section()
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
     assert "**2.98** plain steps, 1.69 of it for the extra experts" in text and "4.32 times as long for 6 tokens" in text
+    # others' measured costs against the model, with how many GPUs (data/cost/public-figures.json)
+    assert "4 % less for Qwen3-30B-A3B on 2 GPUs, 37–48 % less for DeepSeek-V3's MTP on 8 GPUs" in text
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
     from eagle3lab.report.postmortem import known_box

@@ -50,27 +50,29 @@ def rate_clue(rec) -> tuple[float, float]:
     return (length.low - 1) / k, (length.high - 1) / k
 
 
+STEP = {"version": 1, "training": 2, "baseline": 3, "per_position": 4, "chains": 5}  # do_next_lines' order
+
+
 def do_next_lines(rec) -> list[str]:
-    """The ordered next steps, each with what it settles and its command."""
+    """The ordered next steps (`STEP`), each with what it settles and its command."""
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
-    url = "http://HOST:30000"
-    first_histogram = histogram_from()
+    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS}"
     return [
-        f"**Confirm the server's version and settings.** The logged accept rate {rate.text()} points to SGLang "
-        f"0.5.10.post1 or earlier, since 0.5.11 and later would print {lo:.2f}–{hi:.2f}. The version decides which "
-        f"boundaries the fixed ids feed, and only {first_histogram} and later return acceptance per position:<br>"
-        f"`python3 {PROBE} --url {url} --prompts {PROMPTS}`",
-        "**Check how the draft was trained**: on which boundaries, and with training-time test or not "
-        "(SpecForge's `ttt_length` 1: none). A trainer at fault needs a retrain, not a server patch. Read its "
+        f"**Confirm the server's version and settings**: the probe reads them from the server. The logged accept "
+        f"rate {rate.text()} points to SGLang 0.5.10.post1 or earlier; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. "
+        f"The version decides which layers the patched ids feed, and only {histogram_from()} and later return "
+        f"acceptance per position:<br>`{line}`",
+        "**Check how the draft was trained**: on which boundaries, and whether with training-time test "
+        "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain, not a server patch. Read its "
         "config, or infer the boundaries from the weights:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        f"**Measure B**, the tok/s without speculation, with the probe against the server launched without "
-        f"speculative flags; the incident's {base} came from an unknown benchmark. Then, with speculation, **measure "
-        f"acceptance per draft position** over 64 prompts or more:<br>"
-        f"`python3 {PROBE} --url {url} --prompts {PROMPTS} --num-prompts 64 --baseline-tps B`",
-        f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} with the probe after each relaunch; keep "
-        "the fastest, or no speculation if none beats B.",
+        f"**Measure B**, the tok/s without speculation: relaunch the server without speculative flags and run the "
+        f"same line. The incident's {base} came from an unknown benchmark.",
+        "**Measure acceptance per draft position**, speculation on, over 64 prompts or more:<br>"
+        f"`{line} --num-prompts 64 --baseline-tps B`",
+        f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way, relaunching for each; "
+        "keep the fastest, or no speculation if none beats B.",
     ]
 
 

@@ -53,22 +53,20 @@ def why_section(rec=None) -> str:
         "*Calculated from the incident's figures and Kimi-K2.5's public config; the layer timings are from one H200, "
         "not this run.*",
         "",
-        f"**Arithmetic on the incident's figures.** {cost['accept_length']:.2f} tokens per step × {cost['baseline_tps']:g} tok/s "
+        f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step × {cost['baseline_tps']:g} tok/s "
         f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 step ({lo:.2f}–{hi:.2f} "
-        f"over the three logged accept lengths). At 5/1/6, speculation pays only above an accept length of {cost['cost']:.1f}; "
-        f"even {k1} accepted tokens a step would cap it at {k1 / cost['cost']:.2f}×.",
+        f"over the three logged accept lengths). So 5/1/6 pays only above an accept length of {cost['cost']:.1f}, and "
+        f"even {k1} accepted tokens a step would give at most {k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
-        f"{tgt.moe_layers} MoE layers. A verify pass reads the union of its tokens' experts: "
-        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer for a 5/1/6 step's {k1} tokens if they route "
-        f"independently, against {tgt.active} for a decode step. " + h200_sentence(k1),
+        f"{tgt.moe_layers} MoE layers. A verify pass reads the union of its tokens' experts: about "
+        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer for {k1} tokens routed independently, against "
+        f"{tgt.active} for a plain step. " + h200_sentence(k1),
         "",
-        f"**From the config alone**, a bytes model, time as bytes read for one request at a time, puts a 5/1/6 step at "
-        f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
-        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f}, nothing fitted, with the public "
-        f"draft's 32k vocabulary ({full.step_cost:.2f} with a full one).",
-        "",
-        _public_short(),
+        f"**A bytes model** counts the bytes a step reads, for one request at a time, with nothing fitted. From the "
+        f"public config it puts a 5/1/6 step at **{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it "
+        f"for the extra experts: within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f}, "
+        f"with the public draft's 32k vocabulary ({full.step_cost:.2f} with a full one). " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -96,16 +94,15 @@ def _public_cases() -> tuple[dict | None, dict | None]:
 
 
 def _public_short() -> str:
-    """Others' measured MoE step costs beside the bytes model, in one sentence (the details page has more)."""
+    """Others' measured MoE step costs against the bytes model, in one sentence (the details page has more)."""
     qwen, dsv3 = _public_cases()
     if not qwen or not dsv3:
         return ""
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
-    return (f"**What others measured.** Qwen3-30B-A3B at {qwen['configuration']} cost {qwen['measured']:.2f} plain "
-            f"steps, {under(qwen['measured'], qwen['model']):.0f} % under the model for its shape; DeepSeek-V3's MTP at "
-            f"{dsv3['configuration']} on 8 GPUs cost {lo:.2f}–{hi:.2f}, {under(hi, dsv3['model']):.0f}–"
-            f"{under(lo, dsv3['model']):.0f} % under it: a fixed cost per forward dilutes the extra bytes "
+    return (f"Others measured less than it gives: {under(qwen['measured'], qwen['model']):.0f} % less for "
+            f"Qwen3-30B-A3B on 2 GPUs, {under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % less for "
+            "DeepSeek-V3's MTP on 8 GPUs, where a fixed cost per forward dilutes the extra bytes "
             "([details](details.html)).")
 
 
@@ -240,10 +237,12 @@ def collapse_at_112(own: list[dict], floor: dict | None, base: float) -> tuple[f
 
 
 def _collapse_sentence(own: list[dict], floor: dict | None, base: float) -> str:
+    from eagle3lab.report.postmortem.known_box import STEP
+
     lo, hi = collapse_at_112(own, floor, base)
     return (f"**If its draft accepts at position 1 only** (no TTT), 1/1/2 keeps the whole accept length at its lower "
-            f"step cost: at most {lo:.0f}–{hi:.0f} tok/s, a ceiling set by the first launch's least step cost. Steps 3 "
-            "and 4 of the box tell which holds.")
+            f"step cost: at most {lo:.0f}–{hi:.0f} tok/s, a ceiling set by the first launch's least step cost. Steps "
+            f"{STEP['baseline']} and {STEP['per_position']} of the box tell which holds.")
 
 
 def _sglang_auto_sentence(rec=None) -> str:

@@ -127,8 +127,8 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     ref = next((r for r in hyp_rows or [] if r["name"] == t.REFERENCE), None)
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested: its reference accepts "
-                f"only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} ({DETAILS_LINK}).")
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested: even its draft with no "
+                f"fault accepts only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} ({DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -151,8 +151,24 @@ def _topk1_since() -> str:
     return since
 
 
+def _later_launches(rec) -> str:
+    """Which launches the override touched: those with topk 1 whose draft tokens were not steps + 1."""
+    from eagle3lab.report.incident import config_label
+
+    launches = [c for name, c in rec.configs.items() if name != "none"]
+    hit = [c for c in launches if c["topk"] == 1 and c["num_draft_tokens"] != c["num_steps"] + 1]
+    rest = [config_label(c) for c in launches if c not in hit]
+    if not rest:
+        return ""
+    return (f" The later launches, {' and '.join(rest)}, asked for steps + 1 already: it explains the "
+            + ("first launch only." if len(hit) == 1 else f"{len(hit)} launches.")
+            )
+
+
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The causes in the summary's order, each with its status, what shows it and its fix."""
+    from eagle3lab.report.postmortem.known_box import STEP
+
     f = rec.figure
     cost = t.incident_cost(rec)
     res = ev.get("resolution") or {}
@@ -167,8 +183,8 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
         f"**Config override: verified.** Steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, "
-        f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)}). "
-        "*Fix:* with topk 1, set draft tokens = steps + 1.",
+        f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)})."
+        + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: mechanism verified, fix not confirmed.** Trained on boundaries "
         f"{rec.model['trained_boundaries']}, served {rec.model['served_boundaries_before_fix']}. "
         + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* ids that feed the trained "
@@ -178,7 +194,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
-        + " *Next:* measure acceptance per position on the server, step 3 of the box.",
+        + f" *Next:* measure acceptance per position on the server, step {STEP['per_position']} of the box.",
         "**Training slice: " + ("candidate root cause, " + t.slice_word(ev) if measured
                                 else "candidate root cause, not measured in this run")
         + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, and dropped the "
@@ -345,7 +361,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 
 
 def header(run_info: dict) -> str:
-    return (f"*Incident figures are as reported in its write-up; lab figures were measured in this run "
+    return (f"*Incident figures: as reported in its write-up. Lab figures: measured in this run "
             f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6: steps, topk, draft tokens. "
             "Accept length: tokens per verify step, the bonus token included. Brackets: 95 % intervals over prompts. "
             "Boundaries and other terms: [at the end](#Terms).*")
