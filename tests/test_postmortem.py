@@ -190,6 +190,12 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert "only 0.5.9 and later return acceptance per position" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
+    # the same line in steps 1, 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
+    line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64"
+    assert f"`{line}`" in steps[0] and f"`{line} --baseline-tps B`" in steps[3]
+    # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
+    assert "Before 0.5.11, CUDA graphs feed the default layers" in steps[0] and "--disable-cuda-graph" in steps[0]
+    assert "write them in your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags and run the same line" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "no speculation if none beats B" in steps[4]
@@ -214,9 +220,10 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
-    assert "none clearly beats 90 tok/s without speculation: 1/1/2's 92 (87–93) straddles it, and the first " \
-           "launch's measured cost would cap it at 83" in text
-    assert "1/1/2 reaches at most 98–105 tok/s" in text and "2/1/3 or 3/1/4 reach about 121 tok/s" in text
+    assert "- **the incident's acceptance at every depth**: nothing clearly pays; the best, 1/1/2, gives 92 (87–93), " \
+           "and at most 83 at the step cost the first launch measured;" in text
+    assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
+    assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
     assert "4.22" not in text and "1.44" not in text  # nothing projected from a lab's accept length
 
@@ -268,4 +275,4 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "the first launch's measured cost would cap it at 83" in brief
+    assert "at most 98–105 tok/s" in brief and "at most 83 at the step cost the first launch measured" in brief

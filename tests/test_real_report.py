@@ -109,3 +109,29 @@ def test_by_kind_table(lab):
     table = experiments.by_kind_table("smollm2")
     assert list(table.columns) == ["chat", "code", "long", "maths"]
     assert table.loc["healthy", "maths"] == lab.manifest["acceptance_by_kind"]["healthy"]["maths"]
+
+
+def test_notebook_01_defines_the_lab_it_runs_on(lab):
+    """A cold reader found notebook 01's Terms calling the SmolLM2 lab "a tiny Llama target trained on
+    Python source": the glossary was defined before the parameters named the lab."""
+    import json
+    from pathlib import Path
+
+    from eagle3lab.report import glossary, labwords
+
+    cells = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "01_config_bug.ipynb").read_text())["cells"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    params = next(i for i, c in enumerate(cells) if "parameters" in c.get("metadata", {}).get("tags", []))
+    defines = next(i for i, c in enumerate(cells) if "glossary.define(" in "".join(c["source"]))
+    assert params < defines and "labwords.use(LAB)" in "".join(cells[defines]["source"]), code[:2]
+    kept_term, kept_words = glossary.TERMS["the lab"], dict(labwords._ACTIVE)
+    try:
+        labwords.use(lab)
+        assert "SmolLM2-135M-Instruct, a pretrained 135 M-parameter" in glossary.definition("the lab")
+        labwords._define_the_lab(None)  # a toy lab's words
+        assert "a tiny Llama target trained on Python source" in glossary.definition("the lab")
+        assert "eagle3lab's own engine behind an SGLang-compatible API" in glossary.definition("the lab")
+    finally:
+        glossary.TERMS["the lab"] = kept_term
+        labwords._ACTIVE.clear()
+        labwords._ACTIVE.update(kept_words)

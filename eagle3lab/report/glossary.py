@@ -19,8 +19,8 @@ TERMS: dict[str, tuple[str, str]] = {
         r"\b[Tt]he incident\b|\bincident's\b"),
     "the lab": (
         "a small, real stand-in built on this machine: a tiny Llama target trained on Python source, EAGLE-3 "
-        "drafts trained on it with and without training-time test, served through SGLang's HTTP API by a "
-        "reference speculative decoder. It shows mechanisms, not the size of effects on a large model or "
+        "drafts trained on it with and without training-time test, decoded by eagle3lab's own engine behind an "
+        "SGLang-compatible API. It shows mechanisms, not the size of effects on a large model or "
         "tokens/s on a GPU.",
         r"\b[Tt]he lab\b|\blab's\b|\blab server\b"),
     "accept length": (

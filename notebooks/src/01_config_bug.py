@@ -12,11 +12,6 @@
 # speculation, with the lab's seed-like draft (`drafts/seed`: trained on [embedding, low, mid] like the
 # incident's, on a far smaller model; not the incident's draft) served the way SGLang served the incident's.
 
-# %%
-from eagle3lab.report import glossary
-
-glossary.define("the incident", "TTT", "the lab", "accept length", "speed-up", "depth", "bonus token", "topk")
-
 # %% tags=["parameters"]
 # Parameters: change these to point the notebook at your own deployment.
 LAB = "smollm2"          # lab: "smollm2" (SmolLM2-135M-Instruct, drafts trained here) or a toy lab: "ci", "default"
@@ -30,6 +25,12 @@ FAULTS = ["wiring-seed"] # lab faults the lab server runs with (the seed's draft
 NUM_PROMPTS = None       # prompts per measurement; None = the preset's budget
 MAX_NEW_TOKENS = None    # new tokens per prompt; None = the preset's budget
 SGLANG_VERSION = None    # the SGLang version whose rules the resolver applies; None = the newest read
+
+# %%
+from eagle3lab.report import glossary, labwords
+
+labwords.use(LAB)  # "the lab" below names this run's lab (the parameters may change it)
+glossary.define("the incident", "TTT", "the lab", "accept length", "speed-up", "depth", "bonus token", "topk")
 
 # %%
 %matplotlib inline

@@ -19,6 +19,7 @@ KNOWN_FIGURES = ("baseline_tps", "after_fix_tps", "after_fix_accept_length", "af
 PROBE = PROBE_SCRIPT.name
 CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
+GRAPH_RESET = "sglang-cuda-graph-aux-ids-reset"  # the known defect step 1's relaunch tests
 
 
 def _quote(text: str) -> str:
@@ -58,22 +59,31 @@ def do_next_lines(rec) -> list[str]:
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
-    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS}"
+    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64"
     return [
         f"**Confirm the server's version and settings**: the probe reads them from the server. The logged accept "
         f"rate {rate.text()} points to SGLang 0.5.10.post1 or earlier; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. "
         f"The version decides which layers the patched ids feed, and only {histogram_from()} and later return "
-        f"acceptance per position:<br>`{line}`",
+        f"acceptance per position:<br>`{line}`<br>Before {graph_reset_fixed_in()}, CUDA graphs feed the default layers "
+        "whatever the ids say: relaunch once with `--disable-cuda-graph` and compare the accept length.",
         "**Check how the draft was trained**: on which boundaries, and whether with training-time test "
         "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain, not a server patch. Read its "
         "config, or infer the boundaries from the weights:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         f"**Measure B**, the tok/s without speculation: relaunch the server without speculative flags and run the "
         f"same line. The incident's {base} came from an unknown benchmark.",
         "**Measure acceptance per draft position**, speculation on, over 64 prompts or more:<br>"
-        f"`{line} --num-prompts 64 --baseline-tps B`",
+        f"`{line} --baseline-tps B`",
         f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way, relaunching for each; "
         "keep the fastest, or no speculation if none beats B.",
     ]
+
+
+def graph_reset_fixed_in() -> str:
+    """The SGLang release whose CUDA graphs first feed the config's aux layer ids (the registry's
+    `sglang-cuda-graph-aux-ids-reset`, bounds read in the wheels)."""
+    from eagle3lab.known_defects import by_id
+
+    return by_id(GRAPH_RESET).ranges[-1][1]
 
 
 def histogram_from() -> str:
@@ -91,7 +101,8 @@ def box(rec=None) -> str:
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. It sends one request at a time, 64 new tokens "
-                  f"each; `{PROMPTS}` holds a prompt per line, text or JSON with a `\"text\"`."]
+                  f"each (`--max-new-tokens` to change it). `{PROMPTS}` holds a prompt per line, text or JSON with a "
+                  "`\"text\"`, sent as written: write them in your model's chat format."]
     return "\n".join("> " + p if p else ">" for p in parts)
 
 

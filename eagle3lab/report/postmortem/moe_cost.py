@@ -53,9 +53,9 @@ def why_section(rec=None) -> str:
         "*Calculated from the incident's figures and Kimi-K2.5's public config; the layer timings are from one H200, "
         "not this run.*",
         "",
-        f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step × {cost['baseline_tps']:g} tok/s "
-        f"÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 step ({lo:.2f}–{hi:.2f} "
-        f"over the three logged accept lengths). So 5/1/6 pays only above an accept length of {cost['cost']:.1f}, and "
+        f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step, the mean logged accept length, × "
+        f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
+        f"step; {lo:.2f}–{hi:.2f} over the three logged values. So 5/1/6 pays only above an accept length of {cost['cost']:.1f}, and "
         f"even {k1} accepted tokens a step would give at most {k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
@@ -66,7 +66,8 @@ def why_section(rec=None) -> str:
         f"**A bytes model** counts the bytes a step reads, for one request at a time, with nothing fitted. From the "
         f"public config it puts a 5/1/6 step at **{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it "
         f"for the extra experts: within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f}, "
-        f"with the public draft's 32k vocabulary ({full.step_cost:.2f} with a full one). " + _public_short(),
+        f"with a 32k-token draft vocabulary like the public Kimi-K2.5 draft's ({full.step_cost:.2f} with the full "
+        "vocabulary). " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -94,7 +95,10 @@ def _public_cases() -> tuple[dict | None, dict | None]:
 
 
 def _public_short() -> str:
-    """Others' measured MoE step costs against the bytes model, in one sentence (the details page has more)."""
+    """Others' measured MoE step costs against the bytes model, and what that makes of the model (the
+    details page has more)."""
+    from eagle3lab.report.postmortem.known_box import STEP
+
     qwen, dsv3 = _public_cases()
     if not qwen or not dsv3:
         return ""
@@ -103,7 +107,8 @@ def _public_short() -> str:
     return (f"Others measured less than it gives: {under(qwen['measured'], qwen['model']):.0f} % less for "
             f"Qwen3-30B-A3B on 2 GPUs, {under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % less for "
             "DeepSeek-V3's MTP on 8 GPUs, where a fixed cost per forward dilutes the extra bytes "
-            "([details](details.html)).")
+            "([details](details.html)). So take the model as a guide: the incident's own step may hold overhead it "
+            f"leaves out, and steps {STEP['baseline']} and {STEP['per_position']} of the box measure it.")
 
 
 def public_markdown() -> str:
@@ -155,7 +160,7 @@ def _range(point: float, rng) -> str:
 
 def advice_markdown(rec=None, brief: bool = False) -> str:
     """What the advice table says, in numbers: the whole table with its notes (the details page), or
-    `brief`, three sentences and a link (the index)."""
+    `brief`, three bullets and a link (the index)."""
     advice = costchecks.incident_advice()
     floors = costchecks.incident_floors()
     own = [r for r in advice if r["profile"] == "incident"]
@@ -175,12 +180,17 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
         lo, hi = collapse_at_112(own, floor, base)
-        return (f"With the bytes model: **with the incident's acceptance at every depth**, "
-                f"{_own_verdict(beats, near, base, floor, brief=True)}. **If its draft accepts at position 1 only** "
-                f"(no TTT), 1/1/2 reaches at most {lo:.0f}–{hi:.0f} tok/s. **With a draft as good as the public "
-                f"Kimi-K2.5 drafts**, {profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]}, "
-                f"{' or '.join(r['configuration'] for r in tied)} reach about {best_pub['tokens_per_s']:.0f} tok/s. "
-                f"[The table](details.html#{ADVICE_ANCHOR}) gives every configuration.")
+        public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
+        return "\n".join([
+            f"Predicted with the bytes model, against {base:g} tok/s without speculation:",
+            "",
+            f"- **the incident's acceptance at every depth**: {_own_verdict(beats, near, base, floor, brief=True)};",
+            f"- **a draft that accepts at position 1 only** (no TTT): 1/1/2, at most {lo:.0f}–{hi:.0f} tok/s, a "
+            "ceiling, not a forecast;",
+            f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}): "
+            f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s.",
+            "",
+            f"[The table](details.html#{ADVICE_ANCHOR}) gives every configuration."])
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -209,17 +219,23 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
     the first launch's measured cost puts on it (the table's † on the details page, words on the index)."""
     if beats:
         return f"{', '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s without speculation"
-    text = (f"none clearly beats {base:g} tok/s without speculation" if brief
-            else "no configuration clearly beats no speculation")
+    if brief:
+        if not near:
+            return "nothing clearly pays"
+        r = near[0]
+        text = (f"nothing clearly pays; the best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
+                f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
+        if r.get("tokens_per_s_at_most") and floor:
+            text += f", and at most {r['tokens_per_s_at_most']:.0f} at the step cost the first launch measured"
+        return text
+    text = "no configuration clearly beats no speculation"
     if not near:
         return text
     r = near[0]
     text += (f": {r['configuration']}'s {r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–"
-             f"{r['tokens_per_s_range'][1]:.0f}) straddles {'it' if brief else f'{base:g}'}")
+             f"{r['tokens_per_s_range'][1]:.0f}) straddles {base:g}")
     if r.get("tokens_per_s_at_most") and floor:
-        cap = f"{r['tokens_per_s_at_most']:.0f}"
-        text += (f", and the first launch's measured cost would cap it at {cap}" if brief
-                 else f", and the first launch caps it at {cap} †")
+        text += f", and the first launch caps it at {r['tokens_per_s_at_most']:.0f} †"
     return text
 
 

@@ -41,9 +41,9 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Two defects stacked up: a silent config override, **verified**, and a hidden-state wiring mismatch "
-        "whose fix is **not confirmed**. The low accept length left after them is **open**, and the layers the draft "
-        "was trained on are a **candidate** root cause.",
+        "**Why.** Two defects stacked up: a silent config override, **verified**, which slowed the first launch, and "
+        "a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept length left after them is "
+        "**open**, and the layers the draft was trained on are a **candidate** root cause.",
         "",
         f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated "
         "below: a sparse MoE's verify pass reads the union of its tokens' experts.",
@@ -185,8 +185,8 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"**Config override: verified.** Steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, "
         f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
-        f"**Wiring mismatch: mechanism verified, fix not confirmed.** Trained on boundaries "
-        f"{rec.model['trained_boundaries']}, served {rec.model['served_boundaries_before_fix']}. "
+        f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}, served "
+        f"{rec.model['served_boundaries_before_fix']} by SGLang's capture rule, read in its source. "
         + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* ids that feed the trained "
         f"boundaries on your SGLang version, listed in {_link('03', present)}.",
         f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft trained without "
@@ -207,17 +207,20 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
 # verify step; the OpenAI endpoints only with `return_spec_tokens_details` (under `sglext`)
 PROMPTS_FORMAT = ("`prompts.jsonl` holds one prompt per line: plain text, or `{\"text\": \"…\", \"category\": "
-                  "\"code\"}`, or `\"messages\"` for a chat. No server flag is needed: SGLang's `/generate` "
-                  "returns the histogram with every finished request.")
+                  "\"code\"}`, or `\"messages\"`, whose contents are joined by newlines. Each is sent to "
+                  "`/generate` as written, with no chat template: write prompts in the chat format your draft was "
+                  "trained on. No server flag is needed: SGLang's `/generate` returns the histogram with every "
+                  "finished request.")
 
 
 def next_measurement(hyp_rows: list[dict]) -> str:
-    from eagle3lab.report.postmortem.known_box import PROBE, histogram_sentence
+    from eagle3lab.report.postmortem.known_box import CHAINS, PROBE, STEP, histogram_sentence
 
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
-    text = ("Acceptance per draft position on the real server, and its step cost at two chain lengths: steps 3 "
-            f"and 4 of [the post-mortem's box](index.html#Known,-unknown,-do-next), with `{PROBE}`. For a chain, each request's histogram of accepted drafts per verify "
+    text = (f"Acceptance per draft position on the real server, and its step cost at {len(CHAINS)} chain lengths: "
+            f"steps {STEP['per_position']} and {STEP['chains']} of [the post-mortem's box](index.html#Known,-unknown,-do-next), "
+            f"with `{PROBE}`. For a chain, each request's histogram of accepted drafts per verify "
             "step gives each position's rate; the script prints them with 95 % intervals, the accept length and the "
             "step cost. " + histogram_sentence() + " " + PROMPTS_FORMAT)
     if sep:

@@ -490,7 +490,7 @@ def training_slice_short(ev: dict) -> str:
     if not gap.get("ratio"):
         return "The lab did not measure it in this run."
     n = (sl.get("trained_emb_low_mid") or {}).get("prompts")
-    said = {"small on the lab": ": too little alone to explain the incident's accept length",
+    said = {"small on the lab": ": a small loss on the lab, whose size on the incident's model is not known",
             "no effect on the lab": ": no measurable change"}.get(slice_word(ev), "")
     return (f"On the lab{f' over {n} held-out prompts' if n else ''}, a draft trained with training-time test on that "
             f"slice accepts {fmt(gap['ratio'], gap.get('ratio_ci95'))} times what one trained on low, middle and high "
