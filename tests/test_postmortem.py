@@ -83,7 +83,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     details = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     heads = [line for line in text.splitlines() if line.startswith("## ")]
-    assert heads == ["## Summary", "## Known, unknown, do next", "## Causes and their status", "## Timeline",
+    assert heads == ["## Summary", "## Known, unknown, do next", "## Causes and their status",
                      "## Why one step cost 2.9 plain steps", "## The evidence"]
     rec = incident.load()
     for fid in ("baseline_tps", "first_tps", "steps15_tps", "after_fix_tps", "validation_accuracy"):
@@ -104,7 +104,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert said == sorted(said)
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
-    assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 already: it explains the first launch only." in items[0]
+    assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 already, so only the first launch ran other than asked." in items[0]
+    assert "before 0.5.11, with CUDA graphs on, no ids feed the trained boundaries" in items[1]
     assert "step 4 of the box" in items[2]
 
 
@@ -178,20 +179,23 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
 
     rec = incident.load()
     text = known_box.box(rec)
-    assert all(line.startswith(">") for line in text.splitlines())
+    # Known is the timeline as a table, each step with the write-up's words for its figures
+    assert text.splitlines()[2] == "| step | what happened | the write-up's words |"
+    rows = known_box.known_rows(rec)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6] and "0.29–0.30" in rows[5]["what happened"]
     for fid in known_box.KNOWN_FIGURES:
         assert " ".join(rec.figure(fid).quote.split()) in text, fid
     assert known_box.WIRING_QUOTE in rec.text  # the wiring's quote is the write-up's own words
     for u in rec.unstated:
         assert u["what"] in text
-    steps = [line for line in text.splitlines() if line[2:4] in ("1.", "2.", "3.", "4.", "5.")]
-    assert [s[2:4] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
+    steps = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
+    assert [s[:2] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5]  # the order the causes and the advice refer to
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
-    assert "only 0.5.9 and later return acceptance per position" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    assert "Acceptance per position needs 0.5.9 or later" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
     # the same line in steps 1, 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
-    line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64"
+    line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert f"`{line}`" in steps[0] and f"`{line} --baseline-tps B`" in steps[3]
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
     assert "Before 0.5.11, CUDA graphs feed the default layers" in steps[0] and "--disable-cuda-graph" in steps[0]

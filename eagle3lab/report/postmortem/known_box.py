@@ -26,18 +26,25 @@ def _quote(text: str) -> str:
     return "“" + " ".join(text.split()) + "”"
 
 
-def known_lines(rec) -> list[str]:
-    """One line per fact the write-up reports, the figure first, its quote after."""
-    labels = {"baseline_tps": "no speculation", "after_fix_tps": "5/1/6 after the wiring fix",
-              "after_fix_accept_length": "accept length at 5/1/6", "after_fix_accept_rate": "accept rate at 5/1/6",
-              "validation_accuracy": "validation accuracy in training",
-              "standalone_accuracy": "standalone test, right inputs",
-              "draft_tokens_run_first": "draft tokens run for 1/1/16"}
-    out = [f"{labels[fid]}: **{rec.figure(fid).text()}** {_quote(rec.figure(fid).quote)}" for fid in KNOWN_FIGURES]
+def known_rows(rec) -> list[dict]:
+    """The timeline as reported, a row per step, each with the write-up's words for its figures:
+    what is known, in the order it happened (the details page sets the lab's figures beside it)."""
+    from eagle3lab.report.postmortem.tables import timeline_brief
+
+    quotes: dict[int, list[str]] = {}
+    for fid in KNOWN_FIGURES:
+        quotes.setdefault(rec.figure(fid).step, []).append(_quote(rec.figure(fid).quote))
+    wiring_step = next(r["step"] for r in rec.timeline if r["id"] == "standalone")
+    quotes.setdefault(wiring_step, []).append(_quote(WIRING_QUOTE) + " †")
+    return [{"step": row["step"], "what happened": row["what happened (as reported)"],
+             "the write-up's words": " ".join(quotes.get(row["step"], [])) or "–"} for row in timeline_brief(rec)]
+
+
+def known_note(rec) -> str:
     m = rec.model
-    out.append(f"trained on boundaries {m['trained_boundaries']}, served {m['served_boundaries_before_fix']} before "
-               f"the fix: this page's reading of {_quote(WIRING_QUOTE)} and of SGLang's capture rule")
-    return out
+    return (f"† The boundaries {m['trained_boundaries']} and {m['served_boundaries_before_fix']} are this page's "
+            "reading of these words and of SGLang's capture rule. [The details page](details.html) sets the lab's "
+            "figure of the same measure beside each step.")
 
 
 def unknown_line(rec) -> str:
@@ -59,13 +66,13 @@ def do_next_lines(rec) -> list[str]:
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
-    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64"
+    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the server's version and settings**: the probe reads them from the server. The logged accept "
+        f"**Confirm the server's version and settings**, which the probe prints:<br>`{line}`<br>The logged accept "
         f"rate {rate.text()} points to SGLang 0.5.10.post1 or earlier; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. "
-        f"The version decides which layers the patched ids feed, and only {histogram_from()} and later return "
-        f"acceptance per position:<br>`{line}`<br>Before {graph_reset_fixed_in()}, CUDA graphs feed the default layers "
-        "whatever the ids say: relaunch once with `--disable-cuda-graph` and compare the accept length.",
+        f"Before {graph_reset_fixed_in()}, CUDA graphs feed the default layers whatever the ids say: relaunch once "
+        f"with `--disable-cuda-graph` and compare the accept length. Acceptance per position needs "
+        f"{histogram_from()} or later.",
         "**Check how the draft was trained**: on which boundaries, and whether with training-time test "
         "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain, not a server patch. Read its "
         "config, or infer the boundaries from the weights:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
@@ -94,16 +101,20 @@ def histogram_from() -> str:
 
 
 def box(rec=None) -> str:
-    """The box as Markdown (a blockquote, so the page sets it apart)."""
+    """The box as Markdown: its own section, right after the summary (not a blockquote: the renderer
+    draws no table inside one)."""
     rec = rec or incident_record.load()
-    parts = ["**Known** (as reported, with the write-up's words)"]
-    parts += [f"- {line}" for line in known_lines(rec)]
+    from eagle3lab.report.postmortem.tables import markdown_table
+
+    parts = ["**Known**: the timeline, as reported", ""]
+    parts += markdown_table(known_rows(rec)).splitlines()
+    parts += ["", known_note(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
-    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. It sends one request at a time, 64 new tokens "
-                  f"each (`--max-new-tokens` to change it). `{PROMPTS}` holds a prompt per line, text or JSON with a "
-                  "`\"text\"`, sent as written: write them in your model's chat format."]
-    return "\n".join("> " + p if p else ">" for p in parts)
+    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. It sends one request at a time; 256 new "
+                  f"tokens each keep the prompt's prefill a small share of the time. `{PROMPTS}` holds a prompt per "
+                  "line, text or JSON with a `\"text\"`, sent as written: write them in your model's chat format."]
+    return "\n".join(parts)
 
 
 def histogram_sentence() -> str:

@@ -79,7 +79,7 @@ def h200_sentence(n: int) -> str:
     rows = costchecks.h200_verify_rows()
     moe, dense = _h200(rows, "kimi", n, "measured"), _h200(rows, "llama", n, "measured")
     return (f"On an H200, a Kimi-shaped MoE layer takes {moe:.2f} times as long for {n} tokens as for 1; a dense "
-            f"Llama-3.1-8B-shaped layer {dense:.2f} times ([the table](details.html)).")
+            f"Llama-3.1-8B-shaped layer {dense:.2f} times ([table on the details page](details.html#{LAYERS_ANCHOR})).")
 
 
 def rec_target(rec=None) -> str:
@@ -190,7 +190,7 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
             f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}): "
             f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s.",
             "",
-            f"[The table](details.html#{ADVICE_ANCHOR}) gives every configuration."])
+            f"[The details page's table](details.html#{ADVICE_ANCHOR}) gives every configuration."])
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -211,6 +211,7 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
 
 
 ADVICE_ANCHOR = "Which-configuration-would-pay"
+LAYERS_ANCHOR = "The-step-cost:-layers-measured,-and-what-others-measured"  # details_markdown's heading
 
 
 def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict | None, brief: bool = False) -> str:

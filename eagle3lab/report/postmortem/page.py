@@ -41,9 +41,10 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Two defects stacked up: a silent config override, **verified**, which slowed the first launch, and "
-        "a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept length left after them is "
-        "**open**, and the layers the draft was trained on are a **candidate** root cause.",
+        "**Why.** Two defects stacked up: a silent config override, **verified**, which cut the first launch to 2 "
+        "draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept length left "
+        "after them is **open**, and the layers the draft was trained on are a **candidate** root cause, small on the "
+        "lab.",
         "",
         f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated "
         "below: a sparse MoE's verify pass reads the union of its tokens' experts.",
@@ -160,15 +161,15 @@ def _later_launches(rec) -> str:
     rest = [config_label(c) for c in launches if c not in hit]
     if not rest:
         return ""
-    return (f" The later launches, {' and '.join(rest)}, asked for steps + 1 already: it explains the "
-            + ("first launch only." if len(hit) == 1 else f"{len(hit)} launches.")
-            )
+    return (f" The later launches, {' and '.join(rest)}, asked for steps + 1 already, so only "
+            + ("the first launch" if len(hit) == 1 else f"{len(hit)} launches") + " ran other than asked.")
 
 
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The causes in the summary's order, each with its status, what shows it and its fix."""
-    from eagle3lab.report.postmortem.known_box import STEP
+    from eagle3lab.report.postmortem.known_box import STEP, graph_reset_fixed_in
 
+    fixed = graph_reset_fixed_in()
     f = rec.figure
     cost = t.incident_cost(rec)
     res = ev.get("resolution") or {}
@@ -187,8 +188,9 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}, served "
         f"{rec.model['served_boundaries_before_fix']} by SGLang's capture rule, read in its source. "
-        + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* ids that feed the trained "
-        f"boundaries on your SGLang version, listed in {_link('03', present)}.",
+        + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* from {fixed} on, the ids "
+        f"{_link('03', present)} lists for your SGLang version; before {fixed}, with CUDA graphs on, no ids feed the "
+        "trained boundaries: upgrade, or serve with `--disable-cuda-graph`.",
         f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft trained without "
         f"training-time test, accepted at position 1 only at its training accuracy, gives "
         f"1 + {f('validation_accuracy').mid:.3f} = "
@@ -342,7 +344,7 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     """The first page, as Markdown (the report renders it with no code cells), short enough to read
-    in ten minutes: the answer (summary, the known/unknown/do-next box, causes, a short timeline,
+    in ten minutes: the answer (summary, the known/unknown/do-next box whose Known is the timeline, causes,
     the step cost and which configuration would pay), then links to the evidence."""
     from eagle3lab.report.postmortem import known_box, moe_cost
 
@@ -355,8 +357,6 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Known, unknown, do next", known_box.box(rec),
         "## Causes and their status", causes_list(ev, rec, hyp_rows, present),
-        "## Timeline", t.markdown_table(t.timeline_brief(rec)) + f"\n\n[The details page]({DETAILS}.html) sets the "
-        "lab's figure of the same measure beside each step.",
         "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
     ]
@@ -367,7 +367,8 @@ def header(run_info: dict) -> str:
     return (f"*Incident figures: as reported in its write-up. Lab figures: measured in this run "
             f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6: steps, topk, draft tokens. "
             "Accept length: tokens per verify step, the bonus token included. Brackets: 95 % intervals over prompts. "
-            "Boundaries and other terms: [at the end](#Terms).*")
+            "Ids: the layer numbers in the draft's config; which boundaries, points between the target's layers, "
+            "they feed depends on the SGLang version. Other terms: [at the end](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:

@@ -274,7 +274,7 @@ def timeline_brief(rec=None) -> list[dict]:
               f"standalone test with the right inputs {f('standalone_accuracy').text()}",
               f"embedding capture patched, ids {m['config_ids_before_fix']} → {m['config_ids_after_fix']}",
               f"relaunched at {label('after_fix')}: {ratio('after_fix_tps')}, accept length "
-              f"**{f('after_fix_accept_length').text()}**"]
+              f"**{f('after_fix_accept_length').text()}**, accept rate {f('after_fix_accept_rate').text()}"]
     return [{"step": i, "what happened (as reported)": e} for i, e in enumerate(events, 1)]
 
 
@@ -493,8 +493,8 @@ def training_slice_short(ev: dict) -> str:
     said = {"small on the lab": ": a small loss on the lab, whose size on the incident's model is not known",
             "no effect on the lab": ": no measurable change"}.get(slice_word(ev), "")
     return (f"On the lab{f' over {n} held-out prompts' if n else ''}, a draft trained with training-time test on that "
-            f"slice accepts {fmt(gap['ratio'], gap.get('ratio_ci95'))} times what one trained on low, middle and high "
-            f"layers does{said}.")
+            f"slice reaches {fmt(gap['ratio'], gap.get('ratio_ci95'))} times the accept length of one trained on low, "
+            f"middle and high layers{said}.")
 
 
 def training_slice_text(ev: dict) -> str:
