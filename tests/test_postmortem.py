@@ -105,7 +105,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 already, so only the first launch ran other than asked." in items[0]
-    assert "before 0.5.11, with CUDA graphs on, no ids feed the trained boundaries" in items[1]
+    assert "before 0.5.11, with CUDA graphs on, none: upgrade, or serve with `--disable-cuda-graph`" in items[1]
     assert "step 4 of the box" in items[2]
 
 
@@ -185,7 +185,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5, 6] and "0.29–0.30" in rows[5]["what happened"]
     for fid in known_box.KNOWN_FIGURES:
         assert " ".join(rec.figure(fid).quote.split()) in text, fid
-    assert known_box.WIRING_QUOTE in rec.text  # the wiring's quote is the write-up's own words
+    assert known_box.WIRING_QUOTE in rec.text and known_box.SERVED_QUOTE in rec.text  # the write-up's own words
     for u in rec.unstated:
         assert u["what"] in text
     steps = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
@@ -225,7 +225,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     assert "- **the incident's acceptance at every depth**: nothing clearly pays; the best, 1/1/2, gives 92 (87–93), " \
-           "and at most 83 at the step cost the first launch measured;" in text
+           "and at most 83 if a step costs the 1.58 plain steps the first launch measured;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
     assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
@@ -279,4 +279,23 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "at most 83 at the step cost the first launch measured" in brief
+    assert "at most 98–105 tok/s" in brief and "at most 83 if a step costs the 1.58 plain steps the first launch measured" in brief
+
+
+def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
+    """A cold reader found 'served [3, 31, 59]' beside the inferred release, where CUDA graphs feed
+    [2, 30, 58]: the cause now says what each release fed, from notebook 03's table (the rules read)."""
+    from eagle3lab import experiments
+    from eagle3lab.report.postmortem import records
+    from eagle3lab.report.postmortem.page import causes_list
+
+    fix = records.fix_ids(experiments.seed_ids_by_version(), experiments.SEED_SERVED, experiments.LATEST_SGLANG)
+    fix = fix.get("application/vnd.eagle3lab.evidence+json", {}).get("value", fix)
+    ev = {**EVIDENCE, "fix_ids": fix}
+    wiring = causes_list(ev, incident.load(), t.hypothesis_rows(ev)).splitlines()[1]
+    assert "On 0.5.11 – 0.5.12 it fed [3, 31, 59], as the write-up says, and the patch fixes it." in wiring
+    assert ("On 0.5.10.post1 or earlier, where the logged accept rate points, CUDA graphs feed [2, 30, 58] before "
+            "and after the patch: there the fix changed nothing.") in wiring
+    assert ("*Fix:* the ids for your release: on 0.5.11 – 0.5.12, [-1, 2, 30] with the patch; on 0.5.13, "
+            "[-1, 3, 31] with the patch; on 0.5.14 – 0.5.23, [0, 3, 31] (no patch) or [-1, 3, 31] with the patch; "
+            "before 0.5.11, with CUDA graphs on, none") in wiring

@@ -14,6 +14,7 @@ from eagle3lab.report import incident as incident_record
 
 # The write-up's own words for the wiring (tests/test_incident.py checks they are in the story).
 WIRING_QUOTE = "taking the first 3 of 4 captured hidden states"
+SERVED_QUOTE = "SGLang was passing cat([layer3, layer31, layer59])"
 KNOWN_FIGURES = ("baseline_tps", "after_fix_tps", "after_fix_accept_length", "after_fix_accept_rate",
                  "validation_accuracy", "standalone_accuracy", "draft_tokens_run_first")
 PROBE = PROBE_SCRIPT.name
@@ -42,9 +43,9 @@ def known_rows(rec) -> list[dict]:
 
 def known_note(rec) -> str:
     m = rec.model
-    return (f"† The boundaries {m['trained_boundaries']} and {m['served_boundaries_before_fix']} are this page's "
-            "reading of these words and of SGLang's capture rule. [The details page](details.html) sets the lab's "
-            "figure of the same measure beside each step.")
+    return (f"† {m['trained_boundaries']} is this page's reading of these words, {m['served_boundaries_before_fix']} "
+            f"of the write-up's {_quote(SERVED_QUOTE)}; what a server fed depends on its SGLang version (cause 2). "
+            "[The details page](details.html) sets the lab's figure of the same measure beside each step.")
 
 
 def unknown_line(rec) -> str:
@@ -75,7 +76,8 @@ def do_next_lines(rec) -> list[str]:
         f"{histogram_from()} or later.",
         "**Check how the draft was trained**: on which boundaries, and whether with training-time test "
         "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain, not a server patch. Read its "
-        "config, or infer the boundaries from the weights:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        "config, or infer the boundaries from the draft's and target's weights with eagle3lab, the tool that wrote "
+        "this page:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         f"**Measure B**, the tok/s without speculation: relaunch the server without speculative flags and run the "
         f"same line. The incident's {base} came from an unknown benchmark.",
         "**Measure acceptance per draft position**, speculation on, over 64 prompts or more:<br>"

@@ -227,7 +227,8 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         text = (f"nothing clearly pays; the best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
                 f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
-            text += f", and at most {r['tokens_per_s_at_most']:.0f} at the step cost the first launch measured"
+            text += (f", and at most {r['tokens_per_s_at_most']:.0f} if a step costs the "
+                     f"{floor['step_cost_at_least']:.2f} plain steps the first launch measured")
         return text
     text = "no configuration clearly beats no speculation"
     if not near:

@@ -43,8 +43,7 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "",
         "**Why.** Two defects stacked up: a silent config override, **verified**, which cut the first launch to 2 "
         "draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept length left "
-        "after them is **open**, and the layers the draft was trained on are a **candidate** root cause, small on the "
-        "lab.",
+        "after them is **open**, and the layers the draft was trained on are a **candidate** cause, small on the lab.",
         "",
         f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated "
         "below: a sparse MoE's verify pass reads the union of its tokens' experts.",
@@ -54,14 +53,52 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
     return "\n".join(lines)
 
 
-def version_caveat(ev: dict, rec) -> str:
-    """Which SGLang the incident ran decides whether its fix fed the trained boundaries; the
-    write-up does not say, and its two clues disagree: said in two short sentences."""
+def version_caveat(ev: dict, rec, present=None) -> str:
+    """Which SGLang the incident ran decides what its server fed and whether its fix took: the
+    write-up does not say, and its two clues disagree (notebook 03's table of releases)."""
     ids = ev.get("fix_ids") or {}
-    fixed_on = ids.get("fixed_on") or ids.get("story_versions") or "the releases notebook 03 lists"
-    return (f"The patch fixes it on SGLang {fixed_on} only, but the logged accept rate points to "
-            f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids: **whether the fix took effect is "
-            "not known**.")
+    rows = ids.get("rows")
+    if not rows:  # a run recorded before the rows were
+        fixed_on = ids.get("fixed_on") or ids.get("story_versions") or "the releases notebook 03 lists"
+        return (f"The patch fixes it on SGLang {fixed_on} only, but the logged accept rate points to "
+                f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids: **whether the fix took effect is "
+                "not known**.")
+    served = rec.model["served_boundaries_before_fix"]
+    story = [r for r in rows if r["config_feeds"] == served and r["fix_works"]]
+    old = [r for r in rows if _before(r["versions"], _graphs_fixed_in()) and r["config_feeds"] == r["fix_feeds"]]
+    text = f"What the server fed depends on the SGLang version, which the write-up never states ({_link('03', present)}). "
+    if story:
+        text += (f"On {', '.join(r['versions'] for r in story)} it fed {served}, as the write-up says, and the patch "
+                 "fixes it. ")
+    if old:
+        text += (f"On {t.RATE_OLD_UNTIL} or earlier, where the logged accept rate points, CUDA graphs feed "
+                 f"{old[-1]['fix_feeds']} before and after the patch: there the fix changed nothing. ")
+    return text + "**Whether the fix took effect is not known.**"
+
+
+def wiring_fix(ev: dict, present=None) -> str:
+    """The ids that feed the trained boundaries, by SGLang release (notebook 03), and what to do
+    before the release whose CUDA graphs feed the config's ids."""
+    fixed = _graphs_fixed_in()
+    rows = [r for r in (ev.get("fix_ids") or {}).get("rows") or [] if r["ids"] != "none"]
+    listed = ("the ids for your release: " + "; ".join(f"on {r['versions']}, {r['ids'].replace('; ', ' or ')}"
+                                                        for r in rows) if rows
+              else f"the ids {_link('03', present)} lists for your SGLang version")
+    return (f"*Fix:* {listed}; before {fixed}, with CUDA graphs on, none: upgrade, or serve with "
+            "`--disable-cuda-graph`.")
+
+
+def _graphs_fixed_in() -> str:
+    from eagle3lab.report.postmortem.known_box import graph_reset_fixed_in
+
+    return graph_reset_fixed_in()
+
+
+def _before(versions: str, release: str) -> bool:
+    """Whether a grouped label (`0.5.5 – 0.5.10`) ends before `release`."""
+    from eagle3lab.known_defects.row import parse_version
+
+    return parse_version(versions.split("–")[-1].strip()) < parse_version(release)
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -167,9 +204,8 @@ def _later_launches(rec) -> str:
 
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The causes in the summary's order, each with its status, what shows it and its fix."""
-    from eagle3lab.report.postmortem.known_box import STEP, graph_reset_fixed_in
+    from eagle3lab.report.postmortem.known_box import STEP
 
-    fixed = graph_reset_fixed_in()
     f = rec.figure
     cost = t.incident_cost(rec)
     res = ev.get("resolution") or {}
@@ -179,26 +215,23 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     resolver = (f"SGLang {check['version']}'s own resolver, run in this run, agrees on {check['agree']} of "
                 f"{check['of']} flag sets" if check else "SGLang's rules, read in its wheels, say so")
     lab_wiring = (f" On the lab, top-1 accuracy at position 1 falls from {100 * wiring['acc1_trained']:.0f} % as "
-                  f"trained to {100 * wiring['acc1_served']:.0f} % as served, over {wiring['positions']:,} tokens"
-                  if wiring.get("positions") else " On the lab: see notebook 02")
+                  f"trained to {100 * wiring['acc1_served']:.0f} % as served, over {wiring['positions']:,} tokens "
+                  f"({_link('02', present)})." if wiring.get("positions") else "")
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
         f"**Config override: verified.** Steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, "
         f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
-        f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}, served "
-        f"{rec.model['served_boundaries_before_fix']} by SGLang's capture rule, read in its source. "
-        + version_caveat(ev, rec) + lab_wiring + f" ({_link('02', present)}). *Fix:* from {fixed} on, the ids "
-        f"{_link('03', present)} lists for your SGLang version; before {fixed}, with CUDA graphs on, no ids feed the "
-        "trained boundaries: upgrade, or serve with `--disable-cuda-graph`.",
+        f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}. "
+        + version_caveat(ev, rec, present) + lab_wiring + " " + wiring_fix(ev, present),
         f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft trained without "
         f"training-time test, accepted at position 1 only at its training accuracy, gives "
         f"1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
         + f" *Next:* measure acceptance per position on the server, step {STEP['per_position']} of the box.",
-        "**Training slice: " + ("candidate root cause, " + t.slice_word(ev) if measured
-                                else "candidate root cause, not measured in this run")
+        "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
+                                else "candidate cause, not measured in this run")
         + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, and dropped the "
         f"deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, middle and "
         "high layers, as the trainer's default does; no server patch.",
@@ -367,8 +400,8 @@ def header(run_info: dict) -> str:
     return (f"*Incident figures: as reported in its write-up. Lab figures: measured in this run "
             f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6: steps, topk, draft tokens. "
             "Accept length: tokens per verify step, the bonus token included. Brackets: 95 % intervals over prompts. "
-            "Ids: the layer numbers in the draft's config; which boundaries, points between the target's layers, "
-            "they feed depends on the SGLang version. Other terms: [at the end](#Terms).*")
+            "Boundaries: points between the target's layers, 0 the embedding. Ids: the numbers in the draft's "
+            "config that pick them, read differently by each SGLang version. Other terms: [at the end](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:

@@ -68,10 +68,15 @@ def fix_ids(by_version, story_served, latest: str) -> dict:
     story = [str(v) for v, r in by_version.iterrows() if list(r[config_col]) == list(story_served)]
     fixed = [str(v) for v, r in by_version.iterrows() if bool(r[ok_col])]
     latest_row = next((r for v, r in by_version.iterrows() if latest in _versions(str(v))), None)
+    ids_col = next(c for c in by_version.columns if c.startswith("ids that feed"))
+    rows = [{"versions": str(v), "config_feeds": [int(x) for x in r[config_col]],
+             "fix_feeds": [int(x) for x in r[fix_col]], "fix_works": bool(r[ok_col]), "ids": str(r[ids_col])}
+            for v, r in by_version.iterrows()]
     return _record("fix_ids", {"story_versions": ", ".join(story) or "none of the versions read",
                                "fixed_on": ", ".join(fixed) or "none of the versions read",
                                "latest": latest,
-                               "fed_latest": None if latest_row is None else latest_row[fix_col]})
+                               "fed_latest": None if latest_row is None else latest_row[fix_col],
+                               "rows": rows})
 
 
 def _versions(label: str) -> list[str]:
