@@ -294,7 +294,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     ev = {**EVIDENCE, "fix_ids": fix}
     wiring = causes_list(ev, incident.load(), t.hypothesis_rows(ev)).splitlines()[1]
     assert "On 0.5.11 – 0.5.12 it fed [3, 31, 59], as the write-up says, and the patch fixes it." in wiring
-    assert ("On 0.5.10.post1 or earlier, where the logged accept rate points, CUDA graphs feed [2, 30, 58] before "
+    assert ("On 0.5.10.post1 or earlier, where the logged accept rate points, CUDA graphs feed boundaries [2, 30, 58] before "
             "and after the patch: there the fix changed nothing.") in wiring
     assert ("*Fix:* the ids for your release: on 0.5.11 – 0.5.12, [-1, 2, 30] with the patch; on 0.5.13, "
             "[-1, 3, 31] with the patch; on 0.5.14 – 0.5.23, [0, 3, 31] (no patch) or [-1, 3, 31] with the patch; "

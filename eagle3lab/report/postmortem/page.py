@@ -41,9 +41,10 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Two defects stacked up: a silent config override, **verified**, which cut the first launch to 2 "
-        "draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept length left "
-        "after them is **open**, and the layers the draft was trained on are a **candidate** cause, small on the lab.",
+        "**Why.** Two defects were found: a config override SGLang only logs as a warning, **verified**, which cut the "
+        "first launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low "
+        "accept length left after them is **open**, and the layers the draft was trained on are a **candidate** cause, "
+        "small on the lab.",
         "",
         f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated "
         "below: a sparse MoE's verify pass reads the union of its tokens' experts.",
@@ -72,7 +73,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
                  "fixes it. ")
     if old:
         text += (f"On {t.RATE_OLD_UNTIL} or earlier, where the logged accept rate points, CUDA graphs feed "
-                 f"{old[-1]['fix_feeds']} before and after the patch: there the fix changed nothing. ")
+                 f"boundaries {old[-1]['fix_feeds']} before and after the patch: there the fix changed nothing. ")
     return text + "**Whether the fix took effect is not known.**"
 
 
@@ -219,7 +220,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
                   f"({_link('02', present)})." if wiring.get("positions") else "")
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
-        f"**Config override: verified.** Steps 1 with topk 1 verifies {f('draft_tokens_run_first').value} draft tokens, "
+        f"**Config override: verified.** One step with topk 1 runs {f('draft_tokens_run_first').value} draft tokens, "
         f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}. "
