@@ -93,7 +93,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert "alt=\"Accept length at 5/1/6" in details and "alt=" not in text  # the figure is on the details page
     # the lab's limits are said on the first screen, with the run's prompt count
     summary = text.split("## Known")[0]
-    assert "6 prompts per configuration" in summary and "calculated from the incident's own figures" in summary
+    assert "6 prompts per hypothesis" in summary and "calculated from the incident's own figures" in summary
     # four causes, each with its status, in the order the summary names them
     causes = text.split("## Causes and their status")[1].split("## ")[0]
     items = [line for line in causes.splitlines() if line[:2] in ("1.", "2.", "3.", "4.")]
@@ -104,8 +104,10 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert said == sorted(said)
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
-    assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 already, so only the first launch ran other than asked." in items[0]
-    assert "before 0.5.11, with CUDA graphs on, none: upgrade, or serve with `--disable-cuda-graph`" in items[1]
+    assert "2, not the 16 asked, at the first launch" in items[0]
+    assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 themselves." in items[0]
+    assert "before 0.5.11, `--disable-cuda-graph` or an upgrade." in items[1]
+    assert "no SGLang server or GPU ran for this page" in text.split("## Summary")[0]  # said once, first
     assert "step 4 of the box" in items[2]
 
 
@@ -192,16 +194,18 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert [s[:2] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5]  # the order the causes and the advice refer to
     assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
-    assert "Acceptance per position needs 0.5.9 or later" in steps[0]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
+    assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
-    # the same line in steps 1, 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
+    # the same line in steps 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
-    assert f"`{line}`" in steps[0] and f"`{line} --baseline-tps B`" in steps[3]
+    assert f"`{line}`" in steps[2] and f"`{line} --baseline-tps B`" in steps[3]
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
-    assert "Before 0.5.11, CUDA graphs feed the default layers" in steps[0] and "--disable-cuda-graph" in steps[0]
-    assert "write them in your model's chat format" in text
+    assert "Before 0.5.11, relaunch once with `--disable-cuda-graph`" in steps[0]
+    assert known_box.graph_fed({}) == "the default layers"  # a run that recorded no table of releases
+    assert "sent as written, so in your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
-    assert "without speculative flags and run the same line" in steps[2] and "--baseline-tps B" in steps[3]
+    assert "without speculative flags and run" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "no speculation if none beats B" in steps[4]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
@@ -216,7 +220,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
     assert "**2.98** plain steps, 1.69 of it for the extra experts" in text and "4.32 times as long for 6 tokens" in text
     # others' measured costs against the model, with how many GPUs (data/cost/public-figures.json)
-    assert "4 % less for Qwen3-30B-A3B on 2 GPUs, 37–48 % less for DeepSeek-V3's MTP on 8 GPUs" in text
+    assert "4 % less for Qwen3-30B-A3B on 2 GPUs and 37–48 % less for DeepSeek-V3's MTP on 8 GPUs" in text
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
     from eagle3lab.report.postmortem import known_box
@@ -225,7 +229,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     assert "- **the incident's acceptance at every depth**: nothing clearly pays; the best, 1/1/2, gives 92 (87–93), " \
-           "and at most 83 if a step costs the 1.58 plain steps the first launch measured;" in text
+           "and at most 83, since the first launch implies a step costs at least 1.58 plain steps;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
     assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
@@ -279,7 +283,7 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "at most 83 if a step costs the 1.58 plain steps the first launch measured" in brief
+    assert "at most 98–105 tok/s" in brief and "at most 83, since the first launch implies a step costs at least 1.58" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -293,9 +297,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     fix = fix.get("application/vnd.eagle3lab.evidence+json", {}).get("value", fix)
     ev = {**EVIDENCE, "fix_ids": fix}
     wiring = causes_list(ev, incident.load(), t.hypothesis_rows(ev)).splitlines()[1]
-    assert "On 0.5.11 – 0.5.12 it fed [3, 31, 59], as the write-up says, and the patch fixes it." in wiring
-    assert ("On 0.5.10.post1 or earlier, where the logged accept rate points, CUDA graphs feed boundaries [2, 30, 58] before "
-            "and after the patch: there the fix changed nothing.") in wiring
-    assert ("*Fix:* the ids for your release: on 0.5.11 – 0.5.12, [-1, 2, 30] with the patch; on 0.5.13, "
-            "[-1, 3, 31] with the patch; on 0.5.14 – 0.5.23, [0, 3, 31] (no patch) or [-1, 3, 31] with the patch; "
-            "before 0.5.11, with CUDA graphs on, none") in wiring
+    assert "SGLang 0.5.11 – 0.5.12 fed [3, 31, 59], as the write-up says, and the patch fixes it." in wiring
+    assert "On 0.5.10.post1 or earlier, CUDA graphs feed boundaries [2, 30, 58] before and after the patch" in wiring
+    # a cold reader: the write-up's served boundaries and its accept rate cannot both hold
+    assert "The write-up's [3, 31, 59] and its logged accept rate point to different releases" in wiring
+    # the summary leads with the action that settles it, naming what those releases fed
+    summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
+    assert ("**Do first.** Check the SGLang version (`curl -s http://HOST:30000/get_server_info`). The logged accept rate "
+            "points to 0.5.10.post1 or earlier, where CUDA graphs feed boundaries [2, 30, 58] before and after the "
+            "patch: if so, the wiring was never fixed. Relaunch with `--disable-cuda-graph`") in summary
+    # the ids per release are notebook 03's table (the index points to it; a cold reader skipped the list)
+    assert "lists for your release; before 0.5.11, `--disable-cuda-graph` or an upgrade." in wiring

@@ -430,16 +430,17 @@ def launch(backend: str = "lab", model_path=None, draft_path=None, spec=None, po
     ``PortInUseError``, ``ServerStartError`` (exit code + log tail) or ``ServerTimeoutError``
     (log tail); the process group is gone whenever it raises.
     """
-    args = (backend, model_path, draft_path, spec, extra_args, log_file, timeout, host, command, env,
-            vllm_python, gpu)
+    args = dict(backend=backend, model_path=model_path, draft_path=draft_path, spec=spec, extra_args=extra_args,
+                log_file=log_file, timeout=timeout, host=host, command=command, env=env, vllm_python=vllm_python,
+                gpu=gpu)
     if port is not None:
         if port_in_use(port, host):
             raise PortInUseError(f"port {port} on {host} is already in use (another server?); "
                                  f"stop it, pick another port, or pass port=None for a free one")
-        return _launch_on(port, *args)
+        return _launch_on(port, **args)
     for attempt in range(1, LAUNCH_TRIES + 1):
         try:
-            return _launch_on(free_port(host), *args)
+            return _launch_on(free_port(host), **args)
         except ServerStartError as error:  # someone bound the drawn port first: draw another
             if attempt == LAUNCH_TRIES or not lost_its_port(error):
                 raise
@@ -451,7 +452,7 @@ def lost_its_port(error: ServerStartError) -> bool:
     return "already in use" in text or "errno 98" in text  # vLLM, SGLang (uvicorn), the lab's serve
 
 
-def _launch_on(port, backend, model_path, draft_path, spec, extra_args, log_file, timeout, host, command,
+def _launch_on(port, *, backend, model_path, draft_path, spec, extra_args, log_file, timeout, host, command,
                env, vllm_python, gpu) -> ServerHandle:
     """``launch`` on one port: build the argv, start the group and its watchdog, wait for /health."""
     spec, layer_ids = _launch_spec(spec)

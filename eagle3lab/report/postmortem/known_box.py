@@ -15,11 +15,12 @@ from eagle3lab.report import incident as incident_record
 # The write-up's own words for the wiring (tests/test_incident.py checks they are in the story).
 WIRING_QUOTE = "taking the first 3 of 4 captured hidden states"
 SERVED_QUOTE = "SGLang was passing cat([layer3, layer31, layer59])"
-KNOWN_FIGURES = ("baseline_tps", "after_fix_tps", "after_fix_accept_length", "after_fix_accept_rate",
-                 "validation_accuracy", "standalone_accuracy", "draft_tokens_run_first")
+# the quotes that carry the story (each step's figures are in its row; the details page quotes every figure)
+KNOWN_FIGURES = ("draft_tokens_run_first", "after_fix_accept_rate")  # the override; the version clue
 PROBE = PROBE_SCRIPT.name
 CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
+INFO_LINE = "curl -s http://HOST:30000/get_server_info"  # every SGLang release read (docs/probe.md)
 GRAPH_RESET = "sglang-cuda-graph-aux-ids-reset"  # the known defect step 1's relaunch tests
 
 
@@ -43,9 +44,8 @@ def known_rows(rec) -> list[dict]:
 
 def known_note(rec) -> str:
     m = rec.model
-    return (f"† {m['trained_boundaries']} is this page's reading of these words, {m['served_boundaries_before_fix']} "
-            f"of the write-up's {_quote(SERVED_QUOTE)}; what a server fed depends on its SGLang version (cause 2). "
-            "[The details page](details.html) sets the lab's figure of the same measure beside each step.")
+    return (f"† read here as trained on {m['trained_boundaries']}; the write-up's {_quote(SERVED_QUOTE)} as served "
+            f"{m['served_boundaries_before_fix']}.")
 
 
 def unknown_line(rec) -> str:
@@ -62,25 +62,35 @@ def rate_clue(rec) -> tuple[float, float]:
 STEP = {"version": 1, "training": 2, "baseline": 3, "per_position": 4, "chains": 5}  # do_next_lines' order
 
 
-def do_next_lines(rec) -> list[str]:
+def graph_fed(ev: dict | None) -> str:
+    """What CUDA graphs fed before the release that fixed the reset, from notebook 03's table of
+    releases (`records.fix_ids` rows), or in words when the run recorded no rows."""
+    from eagle3lab.known_defects.row import parse_version
+
+    fixed = parse_version(graph_reset_fixed_in())
+    rows = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or []
+            if parse_version(r["versions"].split("–")[-1].strip()) < fixed]
+    return f"boundaries {rows[-1]['fix_feeds']}" if rows else "the default layers"
+
+
+def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     """The ordered next steps (`STEP`), each with what it settles and its command."""
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the server's version and settings**, which the probe prints:<br>`{line}`<br>The logged accept "
-        f"rate {rate.text()} points to SGLang 0.5.10.post1 or earlier; 0.5.11 and later would print {lo:.2f}–{hi:.2f}. "
-        f"Before {graph_reset_fixed_in()}, CUDA graphs feed the default layers whatever the ids say: relaunch once "
-        f"with `--disable-cuda-graph` and compare the accept length. Acceptance per position needs "
-        f"{histogram_from()} or later.",
-        "**Check how the draft was trained**: on which boundaries, and whether with training-time test "
-        "(SpecForge's `ttt_length` 1 means none). A trainer at fault needs a retrain, not a server patch. Read its "
-        "config, or infer the boundaries from the draft's and target's weights with eagle3lab, the tool that wrote "
-        "this page:<br>`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        f"**Measure B**, the tok/s without speculation: relaunch the server without speculative flags and run the "
-        f"same line. The incident's {base} came from an unknown benchmark.",
-        "**Measure acceptance per draft position**, speculation on, over 64 prompts or more:<br>"
+        f"**Confirm the server's version and settings**: `{INFO_LINE}` shows `version` and the `speculative_*` "
+        f"settings as SGLang resolved them. The logged accept rate {rate.text()} points to 0.5.10.post1 or earlier "
+        f"(0.5.11 and later would print {lo:.2f}–{hi:.2f}). Before {graph_reset_fixed_in()}, relaunch once with "
+        "`--disable-cuda-graph` and compare the accept length (the summary's *Do first*).",
+        "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
+        "`ttt_length` 1 means none). Its config says, or its weights, read by eagle3lab, the tool that wrote this "
+        "page:<br>"
+        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        f"**Measure B**, the tok/s without speculation (the incident's {base} came from an unknown benchmark): "
+        f"relaunch without speculative flags and run<br>`{line}`",
+        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later), speculation on:<br>"
         f"`{line} --baseline-tps B`",
         f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way, relaunching for each; "
         "keep the fastest, or no speculation if none beats B.",
@@ -102,7 +112,7 @@ def histogram_from() -> str:
     return next(rel for rel, fields in HISTOGRAM_RELEASES if fields).split(" - ")[0]
 
 
-def box(rec=None) -> str:
+def box(rec=None, ev: dict | None = None) -> str:
     """The box as Markdown: its own section, right after the summary (not a blockquote: the renderer
     draws no table inside one)."""
     rec = rec or incident_record.load()
@@ -112,10 +122,9 @@ def box(rec=None) -> str:
     parts += markdown_table(known_rows(rec)).splitlines()
     parts += ["", known_note(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
-    parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec), 1)]
-    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. It sends one request at a time; 256 new "
-                  f"tokens each keep the prompt's prefill a small share of the time. `{PROMPTS}` holds a prompt per "
-                  "line, text or JSON with a `\"text\"`, sent as written: write them in your model's chat format."]
+    parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev), 1)]
+    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. `{PROMPTS}`: a prompt per line, text or JSON "
+                  "with a `\"text\"`, sent as written, so in your model's chat format."]
     return "\n".join(parts)
 
 

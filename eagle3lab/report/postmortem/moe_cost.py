@@ -46,28 +46,27 @@ def why_section(rec=None) -> str:
     model = costchecks.kimi_model()
     tgt = model.target
     parts = model.parts(5, 1, 6)
-    full = costchecks.kimi_model(costchecks.DRAFT_VOCABS[1]).parts(5, 1, 6)
+    full = costchecks.kimi_model(costchecks.DRAFT_VOCABS[1]).parts(5, 1, 6)  # the incident's vocabulary is unknown
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated from the incident's figures and Kimi-K2.5's public config; the layer timings are from one H200, "
-        "not this run.*",
+        "*Calculated from the incident's figures and Kimi-K2.5's public config; the layer timings were measured for "
+        "this project on one H200, not in this run.*",
         "",
         f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step, the mean logged accept length, × "
         f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
-        f"step; {lo:.2f}–{hi:.2f} over the three logged values. So 5/1/6 pays only above an accept length of {cost['cost']:.1f}, and "
-        f"even {k1} accepted tokens a step would give at most {k1 / cost['cost']:.2f}×.",
+        f"step ({lo:.2f}–{hi:.2f} over the three logged values). So 5/1/6 pays only above an accept length of "
+        f"{cost['cost']:.1f}; even {k1} of {k1} accepted would give at most {k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
-        f"{tgt.moe_layers} MoE layers. A verify pass reads the union of its tokens' experts: about "
-        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer for {k1} tokens routed independently, against "
-        f"{tgt.active} for a plain step. " + h200_sentence(k1),
+        f"{tgt.moe_layers} MoE layers. A verify pass of {k1} tokens reads the union of their experts, about "
+        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer against {tgt.active} for a plain step. "
+        + h200_sentence(k1),
         "",
-        f"**A bytes model** counts the bytes a step reads, for one request at a time, with nothing fitted. From the "
-        f"public config it puts a 5/1/6 step at **{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it "
-        f"for the extra experts: within {100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f}, "
-        f"with a 32k-token draft vocabulary like the public Kimi-K2.5 draft's ({full.step_cost:.2f} with the full "
-        "vocabulary). " + _public_short(),
+        f"**A bytes model** (the bytes a step reads, one request at a time, nothing fitted) puts a 5/1/6 step at "
+        f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
+        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} with a 32k-token draft "
+        f"vocabulary like the public Kimi-K2.5 draft's, {full.step_cost:.2f} with the full one. " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -104,11 +103,10 @@ def _public_short() -> str:
         return ""
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
-    return (f"Others measured less than it gives: {under(qwen['measured'], qwen['model']):.0f} % less for "
-            f"Qwen3-30B-A3B on 2 GPUs, {under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % less for "
-            "DeepSeek-V3's MTP on 8 GPUs, where a fixed cost per forward dilutes the extra bytes "
-            "([details](details.html)). So take the model as a guide: the incident's own step may hold overhead it "
-            f"leaves out, and steps {STEP['baseline']} and {STEP['per_position']} of the box measure it.")
+    return (f"Others measured {under(qwen['measured'], qwen['model']):.0f} % less for Qwen3-30B-A3B on 2 GPUs and "
+            f"{under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % less for DeepSeek-V3's MTP on 8 GPUs "
+            f"([details](details.html#{LAYERS_ANCHOR})): a guide, not a measurement; steps {STEP['baseline']} and "
+            f"{STEP['per_position']} of the box measure the incident's own.")
 
 
 def public_markdown() -> str:
@@ -227,8 +225,8 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         text = (f"nothing clearly pays; the best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
                 f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
-            text += (f", and at most {r['tokens_per_s_at_most']:.0f} if a step costs the "
-                     f"{floor['step_cost_at_least']:.2f} plain steps the first launch measured")
+            text += (f", and at most {r['tokens_per_s_at_most']:.0f}, since the first launch implies a step "
+                     f"costs at least {floor['step_cost_at_least']:.2f} plain steps")
         return text
     text = "no configuration clearly beats no speculation"
     if not near:

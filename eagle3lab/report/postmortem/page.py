@@ -31,8 +31,8 @@ def _link(nb: str, present=None) -> str:
 
 
 def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str:
-    """The answer in four short paragraphs: what happened, the causes with their status, why it cost
-    so much, what the lab can say. The causes, the box and the evidence follow."""
+    """The answer in five short paragraphs: what happened, the causes with their status, what to do
+    first, why it cost so much, what the lab can say. The box, the causes and the evidence follow."""
     f = rec.figure
     cost = t.incident_cost(rec)
     lines = [
@@ -41,17 +41,30 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Two defects were found: a config override SGLang only logs as a warning, **verified**, which cut the "
-        "first launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low "
-        "accept length left after them is **open**, and the layers the draft was trained on are a **candidate** cause, "
-        "small on the lab.",
+        "**Why.** Two defects were found: a config override SGLang only logs as a warning, **verified** in SGLang's "
+        "code, which cut the first launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not "
+        "confirmed**. The low accept length that remains is **open**, and the layers the draft was trained on are a "
+        "**candidate** cause, small on the lab.",
         "",
-        f"**Why speculation cost so much.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated "
-        "below: a sparse MoE's verify pass reads the union of its tokens' experts.",
+        "**Do first.** " + do_first(ev, rec),
+        "",
+        f"**Why so costly.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps: a sparse MoE's verify pass "
+        "reads the union of its tokens' experts (calculated below).",
         "",
         "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
     return "\n".join(lines)
+
+
+def do_first(ev: dict, rec) -> str:
+    """The one action that settles the wiring fix: which release ran, and a relaunch without CUDA
+    graphs where the release's graphs ignore the patched ids (the box's step 1)."""
+    from eagle3lab.report.postmortem.known_box import INFO_LINE, graph_fed, graph_reset_fixed_in
+
+    return (f"Check the SGLang version (`{INFO_LINE}`). The logged accept rate points to {t.RATE_OLD_UNTIL} or "
+            f"earlier, where CUDA graphs feed {graph_fed(ev)} before and after the patch: if so, the wiring was never "
+            f"fixed. Relaunch with `--disable-cuda-graph`, or on {graph_reset_fixed_in()} or later with the ids for that "
+            "release, and measure the accept length again.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -62,31 +75,29 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     if not rows:  # a run recorded before the rows were
         fixed_on = ids.get("fixed_on") or ids.get("story_versions") or "the releases notebook 03 lists"
         return (f"The patch fixes it on SGLang {fixed_on} only, but the logged accept rate points to "
-                f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids: **whether the fix took effect is "
-                "not known**.")
+                f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids.")
     served = rec.model["served_boundaries_before_fix"]
     story = [r for r in rows if r["config_feeds"] == served and r["fix_works"]]
     old = [r for r in rows if _before(r["versions"], _graphs_fixed_in()) and r["config_feeds"] == r["fix_feeds"]]
-    text = f"What the server fed depends on the SGLang version, which the write-up never states ({_link('03', present)}). "
+    text = ""
     if story:
-        text += (f"On {', '.join(r['versions'] for r in story)} it fed {served}, as the write-up says, and the patch "
+        text += (f"SGLang {', '.join(r['versions'] for r in story)} fed {served}, as the write-up says, and the patch "
                  "fixes it. ")
     if old:
-        text += (f"On {t.RATE_OLD_UNTIL} or earlier, where the logged accept rate points, CUDA graphs feed "
-                 f"boundaries {old[-1]['fix_feeds']} before and after the patch: there the fix changed nothing. ")
-    return text + "**Whether the fix took effect is not known.**"
+        text += (f"On {t.RATE_OLD_UNTIL} or earlier, CUDA graphs feed boundaries {old[-1]['fix_feeds']} before and "
+                 f"after the patch ({_link('03', present)}).")
+    if story and old:
+        text += (f" The write-up's {served} and its logged accept rate point to different releases: one of the two "
+                 "is wrong, and the version settles which.")
+    return text.strip() or ("What the server fed depends on its SGLang version, which the write-up never states "
+                            f"({_link('03', present)}).")
 
 
 def wiring_fix(ev: dict, present=None) -> str:
     """The ids that feed the trained boundaries, by SGLang release (notebook 03), and what to do
     before the release whose CUDA graphs feed the config's ids."""
-    fixed = _graphs_fixed_in()
-    rows = [r for r in (ev.get("fix_ids") or {}).get("rows") or [] if r["ids"] != "none"]
-    listed = ("the ids for your release: " + "; ".join(f"on {r['versions']}, {r['ids'].replace('; ', ' or ')}"
-                                                        for r in rows) if rows
-              else f"the ids {_link('03', present)} lists for your SGLang version")
-    return (f"*Fix:* {listed}; before {fixed}, with CUDA graphs on, none: upgrade, or serve with "
-            "`--disable-cuda-graph`.")
+    return (f"*Fix:* the ids {_link('03', present)} lists for your release; before {_graphs_fixed_in()}, "
+            "`--disable-cuda-graph` or an upgrade.")
 
 
 def _graphs_fixed_in() -> str:
@@ -107,15 +118,14 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     must not take a lab figure for the incident's (the details page says more)."""
     lab = lab or {}
     prompts = t.prompts_text(hyp_rows)
-    size = (f"{lab['name']}, a pretrained {lab['parameters'] / 1e6:.0f} M-parameter dense chat model"
+    size = (f"{lab['name']}, a pretrained dense chat model"
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
             if lab.get("parameters") else "a tiny target")
     text = f"The lab re-creates the mechanisms on {size}, on a CPU"
     if prompts:
-        text += f", {prompts} prompts per configuration"
-    return (text + ": mechanisms, not effect sizes. Speeds on the incident's hardware are calculated from the "
-            "incident's own figures, not measured.")
+        text += f", {prompts} prompts per hypothesis"
+    return text + ": mechanisms, not effect sizes. Speeds for the incident are calculated from the incident's own figures."
 
 
 def lab_limits(ev: dict, lab: dict | None) -> str:
@@ -166,8 +176,8 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     ref = next((r for r in hyp_rows or [] if r["name"] == t.REFERENCE), None)
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested: even its draft with no "
-                f"fault accepts only {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} ({DETAILS_LINK}).")
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested (its fault-free draft "
+                f"accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}: {DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -199,8 +209,7 @@ def _later_launches(rec) -> str:
     rest = [config_label(c) for c in launches if c not in hit]
     if not rest:
         return ""
-    return (f" The later launches, {' and '.join(rest)}, asked for steps + 1 already, so only "
-            + ("the first launch" if len(hit) == 1 else f"{len(hit)} launches") + " ran other than asked.")
+    return f" The later launches, {' and '.join(rest)}, asked for steps + 1 themselves."
 
 
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
@@ -213,29 +222,28 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     wiring = ev.get("wiring") or {}
     check = res.get("sglang_check")
     tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
-    resolver = (f"SGLang {check['version']}'s own resolver, run in this run, agrees on {check['agree']} of "
+    resolver = (f"SGLang {check['version']}'s own resolver, run here, agrees on {check['agree']} of "
                 f"{check['of']} flag sets" if check else "SGLang's rules, read in its wheels, say so")
-    lab_wiring = (f" On the lab, top-1 accuracy at position 1 falls from {100 * wiring['acc1_trained']:.0f} % as "
-                  f"trained to {100 * wiring['acc1_served']:.0f} % as served, over {wiring['positions']:,} tokens "
-                  f"({_link('02', present)})." if wiring.get("positions") else "")
+    lab_wiring = (f" On the lab, position-1 accuracy falls from {100 * wiring['acc1_trained']:.0f} % as trained to "
+                  f"{100 * wiring['acc1_served']:.0f} % as served ({_link('02', present)})." if wiring.get("positions") else "")
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
-        f"**Config override: verified.** One step with topk 1 runs {f('draft_tokens_run_first').value} draft tokens, "
-        f"not the 16 asked, in every SGLang release read since {_topk1_since()}; {resolver} ({_link('01', present)})."
+        f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
+        f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release read since "
+        f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}. "
         + version_caveat(ev, rec, present) + lab_wiring + " " + wiring_fix(ev, present),
-        f"**Accept length near {cost['accept_length']:.1f} after the fix: open.** A draft trained without "
-        f"training-time test, accepted at position 1 only at its training accuracy, gives "
-        f"1 + {f('validation_accuracy').mid:.3f} = "
+        f"**Accept length near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
+        f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
-        + f" *Next:* measure acceptance per position on the server, step {STEP['per_position']} of the box.",
+        + f" *Next:* step {STEP['per_position']} of the box.",
         "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
                                 else "candidate cause, not measured in this run")
-        + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, and dropped the "
-        f"deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, middle and "
-        "high layers, as the trainer's default does; no server patch.",
+        + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, dropping the "
+        f"deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, "
+        "middle and high layers; no server patch.",
     ]
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
@@ -368,8 +376,8 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
     """A link per notebook page of this report, with the question it answers (and, on the index,
     the details page first)."""
     questions = {name: q for name, q in PAGES.values()}
-    lines = [f"- [The evidence in detail]({DETAILS}.html): every figure beside the lab's, the hypotheses, the "
-             "probe's details, this run"] if details else []
+    lines = [f"- [The evidence in detail]({DETAILS}.html): the lab's figure beside each step, the hypotheses, the "
+             "probe"] if details else []
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
         failed = " — **this notebook failed in this run**" if ok is False else ""
         lines.append(f"- [{name[:2]} · {questions.get(name, name)}]({name}.html){failed}")
@@ -389,7 +397,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
         header(run_info),
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
-        "## Known, unknown, do next", known_box.box(rec),
+        "## Known, unknown, do next", known_box.box(rec, ev),
         "## Causes and their status", causes_list(ev, rec, hyp_rows, present),
         "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
@@ -398,11 +406,11 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 
 
 def header(run_info: dict) -> str:
-    return (f"*Incident figures: as reported in its write-up. Lab figures: measured in this run "
-            f"({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). 5/1/6: steps, topk, draft tokens. "
-            "Accept length: tokens per verify step, the bonus token included. Brackets: 95 % intervals over prompts. "
-            "Boundaries: points between the target's layers, 0 the embedding. Ids: the numbers in the draft's "
-            "config that pick them, read differently by each SGLang version. Other terms: [at the end](#Terms).*")
+    return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
+            f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). "
+            "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, the bonus token included. "
+            "Brackets: 95 % intervals over prompts. Boundaries: points between the target's layers, 0 the embedding; "
+            "ids: the numbers in the draft's config that pick them. Other terms: [at the end](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:

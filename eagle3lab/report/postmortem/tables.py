@@ -490,11 +490,11 @@ def training_slice_short(ev: dict) -> str:
     if not gap.get("ratio"):
         return "The lab did not measure it in this run."
     n = (sl.get("trained_emb_low_mid") or {}).get("prompts")
-    said = {"small on the lab": ": a small loss on the lab, whose size on the incident's model is not known",
+    said = {"small on the lab": "; on the incident's model, unknown",
             "no effect on the lab": ": no measurable change"}.get(slice_word(ev), "")
-    return (f"On the lab{f' over {n} held-out prompts' if n else ''}, a draft trained with training-time test on that "
-            f"slice reaches {fmt(gap['ratio'], gap.get('ratio_ci95'))} times the accept length of one trained on low, "
-            f"middle and high layers{said}.")
+    return (f"On the lab{f' ({n} held-out prompts, training-time test)' if n else ''}, that slice reaches "
+            f"{fmt(gap['ratio'], gap.get('ratio_ci95'))} times the accept length of low, middle and high "
+            f"layers{said}.")
 
 
 def training_slice_text(ev: dict) -> str:
