@@ -228,8 +228,8 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
-    assert "- **the incident's acceptance at every depth**: nothing clearly pays; the best, 1/1/2, gives 92 (87–93), " \
-           "and at most 83, since the first launch implies a step costs at least 1.58 plain steps;" in text
+    assert "- **the incident's acceptance at every depth**: nothing clearly pays: the model gives the best, 1/1/2, " \
+           "92 (87–93), but the first launch implies a step costs at least 1.58 plain steps, which caps it at 83;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
     assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
@@ -283,7 +283,7 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "at most 83, since the first launch implies a step costs at least 1.58" in brief
+    assert "at most 98–105 tok/s" in brief and "costs at least 1.58 plain steps, which caps it at 83" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -303,8 +303,9 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert "The write-up's [3, 31, 59] and its logged accept rate point to different releases" in wiring
     # the summary leads with the action that settles it, naming what those releases fed
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
-    assert ("**Do first.** Check the SGLang version (`curl -s http://HOST:30000/get_server_info`). The logged accept rate "
-            "points to 0.5.10.post1 or earlier, where CUDA graphs feed boundaries [2, 30, 58] before and after the "
-            "patch: if so, the wiring was never fixed. Relaunch with `--disable-cuda-graph`") in summary
+    assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
+            "http://HOST:30000/get_server_info`). If it is 0.5.10.post1 or earlier with CUDA graphs on, as the logged "
+            "accept rate suggests, the wiring fix never took effect: CUDA graphs fed boundaries [2, 30, 58] before and "
+            "after the patch. Relaunch with `--disable-cuda-graph`") in summary
     # the ids per release are notebook 03's table (the index points to it; a cold reader skipped the list)
     assert "lists for your release; before 0.5.11, `--disable-cuda-graph` or an upgrade." in wiring

@@ -81,9 +81,9 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
         f"**Confirm the server's version and settings**: `{INFO_LINE}` shows `version` and the `speculative_*` "
-        f"settings as SGLang resolved them. The logged accept rate {rate.text()} points to 0.5.10.post1 or earlier "
+        f"settings as resolved. The logged accept rate {rate.text()} points to 0.5.10.post1 or earlier "
         f"(0.5.11 and later would print {lo:.2f}–{hi:.2f}). Before {graph_reset_fixed_in()}, relaunch once with "
-        "`--disable-cuda-graph` and compare the accept length (the summary's *Do first*).",
+        "`--disable-cuda-graph` and compare the accept length.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
         "`ttt_length` 1 means none). Its config says, or its weights, read by eagle3lab, the tool that wrote this "
         "page:<br>"

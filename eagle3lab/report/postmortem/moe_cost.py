@@ -50,8 +50,8 @@ def why_section(rec=None) -> str:
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated from the incident's figures and Kimi-K2.5's public config; the layer timings were measured for "
-        "this project on one H200, not in this run.*",
+        "*Calculated from the incident's figures and Kimi-K2.5's public config; layer timings measured for this "
+        "project on one H200, not in this run.*",
         "",
         f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step, the mean logged accept length, × "
         f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
@@ -78,7 +78,7 @@ def h200_sentence(n: int) -> str:
     rows = costchecks.h200_verify_rows()
     moe, dense = _h200(rows, "kimi", n, "measured"), _h200(rows, "llama", n, "measured")
     return (f"On an H200, a Kimi-shaped MoE layer takes {moe:.2f} times as long for {n} tokens as for 1; a dense "
-            f"Llama-3.1-8B-shaped layer {dense:.2f} times ([table on the details page](details.html#{LAYERS_ANCHOR})).")
+            f"Llama-3.1-8B-shaped layer {dense:.2f} times ([details](details.html#{LAYERS_ANCHOR})).")
 
 
 def rec_target(rec=None) -> str:
@@ -105,8 +105,8 @@ def _public_short() -> str:
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     return (f"Others measured {under(qwen['measured'], qwen['model']):.0f} % less for Qwen3-30B-A3B on 2 GPUs and "
             f"{under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % less for DeepSeek-V3's MTP on 8 GPUs "
-            f"([details](details.html#{LAYERS_ANCHOR})): a guide, not a measurement; steps {STEP['baseline']} and "
-            f"{STEP['per_position']} of the box measure the incident's own.")
+            f"([details](details.html#{LAYERS_ANCHOR})): a guide, not a measurement; steps {STEP['baseline']} to "
+            f"{STEP['chains']} of the box measure the incident's own.")
 
 
 def public_markdown() -> str:
@@ -222,11 +222,11 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         if not near:
             return "nothing clearly pays"
         r = near[0]
-        text = (f"nothing clearly pays; the best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
+        text = (f"nothing clearly pays: the model gives the best, {r['configuration']}, {r['tokens_per_s']:.0f} "
                 f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
-            text += (f", and at most {r['tokens_per_s_at_most']:.0f}, since the first launch implies a step "
-                     f"costs at least {floor['step_cost_at_least']:.2f} plain steps")
+            text += (f", but the first launch implies a step costs at least {floor['step_cost_at_least']:.2f} plain "
+                     f"steps, which caps it at {r['tokens_per_s_at_most']:.0f}")
         return text
     text = "no configuration clearly beats no speculation"
     if not near:

@@ -61,10 +61,10 @@ def do_first(ev: dict, rec) -> str:
     graphs where the release's graphs ignore the patched ids (the box's step 1)."""
     from eagle3lab.report.postmortem.known_box import INFO_LINE, graph_fed, graph_reset_fixed_in
 
-    return (f"Check the SGLang version (`{INFO_LINE}`). The logged accept rate points to {t.RATE_OLD_UNTIL} or "
-            f"earlier, where CUDA graphs feed {graph_fed(ev)} before and after the patch: if so, the wiring was never "
-            f"fixed. Relaunch with `--disable-cuda-graph`, or on {graph_reset_fixed_in()} or later with the ids for that "
-            "release, and measure the accept length again.")
+    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). If it is {t.RATE_OLD_UNTIL} "
+            f"or earlier with CUDA graphs on, as the logged accept rate suggests, the wiring fix never took effect: "
+            f"CUDA graphs fed {graph_fed(ev)} before and after the patch. Relaunch with `--disable-cuda-graph`, or on "
+            f"{graph_reset_fixed_in()} or later with the ids for that release, and measure the accept length again.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -88,7 +88,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
                  f"after the patch ({_link('03', present)}).")
     if story and old:
         text += (f" The write-up's {served} and its logged accept rate point to different releases: one of the two "
-                 "is wrong, and the version settles which.")
+                 "is wrong; the version settles which.")
     return text.strip() or ("What the server fed depends on its SGLang version, which the write-up never states "
                             f"({_link('03', present)}).")
 
@@ -381,7 +381,7 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
         failed = " — **this notebook failed in this run**" if ok is False else ""
         lines.append(f"- [{name[:2]} · {questions.get(name, name)}]({name}.html){failed}")
-    return "In this folder; each notebook's page shows its code:\n\n" + "\n".join(lines)
+    return "Each notebook's page shows its code:\n\n" + "\n".join(lines)
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
@@ -408,7 +408,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 def header(run_info: dict) -> str:
     return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
             f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). "
-            "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, the bonus token included. "
+            "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus token included. "
             "Brackets: 95 % intervals over prompts. Boundaries: points between the target's layers, 0 the embedding; "
             "ids: the numbers in the draft's config that pick them. Other terms: [at the end](#Terms).*")
 
