@@ -220,7 +220,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
     assert "**2.98** plain steps, 1.69 of it for the extra experts" in text and "4.32 times as long for 6 tokens" in text
     # others' measured costs against the model, with how many GPUs (data/cost/public-figures.json)
-    assert "4 % less for Qwen3-30B-A3B on 2 GPUs and 37–48 % less for DeepSeek-V3's MTP on 8 GPUs" in text
+    assert "ran below the model's: 4 % for Qwen3-30B-A3B on 2 GPUs, 37–48 % for DeepSeek-V3's MTP on 8 GPUs" in text
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
     from eagle3lab.report.postmortem import known_box
@@ -228,8 +228,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
-    assert "- **the incident's acceptance at every depth**: nothing clearly pays: the model gives the best, 1/1/2, " \
-           "92 (87–93), but the first launch implies a step costs at least 1.58 plain steps, which caps it at 83;" in text
+    assert "- **the incident's acceptance at every depth**: nothing clearly pays. The model gives the best, 1/1/2, " \
+           "92 (87–93) at its step cost of 1.42; but the first launch's 56.8 tok/s means a step there cost at least " \
+           "1.58, which caps it at 83;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
     assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
@@ -283,7 +284,7 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "costs at least 1.58 plain steps, which caps it at 83" in brief
+    assert "at most 98–105 tok/s" in brief and "cost at least 1.58, which caps it at 83" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -297,10 +298,10 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     fix = fix.get("application/vnd.eagle3lab.evidence+json", {}).get("value", fix)
     ev = {**EVIDENCE, "fix_ids": fix}
     wiring = causes_list(ev, incident.load(), t.hypothesis_rows(ev)).splitlines()[1]
-    assert "SGLang 0.5.11 – 0.5.12 fed [3, 31, 59], as the write-up says, and the patch fixes it." in wiring
-    assert "On 0.5.10.post1 or earlier, CUDA graphs feed boundaries [2, 30, 58] before and after the patch" in wiring
     # a cold reader: the write-up's served boundaries and its accept rate cannot both hold
-    assert "The write-up's [3, 31, 59] and its logged accept rate point to different releases" in wiring
+    assert ("The write-up's served [3, 31, 59] fits SGLang 0.5.11 – 0.5.12, where the patch fixes it; its logged accept "
+            "rate fits 0.5.10.post1 or earlier, where CUDA graphs feed boundaries [2, 30, 58] before and after the "
+            "patch") in wiring and "One of the two is wrong; the version settles which." in wiring
     # the summary leads with the action that settles it, naming what those releases fed
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "

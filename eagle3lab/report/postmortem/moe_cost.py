@@ -63,10 +63,10 @@ def why_section(rec=None) -> str:
         f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer against {tgt.active} for a plain step. "
         + h200_sentence(k1),
         "",
-        f"**A bytes model** (the bytes a step reads, one request at a time, nothing fitted) puts a 5/1/6 step at "
+        f"**A bytes model** (bytes read per step, one request at a time, nothing fitted) puts a 5/1/6 step at "
         f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
-        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} with a 32k-token draft "
-        f"vocabulary like the public Kimi-K2.5 draft's, {full.step_cost:.2f} with the full one. " + _public_short(),
+        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} with the public Kimi-K2.5 "
+        f"draft's 32k vocabulary, {full.step_cost:.2f} with the full one. " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -103,10 +103,10 @@ def _public_short() -> str:
         return ""
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
-    return (f"Others measured {under(qwen['measured'], qwen['model']):.0f} % less for Qwen3-30B-A3B on 2 GPUs and "
-            f"{under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % less for DeepSeek-V3's MTP on 8 GPUs "
-            f"([details](details.html#{LAYERS_ANCHOR})): a guide, not a measurement; steps {STEP['baseline']} to "
-            f"{STEP['chains']} of the box measure the incident's own.")
+    return (f"Step costs others measured ran below the model's: {under(qwen['measured'], qwen['model']):.0f} % for "
+            f"Qwen3-30B-A3B on 2 GPUs, {under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % for "
+            f"DeepSeek-V3's MTP on 8 GPUs ([details](details.html#{LAYERS_ANCHOR})). A guide, then: steps "
+            f"{STEP['baseline']} to {STEP['chains']} of the box measure the incident's own.")
 
 
 def public_markdown() -> str:
@@ -222,11 +222,12 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         if not near:
             return "nothing clearly pays"
         r = near[0]
-        text = (f"nothing clearly pays: the model gives the best, {r['configuration']}, {r['tokens_per_s']:.0f} "
+        text = (f"nothing clearly pays. The model gives the best, {r['configuration']}, {r['tokens_per_s']:.0f} "
                 f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
-            text += (f", but the first launch implies a step costs at least {floor['step_cost_at_least']:.2f} plain "
-                     f"steps, which caps it at {r['tokens_per_s_at_most']:.0f}")
+            text += (f" at its step cost of {r['step_cost']:.2f}; but the first launch's {floor['tokens_per_s']:g} "
+                     f"tok/s means a step there cost at least {floor['step_cost_at_least']:.2f}, which caps it at "
+                     f"{r['tokens_per_s_at_most']:.0f}")
         return text
     text = "no configuration clearly beats no speculation"
     if not near:

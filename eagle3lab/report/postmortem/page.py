@@ -48,8 +48,8 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
-        f"**Why so costly.** A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps: a sparse MoE's verify pass "
-        "reads the union of its tokens' experts (calculated below).",
+        f"**Why so costly.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps: a sparse MoE's verify "
+        "reads the union of its tokens' experts (below).",
         "",
         "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
@@ -80,15 +80,17 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     story = [r for r in rows if r["config_feeds"] == served and r["fix_works"]]
     old = [r for r in rows if _before(r["versions"], _graphs_fixed_in()) and r["config_feeds"] == r["fix_feeds"]]
     text = ""
+    if story and old:  # the write-up's two clues point to different releases
+        return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}, where the "
+                f"patch fixes it; its logged accept rate fits {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs feed "
+                f"boundaries {old[-1]['fix_feeds']} before and after the patch ({_link('03', present)}). One of the two "
+                "is wrong; the version settles which.")
     if story:
         text += (f"SGLang {', '.join(r['versions'] for r in story)} fed {served}, as the write-up says, and the patch "
                  "fixes it. ")
     if old:
         text += (f"On {t.RATE_OLD_UNTIL} or earlier, CUDA graphs feed boundaries {old[-1]['fix_feeds']} before and "
                  f"after the patch ({_link('03', present)}).")
-    if story and old:
-        text += (f" The write-up's {served} and its logged accept rate point to different releases: one of the two "
-                 "is wrong; the version settles which.")
     return text.strip() or ("What the server fed depends on its SGLang version, which the write-up never states "
                             f"({_link('03', present)}).")
 
@@ -376,8 +378,7 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
     """A link per notebook page of this report, with the question it answers (and, on the index,
     the details page first)."""
     questions = {name: q for name, q in PAGES.values()}
-    lines = [f"- [The evidence in detail]({DETAILS}.html): the lab's figure beside each step, the hypotheses, the "
-             "probe"] if details else []
+    lines = [f"- [The evidence in detail]({DETAILS}.html): the lab beside each step, the hypotheses"] if details else []
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
         failed = " — **this notebook failed in this run**" if ok is False else ""
         lines.append(f"- [{name[:2]} · {questions.get(name, name)}]({name}.html){failed}")
