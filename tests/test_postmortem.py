@@ -201,7 +201,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert f"`{line}`" in steps[2] and f"`{line} --baseline-tps B`" in steps[3]
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
-    assert "Before 0.5.11, relaunch once with `--disable-cuda-graph`" in steps[0]
+    assert "*Do first*" in steps[0] and "`disable_cuda_graph`" in steps[0]  # the relaunch is said once, in the summary
     assert known_box.graph_fed({}) == "the default layers"  # a run that recorded no table of releases
     assert "sent as written, so in your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
@@ -305,8 +305,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the summary leads with the action that settles it, naming what those releases fed
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
-            "http://HOST:30000/get_server_info`). If it is 0.5.10.post1 or earlier with CUDA graphs on, as the logged "
-            "accept rate suggests, the wiring fix never took effect: CUDA graphs fed boundaries [2, 30, 58] before and "
-            "after the patch. Relaunch with `--disable-cuda-graph`") in summary
+            "http://HOST:30000/get_server_info`). Up to 0.5.10.post1, where the logged accept rate points, CUDA graphs "
+            "fed boundaries [2, 30, 58] before and after the patch, so with them on the wiring fix never took effect: "
+            "relaunch with `--disable-cuda-graph`. From 0.5.11 on, use the ids notebook 03 lists") in summary
     # the ids per release are notebook 03's table (the index points to it; a cold reader skipped the list)
     assert "lists for your release; before 0.5.11, `--disable-cuda-graph` or an upgrade." in wiring

@@ -80,10 +80,9 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the server's version and settings**: `{INFO_LINE}` shows `version` and the `speculative_*` "
-        f"settings as resolved. The logged accept rate {rate.text()} points to 0.5.10.post1 or earlier "
-        f"(0.5.11 and later would print {lo:.2f}–{hi:.2f}). Before {graph_reset_fixed_in()}, relaunch once with "
-        "`--disable-cuda-graph` and compare the accept length.",
+        f"**Confirm the server's version and settings**, as in the summary's *Do first*: `{INFO_LINE}` shows "
+        "`version`, `disable_cuda_graph` and the `speculative_*` settings as resolved. The logged accept rate "
+        f"{rate.text()} points to 0.5.10.post1 or earlier (0.5.11 and later would print {lo:.2f}–{hi:.2f}).",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
         "`ttt_length` 1 means none). Its config says, or its weights, read by eagle3lab, the tool that wrote this "
         "page:<br>"

@@ -61,10 +61,11 @@ def do_first(ev: dict, rec) -> str:
     graphs where the release's graphs ignore the patched ids (the box's step 1)."""
     from eagle3lab.report.postmortem.known_box import INFO_LINE, graph_fed, graph_reset_fixed_in
 
-    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). If it is {t.RATE_OLD_UNTIL} "
-            f"or earlier with CUDA graphs on, as the logged accept rate suggests, the wiring fix never took effect: "
-            f"CUDA graphs fed {graph_fed(ev)} before and after the patch. Relaunch with `--disable-cuda-graph`, or on "
-            f"{graph_reset_fixed_in()} or later with the ids for that release, and measure the accept length again.")
+    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). Up to {t.RATE_OLD_UNTIL}, "
+            f"where the logged accept rate points, CUDA graphs fed {graph_fed(ev)} before and after the patch, so with "
+            "them on the wiring fix never took effect: relaunch with `--disable-cuda-graph`. From "
+            f"{graph_reset_fixed_in()} on, use the ids notebook 03 lists for that release. Then measure the accept "
+            "length again.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
