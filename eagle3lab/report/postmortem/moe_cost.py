@@ -65,8 +65,8 @@ def why_section(rec=None) -> str:
         "",
         f"**A bytes model** (bytes read per step, one request at a time, nothing fitted) puts a 5/1/6 step at "
         f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
-        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} with the public Kimi-K2.5 "
-        f"draft's 32k vocabulary, {full.step_cost:.2f} with the full one. " + _public_short(),
+        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} with a 32k draft vocabulary "
+        f"({full.step_cost:.2f} with the full one). " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -103,10 +103,10 @@ def _public_short() -> str:
         return ""
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
-    return (f"Step costs others measured ran below the model's: {under(qwen['measured'], qwen['model']):.0f} % for "
-            f"Qwen3-30B-A3B on 2 GPUs, {under(hi, dsv3['model']):.0f}–{under(lo, dsv3['model']):.0f} % for "
-            f"DeepSeek-V3's MTP on 8 GPUs ([details](details.html#{LAYERS_ANCHOR})). A guide, then: steps "
-            f"{STEP['baseline']} to {STEP['chains']} of the box measure the incident's own.")
+    low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
+    return (f"Others measured {low:.0f}–{under(lo, dsv3['model']):.0f} % below it on other MoE models "
+            f"([details](details.html#{LAYERS_ANCHOR})): a guide; steps {STEP['baseline']} to {STEP['chains']} of the "
+            "box measure the incident's own.")
 
 
 def public_markdown() -> str:
@@ -186,7 +186,8 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
             f"- **a draft that accepts at position 1 only** (no TTT): 1/1/2, at most {lo:.0f}–{hi:.0f} tok/s, a "
             "ceiling, not a forecast;",
             f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}): "
-            f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s.",
+            f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s at the model's "
+            "step cost.",
             "",
             f"[The details page's table](details.html#{ADVICE_ANCHOR}) gives every configuration."])
     lines = [

@@ -84,8 +84,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     if story and old:  # the write-up's two clues point to different releases
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}, where the "
                 f"patch fixes it; its logged accept rate fits {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs feed "
-                f"boundaries {old[-1]['fix_feeds']} before and after the patch ({_link('03', present)}). One of the two "
-                "is wrong; the version settles which.")
+                f"boundaries {old[-1]['fix_feeds']} either way ({_link('03', present)}). One of the two is wrong.")
     if story:
         text += (f"SGLang {', '.join(r['versions'] for r in story)} fed {served}, as the write-up says, and the patch "
                  "fixes it. ")
@@ -375,15 +374,22 @@ CAUSE_WORDS = {"config_adjusted": "the server adjusted the configuration", "wiri
                "healthy": "no fault"}
 
 
+# what each notebook shows, in a few words (the index's one line of links; PAGES has the questions)
+SHORT = {"01_config_bug": "the configuration run", "02_wiring_mismatch": "the hidden states fed",
+         "03_embedding_fix": "the patch by SGLang release", "04_accept_length_analysis": "acceptance by position",
+         "05_what_if_sweeps": "hypotheses and configurations"}
+
+
 def evidence_section(runs_ok: dict, details: bool = False) -> str:
-    """A link per notebook page of this report, with the question it answers (and, on the index,
-    the details page first)."""
-    questions = {name: q for name, q in PAGES.values()}
-    lines = [f"- [The evidence in detail]({DETAILS}.html): the lab beside each step, the hypotheses"] if details else []
+    """The details page, then one line of links to the notebook pages of this report, each with
+    what it shows (a notebook that failed says so)."""
+    links = []
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
-        failed = " — **this notebook failed in this run**" if ok is False else ""
-        lines.append(f"- [{name[:2]} · {questions.get(name, name)}]({name}.html){failed}")
-    return "Each notebook's page shows its code:\n\n" + "\n".join(lines)
+        failed = " (**failed in this run**)" if ok is False else ""
+        links.append(f"[{name[:2]} · {SHORT.get(name, name)}]({name}.html){failed}")
+    lines = [f"- [The evidence in detail]({DETAILS}.html): the lab beside each step, the hypotheses"] if details else []
+    lines.append("- The notebooks, each with its code: " + "; ".join(links))
+    return "\n".join(lines)
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
