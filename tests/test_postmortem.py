@@ -220,7 +220,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
     assert "**2.98** plain steps, 1.69 of it for the extra experts: within 2 % of 2.93 with a 32k draft vocabulary (3.26" in text and "4.32 times as long for 6 tokens" in text
     # others' measured costs against the model, with how many GPUs (data/cost/public-figures.json)
-    assert "Others measured 4–48 % below it on other MoE models" in text  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
+    assert "Others measured 4–48 % below the model on other MoE models" in text  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
     assert "cost 2.59 plain steps" in moe_cost.public_markdown() and "cost 1.42–1.70" in moe_cost.public_markdown()  # details
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
@@ -230,7 +230,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     assert "- **the incident's acceptance at every depth**: nothing clearly pays. The model gives the best, 1/1/2, " \
-           "92 (87–93) at its step cost of 1.42; but the first launch's 56.8 tok/s means a step there cost at least " \
+           "92 (range 87–93) at its step cost of 1.42; but the first launch's 56.8 tok/s means a step there cost at least " \
            "1.58, which caps it at 83;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
     assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s at the model's step cost" in text
@@ -306,8 +306,9 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the summary leads with the action that settles it, naming what those releases fed
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
-            "http://HOST:30000/get_server_info`). Up to 0.5.10.post1, where the logged accept rate points, CUDA graphs "
-            "fed boundaries [2, 30, 58] before and after the patch, so with them on the wiring fix never took effect: "
-            "relaunch with `--disable-cuda-graph`. From 0.5.11 on, use the ids notebook 03 lists") in summary
+            "http://HOST:30000/get_server_info`). If it was 0.5.10.post1 or earlier with CUDA graphs on, their default, "
+            "as the logged accept rate suggests, the patch never took effect: the last run still fed the draft "
+            "boundaries [2, 30, 58]. Relaunch with `--disable-cuda-graph`, measuring B the same way, or from 0.5.11 on "
+            "use the ids notebook 03 lists") in summary
     # the ids per release are notebook 03's table (the index points to it; a cold reader skipped the list)
     assert "lists for your release; before 0.5.11, `--disable-cuda-graph` or an upgrade." in wiring

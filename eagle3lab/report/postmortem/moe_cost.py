@@ -104,7 +104,7 @@ def _public_short() -> str:
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
-    return (f"Others measured {low:.0f}–{under(lo, dsv3['model']):.0f} % below it on other MoE models "
+    return (f"Others measured {low:.0f}–{under(lo, dsv3['model']):.0f} % below the model on other MoE models "
             f"([details](details.html#{LAYERS_ANCHOR})): a guide; steps {STEP['baseline']} to {STEP['chains']} of the "
             "box measure the incident's own.")
 
@@ -224,7 +224,7 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
             return "nothing clearly pays"
         r = near[0]
         text = (f"nothing clearly pays. The model gives the best, {r['configuration']}, {r['tokens_per_s']:.0f} "
-                f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
+                f"(range {r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
             text += (f" at its step cost of {r['step_cost']:.2f}; but the first launch's {floor['tokens_per_s']:g} "
                      f"tok/s means a step there cost at least {floor['step_cost_at_least']:.2f}, which caps it at "

@@ -48,8 +48,8 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
-        f"**Why so costly.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps: a sparse MoE's verify "
-        "reads the union of its tokens' experts (below).",
+        f"**Why so costly.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, most of the excess because "
+        "a sparse MoE's verify reads the union of its tokens' experts (below).",
         "",
         "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
@@ -61,11 +61,11 @@ def do_first(ev: dict, rec) -> str:
     graphs where the release's graphs ignore the patched ids (the box's step 1)."""
     from eagle3lab.report.postmortem.known_box import INFO_LINE, graph_fed, graph_reset_fixed_in
 
-    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). Up to {t.RATE_OLD_UNTIL}, "
-            f"where the logged accept rate points, CUDA graphs fed {graph_fed(ev)} before and after the patch, so with "
-            "them on the wiring fix never took effect: relaunch with `--disable-cuda-graph`. From "
-            f"{graph_reset_fixed_in()} on, use the ids notebook 03 lists for that release. Then measure the accept "
-            "length again.")
+    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). If it was "
+            f"{t.RATE_OLD_UNTIL} or earlier with CUDA graphs on, their default, as the logged accept rate suggests, the "
+            f"patch never took effect: the last run still fed the draft {graph_fed(ev)}. Relaunch with "
+            "`--disable-cuda-graph`, measuring B the same way, or from "
+            f"{graph_reset_fixed_in()} on use the ids notebook 03 lists; then measure the accept length again.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
