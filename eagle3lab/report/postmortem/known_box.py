@@ -62,14 +62,19 @@ def rate_clue(rec) -> tuple[float, float]:
 STEP = {"version": 1, "training": 2, "baseline": 3, "per_position": 4, "chains": 5}  # do_next_lines' order
 
 
-def graph_fed(ev: dict | None) -> str:
-    """What CUDA graphs fed before the release that fixed the reset, from notebook 03's table of
-    releases (`records.fix_ids` rows), or in words when the run recorded no rows."""
+def rows_before_graph_fix(ev: dict | None) -> list[dict]:
+    """Notebook 03's table of releases (`records.fix_ids` rows) up to the release whose CUDA graphs
+    first feed the config's ids; a grouped label (`0.5.5 – 0.5.10`) counts by its last release."""
     from eagle3lab.known_defects.row import parse_version
 
     fixed = parse_version(graph_reset_fixed_in())
-    rows = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or []
+    return [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or []
             if parse_version(r["versions"].split("–")[-1].strip()) < fixed]
+
+
+def graph_fed(ev: dict | None) -> str:
+    """What CUDA graphs fed before that release, or in words when the run recorded no rows."""
+    rows = rows_before_graph_fix(ev)
     return f"boundaries {rows[-1]['fix_feeds']}" if rows else "the default layers"
 
 

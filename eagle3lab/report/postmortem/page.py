@@ -79,7 +79,9 @@ def version_caveat(ev: dict, rec, present=None) -> str:
                 f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids.")
     served = rec.model["served_boundaries_before_fix"]
     story = [r for r in rows if r["config_feeds"] == served and r["fix_works"]]
-    old = [r for r in rows if _before(r["versions"], _graphs_fixed_in()) and r["config_feeds"] == r["fix_feeds"]]
+    from eagle3lab.report.postmortem.known_box import rows_before_graph_fix
+
+    old = [r for r in rows_before_graph_fix(ev) if r["config_feeds"] == r["fix_feeds"]]
     text = ""
     if story and old:  # the write-up's two clues point to different releases
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}, where the "
@@ -106,13 +108,6 @@ def _graphs_fixed_in() -> str:
     from eagle3lab.report.postmortem.known_box import graph_reset_fixed_in
 
     return graph_reset_fixed_in()
-
-
-def _before(versions: str, release: str) -> bool:
-    """Whether a grouped label (`0.5.5 – 0.5.10`) ends before `release`."""
-    from eagle3lab.known_defects.row import parse_version
-
-    return parse_version(versions.split("–")[-1].strip()) < parse_version(release)
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
