@@ -106,7 +106,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
     assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 themselves." in items[0]
-    assert "before 0.5.11, `--disable-cuda-graph` or an upgrade." in items[1]
+    assert "lists for your release; before 0.5.11, `--disable-cuda-graph`." in items[1]  # EVIDENCE has no table
     assert "no SGLang server or GPU ran for this page" in text.split("## Summary")[0]  # said once, first
     assert "step 4 of the box" in items[2]
 
@@ -193,7 +193,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     steps = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
     assert [s[:2] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5]  # the order the causes and the advice refer to
-    assert "Confirm the server's version" in steps[0] and "0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    assert "Confirm the version and settings" in steps[0] and "later releases print 0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
@@ -218,9 +218,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
 
     text = moe_cost.why_section()
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
-    assert "**2.98** plain steps, 1.69 of it for the extra experts: within 2 % of 2.93 with a 32k draft vocabulary (3.26" in text and "4.32 times as long for 6 tokens" in text
+    assert "**2.98** plain steps, 1.69 of it for the extra experts, within 2 % of 2.93 (3.26 with the full draft vocabulary, not a 32k one)" in text and "4.32 times as long for 6 tokens" in text
     # others' measured costs against the model, with how many GPUs (data/cost/public-figures.json)
-    assert "Others measured 4–48 % below the model on other MoE models" in text  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
+    assert "On other MoE models others measured 4–48 % below it" in text  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
     assert "cost 2.59 plain steps" in moe_cost.public_markdown() and "cost 1.42–1.70" in moe_cost.public_markdown()  # details
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
@@ -229,9 +229,10 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
-    assert "- **the incident's acceptance at every depth**: nothing clearly pays. The model gives the best, 1/1/2, " \
-           "92 (range 87–93) at its step cost of 1.42; but the first launch's 56.8 tok/s means a step there cost at least " \
-           "1.58, which caps it at 83;" in text
+    # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
+    assert "- **the incident's acceptance at every depth** (0.43–0.46 per token at each position, its 1.73–1.85 at " \
+           "5/1/6): nothing clearly pays: the model's best, 1/1/2, gives 92 (87–93) at its step cost of 1.42, but the " \
+           "first launch's 56.8 tok/s means a step there cost at least 1.58, capping it at 83;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
     assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s at the model's step cost" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
@@ -285,7 +286,7 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "cost at least 1.58, which caps it at 83" in brief
+    assert "at most 98–105 tok/s" in brief and "cost at least 1.58, capping it at 83" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -306,9 +307,25 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the summary leads with the action that settles it, naming what those releases fed
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
-            "http://HOST:30000/get_server_info`). If it was 0.5.10.post1 or earlier with CUDA graphs on, their default, "
-            "as the logged accept rate suggests, the patch never took effect: the last run still fed the draft "
-            "boundaries [2, 30, 58]. Relaunch with `--disable-cuda-graph`, measuring B the same way, or from 0.5.11 on "
-            "use the ids notebook 03 lists") in summary
-    # the ids per release are notebook 03's table (the index points to it; a cold reader skipped the list)
-    assert "lists for your release; before 0.5.11, `--disable-cuda-graph` or an upgrade." in wiring
+            "http://HOST:30000/get_server_info`). On 0.5.10.post1 or earlier with graphs on, their default, the patch "
+            "never took effect: the draft was still fed boundaries [2, 30, 58]. Relaunch with `--disable-cuda-graph`, "
+            "or on a later release with the ids the wiring cause lists (below); then measure the accept length again "
+            "and B, the tok/s without speculation, both with the same CUDA-graph setting (steps 3 and 4).") in summary
+    # the ids per release, from notebook 03's table, inline (a cold reader would not open 03 for them); on
+    # 0.5.14 and later the first of the two that work
+    assert ("*Fix:* the ids that feed [0, 3, 31]: [-1, 2, 30] with the patch on 0.5.11 – 0.5.12, [-1, 3, 31] with the "
+            "patch on 0.5.13, [0, 3, 31] (no patch) on 0.5.14 – 0.5.23; before 0.5.11, `--disable-cuda-graph`.") in wiring
+
+
+def test_a_weak_lab_says_it_cannot_rank_and_names_the_write_ups_own_guess():
+    from eagle3lab.report.postmortem.page import causes_list
+
+    weak = {**EVIDENCE, "hypotheses": {"rows": {**EVIDENCE["hypotheses"]["rows"],
+                                                t.REFERENCE: _row(1.31, (1.10, 1.98))}}}
+    rec = incident.load()
+    open_cause = causes_list(weak, rec, t.hypothesis_rows(weak, rec)).splitlines()[2]
+    # the reference accepts below the incident's 1.73: no ranking, and the INT4 guess (the seed's own) is named
+    assert ("The lab's drafts are too weak to rank the 4 hypotheses it tested, the write-up's own guess of an INT4 "
+            "target among them (its fault-free draft accepts 1.31 [1.10, 1.98]") in open_cause
+    no_guess = {**weak, "hypotheses": {"rows": {k: v for k, v in weak["hypotheses"]["rows"].items() if k != "quant-int4"}}}
+    assert "INT4" not in causes_list(no_guess, rec, t.hypothesis_rows(no_guess, rec)).splitlines()[2]

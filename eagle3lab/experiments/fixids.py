@@ -93,6 +93,9 @@ def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = 
         return getattr(exc, "short", None) or str(exc).split(":")[0]
 
 
+IDS_SEP = "; "  # between the alternatives of one release's working ids (the report reads the first)
+
+
 def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEED_LAYERS) -> list[str]:
     """Draft ids that make SGLang `version` feed exactly `trained` (boundary 0 first)."""
     rest = list(trained[1:])
@@ -124,7 +127,7 @@ def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CON
         row = {f"config ids {config_ids} feed": _fed(v, config_ids, False),
                f"fix {fix_ids} (patched) feeds": fix,
                f"fix = trained {list(trained)}": fix == list(trained),
-               "ids that feed the trained boundaries": "; ".join(_working_ids(v, trained))}
+               "ids that feed the trained boundaries": IDS_SEP.join(_working_ids(v, trained))}
         key = tuple(str(x) for x in row.values())
         if rows and rows[-1][1] == key:
             rows[-1][0].append(v)

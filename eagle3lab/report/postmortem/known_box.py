@@ -10,13 +10,14 @@ commands from what eagle3lab and its standalone probe script (`eagle3_probe.py`)
 from __future__ import annotations
 
 from eagle3lab.paths import PROBE_SCRIPT
+from eagle3lab.report.postmortem.tables import RATE_OLD_UNTIL
 from eagle3lab.report import incident as incident_record
 
 # The write-up's own words for the wiring (tests/test_incident.py checks they are in the story).
 WIRING_QUOTE = "taking the first 3 of 4 captured hidden states"
 SERVED_QUOTE = "SGLang was passing cat([layer3, layer31, layer59])"
 # the quotes that carry the story (each step's figures are in its row; the details page quotes every figure)
-KNOWN_FIGURES = ("draft_tokens_run_first", "after_fix_accept_rate")  # the override; the version clue
+KNOWN_FIGURES = ("draft_tokens_run_first",)  # the override (the accept rate, the version clue, is in its row)
 PROBE = PROBE_SCRIPT.name
 CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
@@ -78,6 +79,16 @@ def graph_fed(ev: dict | None) -> str:
     return f"boundaries {rows[-1]['fix_feeds']}" if rows else "the default layers"
 
 
+def ids_after_graph_fix(ev: dict | None) -> str:
+    """The ids that feed the trained boundaries on each release from the one whose CUDA graphs feed
+    the config's ids (notebook 03's rows; where a release takes either, the first it lists)."""
+    from eagle3lab.experiments.fixids import IDS_SEP
+
+    before = rows_before_graph_fix(ev)
+    rows = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or [] if r not in before]
+    return ", ".join(f"{r['ids'].split(IDS_SEP)[0]} on {r['versions']}" for r in rows if r.get("ids"))
+
+
 def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     """The ordered next steps (`STEP`), each with what it settles and its command."""
     lo, hi = rate_clue(rec)
@@ -85,14 +96,13 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the server's version and settings**, as in the summary's *Do first*: `{INFO_LINE}` shows "
-        "`version`, `disable_cuda_graph` and the `speculative_*` settings as resolved. The logged accept rate "
-        f"{rate.text()} points to 0.5.10.post1 or earlier (0.5.11 and later would print {lo:.2f}–{hi:.2f}).",
+        f"**Confirm the version and settings** (*Do first*): `{INFO_LINE}` shows `version`, `disable_cuda_graph` "
+        f"and the resolved `speculative_*`. The logged accept rate {rate.text()} points to {RATE_OLD_UNTIL} or "
+        f"earlier; later releases print {lo:.2f}–{hi:.2f}.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
-        "`ttt_length` 1 means none). Its config says, or its weights, read by eagle3lab, the tool that wrote this "
-        "page:<br>"
+        "`ttt_length` 1 means none). Its config says; eagle3lab, which wrote this page, reads its weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        f"**Measure B**, the tok/s without speculation (the incident's {base} came from an unknown benchmark): "
+        f"**Measure B** (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags and run<br>`{line}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later), speculation on:<br>"
         f"`{line} --baseline-tps B`",

@@ -64,9 +64,9 @@ def why_section(rec=None) -> str:
         + h200_sentence(k1),
         "",
         f"**A bytes model** (bytes read per step, one request at a time, nothing fitted) puts a 5/1/6 step at "
-        f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts: within "
-        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} with a 32k draft vocabulary "
-        f"({full.step_cost:.2f} with the full one). " + _public_short(),
+        f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts, within "
+        f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} ({full.step_cost:.2f} with the "
+        "full draft vocabulary, not a 32k one). " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -104,8 +104,8 @@ def _public_short() -> str:
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
-    return (f"Others measured {low:.0f}–{under(lo, dsv3['model']):.0f} % below the model on other MoE models "
-            f"([details](details.html#{LAYERS_ANCHOR})): a guide; steps {STEP['baseline']} to {STEP['chains']} of the "
+    return (f"On other MoE models others measured {low:.0f}–{under(lo, dsv3['model']):.0f} % below it "
+            f"([details](details.html#{LAYERS_ANCHOR})): a guide only; steps {STEP['baseline']} to {STEP['chains']} of the "
             "box measure the incident's own.")
 
 
@@ -151,6 +151,14 @@ def advice_rows(rec=None) -> list[dict]:
     return list(rows.values())
 
 
+def _iid_words(profile) -> str:
+    """The incident's acceptance as the advice carries it: one per-token rate, the same at every
+    draft position, that gives its logged accept lengths at its configuration."""
+    lo, hi = profile.rate_range
+    at = profile.measured_at
+    return f"{lo:.2f}–{hi:.2f} per token at each position, its {at[4][0]:.2f}–{at[4][1]:.2f} at {at[0]}/{at[1]}/{at[2]}"
+
+
 def _range(point: float, rng) -> str:
     lo, hi = rng
     return f"{point:.2f}" if abs(hi - lo) < 0.005 else f"{point:.2f}–{hi:.2f}"
@@ -182,7 +190,8 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
         return "\n".join([
             f"Predicted with the bytes model, against {base:g} tok/s without speculation:",
             "",
-            f"- **the incident's acceptance at every depth**: {_own_verdict(beats, near, base, floor, brief=True)};",
+            f"- **the incident's acceptance at every depth** ({_iid_words(profiles['incident'][0])}): "
+            f"{_own_verdict(beats, near, base, floor, brief=True)};",
             f"- **a draft that accepts at position 1 only** (no TTT): 1/1/2, at most {lo:.0f}–{hi:.0f} tok/s, a "
             "ceiling, not a forecast;",
             f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}): "
@@ -223,11 +232,11 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         if not near:
             return "nothing clearly pays"
         r = near[0]
-        text = (f"nothing clearly pays. The model gives the best, {r['configuration']}, {r['tokens_per_s']:.0f} "
-                f"(range {r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
+        text = (f"nothing clearly pays: the model's best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
+                f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
-            text += (f" at its step cost of {r['step_cost']:.2f}; but the first launch's {floor['tokens_per_s']:g} "
-                     f"tok/s means a step there cost at least {floor['step_cost_at_least']:.2f}, which caps it at "
+            text += (f" at its step cost of {r['step_cost']:.2f}, but the first launch's {floor['tokens_per_s']:g} "
+                     f"tok/s means a step there cost at least {floor['step_cost_at_least']:.2f}, capping it at "
                      f"{r['tokens_per_s_at_most']:.0f}")
         return text
     text = "no configuration clearly beats no speculation"

@@ -41,10 +41,9 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Two defects were found: a config override SGLang only logs as a warning, **verified** in SGLang's "
-        "code, which cut the first launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not "
-        "confirmed**. The low accept length that remains is **open**, and the layers the draft was trained on are a "
-        "**candidate** cause, small on the lab.",
+        "**Why.** Two defects were found: a config override, **verified** in SGLang's code, that cut the first "
+        "launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept "
+        "length left is **open**; the layers the draft was trained on are a **candidate** cause, small on the lab.",
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
@@ -58,14 +57,15 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
 
 def do_first(ev: dict, rec) -> str:
     """The one action that settles the wiring fix: which release ran, and a relaunch without CUDA
-    graphs where the release's graphs ignore the patched ids (the box's step 1)."""
-    from eagle3lab.report.postmortem.known_box import INFO_LINE, graph_fed, graph_reset_fixed_in
+    graphs where the release's graphs ignore the patched ids, or on a release with the ids the wiring
+    cause lists; then the two measurements that tell whether it paid (the box's steps)."""
+    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, graph_fed
 
-    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). If it was "
-            f"{t.RATE_OLD_UNTIL} or earlier with CUDA graphs on, their default, as the logged accept rate suggests, the "
-            f"patch never took effect: the last run still fed the draft {graph_fed(ev)}. Relaunch with "
-            "`--disable-cuda-graph`, measuring B the same way, or from "
-            f"{graph_reset_fixed_in()} on use the ids notebook 03 lists; then measure the accept length again.")
+    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). On {t.RATE_OLD_UNTIL} or "
+            "earlier with graphs on, their default, the patch never took effect: the draft was still fed "
+            f"{graph_fed(ev)}. Relaunch with `--disable-cuda-graph`, or on a later release with the ids the wiring "
+            "cause lists (below); then measure the accept length again and B, the tok/s without speculation, both with "
+            f"the same CUDA-graph setting (steps {STEP['baseline']} and {STEP['per_position']}).")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -97,17 +97,16 @@ def version_caveat(ev: dict, rec, present=None) -> str:
                             f"({_link('03', present)}).")
 
 
-def wiring_fix(ev: dict, present=None) -> str:
-    """The ids that feed the trained boundaries, by SGLang release (notebook 03), and what to do
-    before the release whose CUDA graphs feed the config's ids."""
-    return (f"*Fix:* the ids {_link('03', present)} lists for your release; before {_graphs_fixed_in()}, "
-            "`--disable-cuda-graph` or an upgrade.")
+def wiring_fix(ev: dict, rec, present=None) -> str:
+    """The ids that feed the trained boundaries on each release whose CUDA graphs feed the config's
+    ids (notebook 03's table), and what to do before those releases."""
+    from eagle3lab.report.postmortem.known_box import graph_reset_fixed_in, ids_after_graph_fix
 
-
-def _graphs_fixed_in() -> str:
-    from eagle3lab.report.postmortem.known_box import graph_reset_fixed_in
-
-    return graph_reset_fixed_in()
+    later = ids_after_graph_fix(ev)
+    before = f"before {graph_reset_fixed_in()}, `--disable-cuda-graph`"
+    if not later:
+        return f"*Fix:* the ids {_link('03', present)} lists for your release; {before}."
+    return f"*Fix:* the ids that feed {rec.model['trained_boundaries']}: {later}; {before}."
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -173,12 +172,17 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     ref = next((r for r in hyp_rows or [] if r["name"] == t.REFERENCE), None)
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested (its fault-free draft "
+        guess = ", the write-up's own guess of an INT4 target among them" if any(
+            r["name"] == WRITEUP_GUESS for r in tested) else ""
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} (its fault-free draft "
                 f"accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}: {DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
             f"{len(tested) - len(fits)} do not ({DETAILS_LINK}).")
+
+
+WRITEUP_GUESS = "quant-int4"  # the write-up's own guess: an INT4 target at serving, unquantized in training
 
 
 def _names(rows: list[dict]) -> str:
@@ -219,8 +223,9 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     wiring = ev.get("wiring") or {}
     check = res.get("sglang_check")
     tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
-    resolver = (f"SGLang {check['version']}'s own resolver, run here, agrees on {check['agree']} of "
-                f"{check['of']} flag sets" if check else "SGLang's rules, read in its wheels, say so")
+    resolver = (f"SGLang {check['version']}'s resolver, run here, agrees"
+                + ("" if check["agree"] == check["of"] else f" on {check['agree']} of {check['of']} flag sets")
+                if check else "SGLang's rules, read in its wheels, say so")
     lab_wiring = (f" On the lab, position-1 accuracy falls from {100 * wiring['acc1_trained']:.0f} % as trained to "
                   f"{100 * wiring['acc1_served']:.0f} % as served ({_link('02', present)})." if wiring.get("positions") else "")
     measured = (ev.get("training_slice") or {}).get("gap")
@@ -230,7 +235,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}. "
-        + version_caveat(ev, rec, present) + lab_wiring + " " + wiring_fix(ev, present),
+        + version_caveat(ev, rec, present) + lab_wiring + " " + wiring_fix(ev, rec, present),
         f"**Accept length near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
@@ -238,8 +243,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         + f" *Next:* step {STEP['per_position']} of the box.",
         "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
                                 else "candidate cause, not measured in this run")
-        + f".** Training took the first 3 of 4 captured states, {rec.model['trained_boundaries']}, dropping the "
-        f"deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, "
+        + f".** Trained on {rec.model['trained_boundaries']}, the first 3 of 4 captured states, without the deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, "
         "middle and high layers; no server patch.",
     ]
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
