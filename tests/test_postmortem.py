@@ -220,7 +220,11 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "= **2.93** plain decode steps" in text and "45.6" in text  # 384 x (1 - (1 - 8/384)^6)
     assert "**2.98** plain steps, 1.69 of it for the extra experts, within 2 % of 2.93 (3.26 with the full draft vocabulary, not a 32k one)" in text and "4.32 times as long for 6 tokens" in text
     # others' measured costs against the model, with how many GPUs (data/cost/public-figures.json)
-    assert "On other MoE models others measured 4–48 % below it" in text  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
+    assert "Measured costs fall 4–48 % below it on other MoE models" in text
+    # the incident's own 15/1/16 launch against the model: 6.42 x 46.7 / 90 = 3.33 needed, 1.74–1.87 at its rate
+    assert ("at the 15/1/16 launch the logged 46.7 tok/s would need an accept length of 3.3 under it, against "
+            "1.74–1.87 at the incident's acceptance: a guide only") in text
+    assert "**The 15/1/16 launch does not fit the model.** There it puts a step at 6.42 plain steps" in moe_cost.public_markdown()  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
     assert "cost 2.59 plain steps" in moe_cost.public_markdown() and "cost 1.42–1.70" in moe_cost.public_markdown()  # details
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
     assert list(rows) == ["1/1/2", "2/1/3", "3/1/4", "5/1/6"]
@@ -230,11 +234,11 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
-    assert "- **the incident's acceptance at every depth** (0.43–0.46 per token at each position, its 1.73–1.85 at " \
-           "5/1/6): nothing clearly pays: the model's best, 1/1/2, gives 92 (87–93) at its step cost of 1.42, but the " \
+    assert "- **the incident's acceptance at every depth** (0.43–0.46 per token at each position, as at " \
+           "5/1/6): nothing clearly pays: the bytes model's best, 1/1/2, gives 92 (87–93) at its step cost of 1.42, but the " \
            "first launch's 56.8 tok/s means a step there cost at least 1.58, capping it at 83;" in text
     assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
-    assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s at the model's step cost" in text
+    assert "(accept length 2.69–3.20 at 3/1/4): 2/1/3 or 3/1/4, about 121 tok/s at the bytes model's step cost" in text
     assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
     assert "4.22" not in text and "1.44" not in text  # nothing projected from a lab's accept length
 
@@ -301,16 +305,21 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     ev = {**EVIDENCE, "fix_ids": fix}
     wiring = causes_list(ev, incident.load(), t.hypothesis_rows(ev)).splitlines()[1]
     # a cold reader: the write-up's served boundaries and its accept rate cannot both hold
-    assert ("The write-up's served [3, 31, 59] fits SGLang 0.5.11 – 0.5.12, where the patch fixes it; its logged accept "
-            "rate fits 0.5.10.post1 or earlier, where CUDA graphs feed boundaries [2, 30, 58] either way") in wiring \
-        and "One of the two is wrong." in wiring
+    assert ("The write-up's served [3, 31, 59] fits SGLang 0.5.11 – 0.5.12, where the patch fixes it, but its logged "
+            "accept rate fits 0.5.10.post1 or earlier, where with CUDA graphs on it cannot (*Do first*; "
+            "[03](03_embedding_fix.html)): one of the "
+            "two is wrong.") in wiring
     # the summary leads with the action that settles it, naming what those releases fed
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
-            "http://HOST:30000/get_server_info`). On 0.5.10.post1 or earlier with graphs on, their default, the patch "
+            "http://HOST:30000/get_server_info`). On 0.5.10.post1 or earlier with graphs on (the default), the patch "
             "never took effect: the draft was still fed boundaries [2, 30, 58]. Relaunch with `--disable-cuda-graph`, "
-            "or on a later release with the ids the wiring cause lists (below); then measure the accept length again "
-            "and B, the tok/s without speculation, both with the same CUDA-graph setting (steps 3 and 4).") in summary
+            "where the patched [-1, 2, 30] feed [0, 3, 31], or on a later release with the ids the wiring cause lists "
+            "(below); then measure the accept length again and B, the tok/s without speculation, both with the same "
+            "CUDA-graph setting (steps 3 and 4). Until a configuration beats B (step 5), serve without speculation.") in summary
+    # with graphs off, 0.5.10 (the last release read before the graph fix) feeds the patched ids as 0.5.11 does
+    from eagle3lab.report.postmortem import known_box
+    assert known_box.graphs_off_feeds(incident.load()) == [0, 3, 31]
     # the ids per release, from notebook 03's table, inline (a cold reader would not open 03 for them); on
     # 0.5.14 and later the first of the two that work
     assert ("*Fix:* the ids that feed [0, 3, 31]: [-1, 2, 30] with the patch on 0.5.11 – 0.5.12, [-1, 3, 31] with the "
@@ -326,6 +335,6 @@ def test_a_weak_lab_says_it_cannot_rank_and_names_the_write_ups_own_guess():
     open_cause = causes_list(weak, rec, t.hypothesis_rows(weak, rec)).splitlines()[2]
     # the reference accepts below the incident's 1.73: no ranking, and the INT4 guess (the seed's own) is named
     assert ("The lab's drafts are too weak to rank the 4 hypotheses it tested, the write-up's own guess of an INT4 "
-            "target among them (its fault-free draft accepts 1.31 [1.10, 1.98]") in open_cause
+            "target among them (the lab's fault-free draft accepts 1.31 [1.10, 1.98]") in open_cause
     no_guess = {**weak, "hypotheses": {"rows": {k: v for k, v in weak["hypotheses"]["rows"].items() if k != "quant-int4"}}}
     assert "INT4" not in causes_list(no_guess, rec, t.hypothesis_rows(no_guess, rec)).splitlines()[2]

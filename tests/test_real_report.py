@@ -75,6 +75,9 @@ def test_training_slice_from_the_manifest(lab):
     assert sl == lab.training_slice()  # seeded bootstrap: the same interval every time
     text = tables.training_slice_text({"training_slice": sl})
     assert "over 96 held-out chat prompts" in text and f"{sl['gap']['ratio']:.2f}" in text
+    # measured when the lab was built, not in this run: both pages say so
+    assert "not re-measured in this run" in text
+    assert "On the lab, measured when it was built (96 held-out prompts" in tables.training_slice_short({"training_slice": sl})
 
 
 def test_repetition_beside_the_toy(lab):

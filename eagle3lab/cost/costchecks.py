@@ -246,6 +246,27 @@ def incident_floors() -> dict:
     return out
 
 
+def incident_long_chain() -> dict:
+    """The bytes model against the incident's longest launch (15/1/16, wiring still off): the step
+    cost it predicts, the accept length the logged tok/s would then need (C x S / B), and the one
+    the incident's own acceptance gives there (its i.i.d. rate carried to depth 15). A needed length
+    far above the incident's says the model overstates long chains (a fixed cost per step, which it
+    leaves out, flattens them) or that launch accepted far more."""
+    import eagle3lab.report.incident as incident
+
+    rec = incident.load()
+    cfg = rec.config("steps15")
+    config = (cfg["num_steps"], cfg["topk"], cfg["num_steps"] + 1)
+    base, tps = rec.figure("baseline_tps").mid, rec.figure("steps15_tps").mid
+    cost = kimi_model(DRAFT_VOCABS[0]).parts(*config).step_cost
+    own, _ = incident_profiles()["incident"]
+    length, (lo, hi) = own.accept_length(*config)
+    return {"configuration": "/".join(map(str, config)), "tokens_per_s": tps, "baseline_tokens_per_s": base,
+            "step_cost": cost, "accept_length_needed": cost * tps / base,
+            "incident_accept_length": length, "incident_accept_length_range": [lo, hi],
+            "after_fix_accept_length": rec.figure("after_fix_accept_length").mid}
+
+
 def incident_advice(configurations=INCIDENT_CONFIGS) -> list[dict]:
     """Predicted tok/s at each configuration for the incident's own acceptance and for the public
     Kimi-K2.5 drafts', on the incident's no-speculation baseline, in the bandwidth-bound limit: the

@@ -451,7 +451,7 @@ def served_by(backend: str = "lab") -> str:
     eng = engines.lookup(backend)
     if eng is not None and eng.pinned:
         return f"{eng.title} {eng.pinned} ({eng.build}) serving the lab's checkpoints"
-    return "eagle3lab's own engine, behind an SGLang-compatible API, in process"
+    return "eagle3lab's own engine, behind an SGLang-compatible API"
 
 
 def lab_sentence(lab: str, backend: str = "lab") -> str:

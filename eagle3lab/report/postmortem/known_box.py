@@ -38,15 +38,9 @@ def known_rows(rec) -> list[dict]:
     for fid in KNOWN_FIGURES:
         quotes.setdefault(rec.figure(fid).step, []).append(_quote(rec.figure(fid).quote))
     wiring_step = next(r["step"] for r in rec.timeline if r["id"] == "standalone")
-    quotes.setdefault(wiring_step, []).append(_quote(WIRING_QUOTE) + " †")
+    quotes.setdefault(wiring_step, []).extend([_quote(WIRING_QUOTE) + ";", _quote(SERVED_QUOTE)])
     return [{"step": row["step"], "what happened": row["what happened (as reported)"],
              "the write-up's words": " ".join(quotes.get(row["step"], [])) or "–"} for row in timeline_brief(rec)]
-
-
-def known_note(rec) -> str:
-    m = rec.model
-    return (f"† read here as trained on {m['trained_boundaries']}; the write-up's {_quote(SERVED_QUOTE)} as served "
-            f"{m['served_boundaries_before_fix']}.")
 
 
 def unknown_line(rec) -> str:
@@ -89,6 +83,24 @@ def ids_after_graph_fix(ev: dict | None) -> str:
     return ", ".join(f"{r['ids'].split(IDS_SEP)[0]} on {r['versions']}" for r in rows if r.get("ids"))
 
 
+def graphs_off_feeds(rec) -> list[int] | None:
+    """What the incident's patched ids feed with CUDA graphs off on the last release read before the
+    graphs feed the config's ids (eagle3lab.wiring.conventions, read in that release's wheel), or
+    None where the rules cannot say."""
+    from eagle3lab import engines
+    from eagle3lab.known_defects.row import parse_version
+    from eagle3lab.wiring import conventions
+
+    fixed = parse_version(graph_reset_fixed_in())
+    older = [v for v in engines.get("sglang").capture_versions if parse_version(v) < fixed]
+    m = rec.model
+    try:
+        return list(conventions.serve_boundaries("sglang", older[-1], m["architecture"], m["config_ids_after_fix"],
+                                                 m["target_layers"], cuda_graph=False, patched=True))
+    except (IndexError, conventions.ConventionError, conventions.CaptureError):
+        return None
+
+
 def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     """The ordered next steps (`STEP`), each with what it settles and its command."""
     lo, hi = rate_clue(rec)
@@ -100,7 +112,7 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
         f"and the resolved `speculative_*`. The logged accept rate {rate.text()} points to {RATE_OLD_UNTIL} or "
         f"earlier; later releases print {lo:.2f}–{hi:.2f}.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
-        "`ttt_length` 1 means none). Its config says; eagle3lab, which wrote this page, reads its weights:<br>"
+        "`ttt_length` 1 means none). Its training script says; eagle3lab, which wrote this page, reads the weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         f"**Measure B** (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags and run<br>`{line}`",
@@ -134,7 +146,6 @@ def box(rec=None, ev: dict | None = None) -> str:
 
     parts = ["**Known**: the timeline, as reported", ""]
     parts += markdown_table(known_rows(rec)).splitlines()
-    parts += ["", known_note(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev), 1)]
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. `{PROMPTS}`: a prompt per line, text or JSON "

@@ -56,7 +56,8 @@ def why_section(rec=None) -> str:
         f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step, the mean logged accept length, × "
         f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
         f"step ({lo:.2f}–{hi:.2f} over the three logged values). So 5/1/6 pays only above an accept length of "
-        f"{cost['cost']:.1f}; even {k1} of {k1} accepted would give at most {k1 / cost['cost']:.2f}×.",
+        f"{cost['cost']:.1f}; even every draft accepted, an accept length of {k1}, would give at most "
+        f"{k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
         f"{tgt.moe_layers} MoE layers. A verify pass of {k1} tokens reads the union of their experts, about "
@@ -104,9 +105,25 @@ def _public_short() -> str:
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
-    return (f"On other MoE models others measured {low:.0f}–{under(lo, dsv3['model']):.0f} % below it "
-            f"([details](details.html#{LAYERS_ANCHOR})): a guide only; steps {STEP['baseline']} to {STEP['chains']} of the "
-            "box measure the incident's own.")
+    return (f"Measured costs fall {low:.0f}–{under(lo, dsv3['model']):.0f} % below it on other MoE models "
+            f"([details](details.html#{LAYERS_ANCHOR})), and " + long_chain_sentence(brief=True) + ": a guide only; "
+            f"steps {STEP['baseline']} to {STEP['chains']} of the box measure the incident's own.")
+
+
+def long_chain_sentence(brief: bool = False) -> str:
+    """The bytes model against the incident's 15/1/16 launch (`costchecks.incident_long_chain`): the
+    accept length the logged tok/s would need under it, against the incident's own acceptance there."""
+    c = costchecks.incident_long_chain()
+    lo, hi = c["incident_accept_length_range"]
+    if brief:
+        return (f"at the {c['configuration']} launch the logged {c['tokens_per_s']:g} tok/s would need an accept length "
+                f"of {c['accept_length_needed']:.1f} under it, against {lo:.2f}–{hi:.2f} at the incident's acceptance")
+    return (f"**The {c['configuration']} launch does not fit the model.** There it puts a step at {c['step_cost']:.2f} "
+            f"plain steps, so the logged {c['tokens_per_s']:g} tok/s would need an accept length of "
+            f"{c['accept_length_needed']:.1f} ({c['step_cost']:.2f} × {c['tokens_per_s']:g} ÷ {c['baseline_tokens_per_s']:g}), "
+            f"against {lo:.2f}–{hi:.2f} for the incident's acceptance carried to that depth. Either that launch, made with "
+            "the wiring still off, accepted almost twice as much, or the model overstates long chains, as it overstates "
+            "the other MoE costs above.")
 
 
 def public_markdown() -> str:
@@ -116,7 +133,8 @@ def public_markdown() -> str:
             "as the model gives it from the shape alone and as measured on an H200:\n\n"
             + union_table(costchecks.kimi_model()) + "\n\n")
     qwen, dsv3 = _public_cases()
-    return head + ((_public_sentence(qwen, dsv3) + " ") if qwen or dsv3 else "") + _sglang_auto_sentence()
+    return (head + ((_public_sentence(qwen, dsv3) + " ") if qwen or dsv3 else "") + _sglang_auto_sentence()
+            + "\n\n" + long_chain_sentence())
 
 
 def _public_sentence(qwen: dict | None, dsv3: dict | None) -> str:
@@ -156,7 +174,7 @@ def _iid_words(profile) -> str:
     draft position, that gives its logged accept lengths at its configuration."""
     lo, hi = profile.rate_range
     at = profile.measured_at
-    return f"{lo:.2f}–{hi:.2f} per token at each position, its {at[4][0]:.2f}–{at[4][1]:.2f} at {at[0]}/{at[1]}/{at[2]}"
+    return f"{lo:.2f}–{hi:.2f} per token at each position, as at {at[0]}/{at[1]}/{at[2]}"
 
 
 def _range(point: float, rng) -> str:
@@ -188,17 +206,16 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
         lo, hi = collapse_at_112(own, floor, base)
         public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
         return "\n".join([
-            f"Predicted with the bytes model, against {base:g} tok/s without speculation:",
+            f"Predicted with the bytes model, against {base:g} tok/s without speculation ([every configuration]"
+            f"(details.html#{ADVICE_ANCHOR})):",
             "",
             f"- **the incident's acceptance at every depth** ({_iid_words(profiles['incident'][0])}): "
             f"{_own_verdict(beats, near, base, floor, brief=True)};",
             f"- **a draft that accepts at position 1 only** (no TTT): 1/1/2, at most {lo:.0f}–{hi:.0f} tok/s, a "
             "ceiling, not a forecast;",
             f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}): "
-            f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s at the model's "
-            "step cost.",
-            "",
-            f"[The details page's table](details.html#{ADVICE_ANCHOR}) gives every configuration."])
+            f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s at the bytes model's "
+            "step cost."])
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -232,7 +249,7 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         if not near:
             return "nothing clearly pays"
         r = near[0]
-        text = (f"nothing clearly pays: the model's best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
+        text = (f"nothing clearly pays: the bytes model's best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
                 f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
         if r.get("tokens_per_s_at_most") and floor:
             text += (f" at its step cost of {r['step_cost']:.2f}, but the first launch's {floor['tokens_per_s']:g} "

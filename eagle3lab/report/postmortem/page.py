@@ -59,13 +59,18 @@ def do_first(ev: dict, rec) -> str:
     """The one action that settles the wiring fix: which release ran, and a relaunch without CUDA
     graphs where the release's graphs ignore the patched ids, or on a release with the ids the wiring
     cause lists; then the two measurements that tell whether it paid (the box's steps)."""
-    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, graph_fed
+    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, graph_fed, graphs_off_feeds
 
+    m = rec.model
+    off = graphs_off_feeds(rec)
+    works = (f", where the patched {m['config_ids_after_fix']} feed {off}"
+             if off == list(m["trained_boundaries"]) else "")
     return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). On {t.RATE_OLD_UNTIL} or "
-            "earlier with graphs on, their default, the patch never took effect: the draft was still fed "
-            f"{graph_fed(ev)}. Relaunch with `--disable-cuda-graph`, or on a later release with the ids the wiring "
-            "cause lists (below); then measure the accept length again and B, the tok/s without speculation, both with "
-            f"the same CUDA-graph setting (steps {STEP['baseline']} and {STEP['per_position']}).")
+            "earlier with graphs on (the default), the patch never took effect: the draft was still fed "
+            f"{graph_fed(ev)}. Relaunch with `--disable-cuda-graph`{works}, or on a later release with the ids the "
+            "wiring cause lists (below); then measure the accept length again and B, the tok/s without speculation, both with "
+            f"the same CUDA-graph setting (steps {STEP['baseline']} and {STEP['per_position']}). Until a configuration "
+            f"beats B (step {STEP['chains']}), serve without speculation.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -85,8 +90,9 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     text = ""
     if story and old:  # the write-up's two clues point to different releases
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}, where the "
-                f"patch fixes it; its logged accept rate fits {t.RATE_OLD_UNTIL} or earlier, where CUDA graphs feed "
-                f"boundaries {old[-1]['fix_feeds']} either way ({_link('03', present)}). One of the two is wrong.")
+                f"patch fixes it, but its logged accept rate fits {t.RATE_OLD_UNTIL} or earlier, where with CUDA graphs on it "
+                f"cannot (*Do "
+                f"first*; {_link('03', present)}): one of the two is wrong.")
     if story:
         text += (f"SGLang {', '.join(r['versions'] for r in story)} fed {served}, as the write-up says, and the patch "
                  "fixes it. ")
@@ -132,7 +138,8 @@ def lab_limits(ev: dict, lab: dict | None) -> str:
     toy = acc.get("toy_repetition") or {}
     parts = []
     if rep.get("share") is not None and toy.get("share") is not None:
-        parts.append(f"{100 * rep['share']:.0f} % of the lab's greedy answers' {rep['window']}-token spans repeat an "
+        where = rep.get("origin") or "the lab's greedy answers"
+        parts.append(f"{100 * rep['share']:.0f} % of the {rep['window']}-token spans of {where} repeat an "
                      f"earlier one, against {100 * toy['share']:.0f} % for the toy lab's target, 3 M parameters "
                      "trained here on Python source, whose text loops")
     elif rep.get("share") is not None:
@@ -141,7 +148,7 @@ def lab_limits(ev: dict, lab: dict | None) -> str:
     curve = ((ev.get("training_curve") or {}).get("curves") or {}).get("healthy") or []
     if curve:
         last, goal = curve[-1], (ev.get("training_curve") or {}).get("goal")
-        parts.append(f"its healthy draft, trained on {last['training_tokens']:,} tokens, accepts "
+        parts.append(f"the lab's healthy draft, trained on {last['training_tokens']:,} tokens, accepts "
                      f"{last['accept_length']:.2f} tokens per step at 5/1/6"
                      + (f", short of the {goal:g} it was built for: notebook 04 plots the training curve"
                         if goal and last["ci95"][1] < goal else ""))
@@ -174,7 +181,7 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
         row = ref["_row"]
         guess = ", the write-up's own guess of an INT4 target among them" if any(
             r["name"] == WRITEUP_GUESS for r in tested) else ""
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} (its fault-free draft "
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} (the lab's fault-free draft "
                 f"accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}: {DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
@@ -220,14 +227,11 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     f = rec.figure
     cost = t.incident_cost(rec)
     res = ev.get("resolution") or {}
-    wiring = ev.get("wiring") or {}
     check = res.get("sglang_check")
     tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
     resolver = (f"SGLang {check['version']}'s resolver, run here, agrees"
                 + ("" if check["agree"] == check["of"] else f" on {check['agree']} of {check['of']} flag sets")
                 if check else "SGLang's rules, read in its wheels, say so")
-    lab_wiring = (f" On the lab, position-1 accuracy falls from {100 * wiring['acc1_trained']:.0f} % as trained to "
-                  f"{100 * wiring['acc1_served']:.0f} % as served ({_link('02', present)})." if wiring.get("positions") else "")
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
@@ -235,7 +239,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}. "
-        + version_caveat(ev, rec, present) + lab_wiring + " " + wiring_fix(ev, rec, present),
+        + version_caveat(ev, rec, present) + " " + wiring_fix(ev, rec, present),
         f"**Accept length near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
@@ -387,7 +391,7 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
         failed = " (**failed in this run**)" if ok is False else ""
         links.append(f"[{name[:2]} · {SHORT.get(name, name)}]({name}.html){failed}")
     lines = [f"- [The evidence in detail]({DETAILS}.html): the lab beside each step, the hypotheses"] if details else []
-    lines.append("- The notebooks, each with its code: " + "; ".join(links))
+    lines.append("- The notebooks, with code: " + "; ".join(links))
     return "\n".join(lines)
 
 

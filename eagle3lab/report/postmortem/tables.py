@@ -492,7 +492,8 @@ def training_slice_short(ev: dict) -> str:
     n = (sl.get("trained_emb_low_mid") or {}).get("prompts")
     said = {"small on the lab": "; on the incident's model, unknown",
             "no effect on the lab": ": no measurable change"}.get(slice_word(ev), "")
-    return (f"On the lab{f' ({n} held-out prompts, training-time test)' if n else ''}, that slice reaches "
+    built = ", measured when it was built" if "manifest" in (sl.get("source") or "") else ""
+    return (f"On the lab{built}{f' ({n} held-out prompts, training-time test)' if n else ''}, that slice reaches "
             f"{fmt(gap['ratio'], gap.get('ratio_ci95'))} times the accept length of low, middle and high "
             f"layers{said}.")
 
@@ -510,6 +511,8 @@ def training_slice_text(ev: dict) -> str:
             "not distinguishable": "not distinguishable"}.get(verdict, verdict)
     n = a.get("prompts")
     over = f" over {n} held-out chat prompts" if n else ""
+    if "manifest" in (sl.get("source") or ""):
+        over += " (its replay when it was built, its manifest; not re-measured in this run)"
     return (f"On the lab{over}, a draft trained that way, with TTT and served as trained, accepts "
             f"{fmt(a.get('accept_length'), a.get('accept_length_ci95'))} tokens per step against "
             f"{fmt(b.get('accept_length'), b.get('accept_length_ci95'))} for the same recipe on low, middle and high "
