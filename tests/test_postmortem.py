@@ -105,8 +105,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
-    assert "The later launches, 15/1/16 and 5/1/6, asked for steps + 1 themselves." in items[0]
-    assert "lists for your release; before 0.5.11, `--disable-cuda-graph`." in items[1]  # EVIDENCE has no table
+    assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in items[0]
+    assert "*Fix:* the ids [03](03_embedding_fix.html) lists for your release." in items[1]  # EVIDENCE has no table
     assert "no SGLang server or GPU ran for this page" in text.split("## Summary")[0]  # said once, first
     assert "step 4 of the box" in items[2]
 
@@ -193,7 +193,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     steps = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
     assert [s[:2] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5]  # the order the causes and the advice refer to
-    assert "Confirm the version and settings" in steps[0] and "later releases print 0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    assert "Confirm the version and `disable_cuda_graph`" in steps[0] and "later releases print 0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
@@ -294,36 +294,40 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
-    """A cold reader found 'served [3, 31, 59]' beside the inferred release, where CUDA graphs feed
-    [2, 30, 58]: the cause now says what each release fed, from notebook 03's table (the rules read)."""
+    """Cold readers: the write-up's served [3, 31, 59] and its accept rate both hold on 0.5.5 – 0.5.10
+    with CUDA graphs off, and they wanted one table of release x CUDA graphs (notebook 03's two
+    tables, the rules read in each wheel) instead of the ids scattered through the prose."""
     from eagle3lab import experiments
-    from eagle3lab.report.postmortem import records
+    from eagle3lab.report.postmortem import known_box, records
     from eagle3lab.report.postmortem.page import causes_list
 
-    fix = records.fix_ids(experiments.seed_ids_by_version(), experiments.SEED_SERVED, experiments.LATEST_SGLANG)
+    fix = records.fix_ids(experiments.seed_ids_by_version(), experiments.SEED_SERVED, experiments.LATEST_SGLANG,
+                          graphs_off=experiments.seed_ids_by_version(cuda_graph=False))
     fix = fix.get("application/vnd.eagle3lab.evidence+json", {}).get("value", fix)
     ev = {**EVIDENCE, "fix_ids": fix}
-    wiring = causes_list(ev, incident.load(), t.hypothesis_rows(ev)).splitlines()[1]
-    # a cold reader: the write-up's served boundaries and its accept rate cannot both hold
-    assert ("The write-up's served [3, 31, 59] fits SGLang 0.5.11 – 0.5.12, where the patch fixes it, but its logged "
-            "accept rate fits 0.5.10.post1 or earlier, where with CUDA graphs on it cannot (*Do first*; "
-            "[03](03_embedding_fix.html)): one of the "
-            "two is wrong.") in wiring
-    # the summary leads with the action that settles it, naming what those releases fed
+    rec = incident.load()
+    wiring = causes_list(ev, rec, t.hypothesis_rows(ev)).splitlines()[1]
+    assert ("The write-up's served [3, 31, 59] and its logged accept rate (0.5.10.post1 or earlier) fit together only "
+            "on 0.5.5 – 0.5.10 with CUDA graphs off, where the patch took effect and the accept length left is not the "
+            "wiring's (the table above). *Fix:* the ids of your row in the table above.") in wiring
+    # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
+    rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
+    assert rows == [
+        ["0.5.5 – 0.5.10", "on (default)", [2, 30, 58], [2, 30, 58], "none"],
+        ["0.5.5 – 0.5.10", "off", [3, 31, 59], [0, 3, 31], "[-1, 2, 30] with the patch"],
+        ["0.5.11 – 0.5.12", "either", [3, 31, 59], [0, 3, 31], "[-1, 2, 30] with the patch"],
+        ["0.5.13", "either", [2, 30, 58], [0, 2, 30], "[-1, 3, 31] with the patch"],
+        ["0.5.14 – 0.5.23", "either", [2, 30, 58], [0, 2, 30], "[0, 3, 31] (no patch)"]]
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
-            "http://HOST:30000/get_server_info`). On 0.5.10.post1 or earlier with graphs on (the default), the patch "
-            "never took effect: the draft was still fed boundaries [2, 30, 58]. Relaunch with `--disable-cuda-graph`, "
-            "where the patched [-1, 2, 30] feed [0, 3, 31], or on a later release with the ids the wiring cause lists "
-            "(below); then measure the accept length again and B, the tok/s without speculation, both with the same "
-            "CUDA-graph setting (steps 3 and 4). Until a configuration beats B (step 5), serve without speculation.") in summary
-    # with graphs off, 0.5.10 (the last release read before the graph fix) feeds the patched ids as 0.5.11 does
-    from eagle3lab.report.postmortem import known_box
-    assert known_box.graphs_off_feeds(incident.load()) == [0, 3, 31]
-    # the ids per release, from notebook 03's table, inline (a cold reader would not open 03 for them); on
-    # 0.5.14 and later the first of the two that work
-    assert ("*Fix:* the ids that feed [0, 3, 31]: [-1, 2, 30] with the patch on 0.5.11 – 0.5.12, [-1, 3, 31] with the "
-            "patch on 0.5.13, [0, 3, 31] (no patch) on 0.5.14 – 0.5.23; before 0.5.11, `--disable-cuda-graph`.") in wiring
+            "http://HOST:30000/get_server_info`), and find its row below. On 0.5.5 – 0.5.10 with graphs on (the "
+            "default), the patch never took effect: the draft was still fed boundaries [2, 30, 58]. Then measure the "
+            "accept length again and B, the tok/s without speculation, both with the same CUDA-graph setting (steps 3 "
+            "and 4). Until a configuration beats B (step 5), serve without speculation.") in summary
+    assert "| 0.5.5 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in summary
+    # a run recorded before the graphs-off table: one row per release, no setting claimed
+    old = {**ev, "fix_ids": {**fix, "rows_graphs_off": None}}
+    assert [r["CUDA graphs"] for r in known_box.release_rows(old, rec)] == ["on"] * 4
 
 
 def test_a_weak_lab_says_it_cannot_rank_and_names_the_write_ups_own_guess():

@@ -83,12 +83,14 @@ def capture_before_after(sglang_dir, lab_layers: int, seed_layers: int = 61):
 
 
 
-def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = SEED_LAYERS):
+def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = SEED_LAYERS,
+         cuda_graph: bool = True):
     """Boundaries SGLang `version` feeds for `ids` (eagle3lab.wiring.conventions), or a short failure."""
     from eagle3lab.wiring import conventions
 
     try:
-        return list(conventions.serve_boundaries("sglang", version, arch, ids, layers, patched=patched))
+        return list(conventions.serve_boundaries("sglang", version, arch, ids, layers, patched=patched,
+                                                 cuda_graph=cuda_graph))
     except (conventions.ConventionError, conventions.CaptureError) as exc:
         return getattr(exc, "short", None) or str(exc).split(":")[0]
 
@@ -96,24 +98,25 @@ def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = 
 IDS_SEP = "; "  # between the alternatives of one release's working ids (the report reads the first)
 
 
-def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEED_LAYERS) -> list[str]:
+def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEED_LAYERS,
+                 cuda_graph: bool = True) -> list[str]:
     """Draft ids that make SGLang `version` feed exactly `trained` (boundary 0 first)."""
     rest = list(trained[1:])
     candidates = [([0, *[b - 1 for b in rest]], False), ([0, *rest], False),
                   ([-1, *[b - 1 for b in rest]], True), ([-1, *rest], True)]
     out = []
     for ids, patched in candidates:
-        if _fed(version, ids, patched, arch, layers) == list(trained):
+        if _fed(version, ids, patched, arch, layers, cuda_graph) == list(trained):
             out.append(f"{ids}" + (" with the patch" if patched else " (no patch)"))
     return out or ["none"]
 
 
 def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CONFIG_IDS,
-                        fix_ids=SEED_FIX_IDS):
+                        fix_ids=SEED_FIX_IDS, cuda_graph: bool = True):
     """Per SGLang version (consecutive versions with the same outcome grouped): what the seed's
     config ids and its fixed ids feed on its DeepSeek-V3-style target, whether the fix feeds the
     boundaries training used, and which ids would (rules: eagle3lab.wiring.conventions, read in each
-    version's srt/models/deepseek_v2.py)."""
+    version's srt/models/deepseek_v2.py); `cuda_graph` False: served with `--disable-cuda-graph`."""
     import pandas as pd
 
     from eagle3lab import engines
@@ -123,11 +126,11 @@ def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CON
                                  if parse_version(v) >= (0, 5, 5)])
     rows = []
     for v in versions:
-        fix = _fed(v, fix_ids, True)
-        row = {f"config ids {config_ids} feed": _fed(v, config_ids, False),
+        fix = _fed(v, fix_ids, True, cuda_graph=cuda_graph)
+        row = {f"config ids {config_ids} feed": _fed(v, config_ids, False, cuda_graph=cuda_graph),
                f"fix {fix_ids} (patched) feeds": fix,
                f"fix = trained {list(trained)}": fix == list(trained),
-               "ids that feed the trained boundaries": IDS_SEP.join(_working_ids(v, trained))}
+               "ids that feed the trained boundaries": IDS_SEP.join(_working_ids(v, trained, cuda_graph=cuda_graph))}
         key = tuple(str(x) for x in row.values())
         if rows and rows[-1][1] == key:
             rows[-1][0].append(v)

@@ -73,32 +73,43 @@ def graph_fed(ev: dict | None) -> str:
     return f"boundaries {rows[-1]['fix_feeds']}" if rows else "the default layers"
 
 
-def ids_after_graph_fix(ev: dict | None) -> str:
-    """The ids that feed the trained boundaries on each release from the one whose CUDA graphs feed
-    the config's ids (notebook 03's rows; where a release takes either, the first it lists)."""
+def _covering(rows: list[dict], versions: str) -> dict | None:
+    """The row of `rows` whose release range holds the last release of `versions`."""
+    from eagle3lab.known_defects.row import parse_version
+
+    last = parse_version(versions.split("–")[-1].strip())
+    for r in rows:
+        ends = [parse_version(v.strip()) for v in r["versions"].split("–")]
+        if ends[0] <= last <= ends[-1]:
+            return r
+    return None
+
+
+def release_rows(ev: dict | None, rec) -> list[dict]:
+    """Notebook 03's two tables as one, a row per release range and CUDA-graph setting: what the
+    incident's config ids and its patched ids fed, and the ids that feed the trained boundaries.
+    Where `--disable-cuda-graph` changes nothing, one row says "either"."""
     from eagle3lab.experiments.fixids import IDS_SEP
 
-    before = rows_before_graph_fix(ev)
-    rows = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or [] if r not in before]
-    return ", ".join(f"{r['ids'].split(IDS_SEP)[0]} on {r['versions']}" for r in rows if r.get("ids"))
-
-
-def graphs_off_feeds(rec) -> list[int] | None:
-    """What the incident's patched ids feed with CUDA graphs off on the last release read before the
-    graphs feed the config's ids (eagle3lab.wiring.conventions, read in that release's wheel), or
-    None where the rules cannot say."""
-    from eagle3lab import engines
-    from eagle3lab.known_defects.row import parse_version
-    from eagle3lab.wiring import conventions
-
-    fixed = parse_version(graph_reset_fixed_in())
-    older = [v for v in engines.get("sglang").capture_versions if parse_version(v) < fixed]
+    fix = (ev or {}).get("fix_ids") or {}
+    on, off = fix.get("rows") or [], fix.get("rows_graphs_off") or []
     m = rec.model
-    try:
-        return list(conventions.serve_boundaries("sglang", older[-1], m["architecture"], m["config_ids_after_fix"],
-                                                 m["target_layers"], cuda_graph=False, patched=True))
-    except (IndexError, conventions.ConventionError, conventions.CaptureError):
-        return None
+    cols = ("SGLang", "CUDA graphs", f"{m['config_ids_before_fix']} fed", f"patched {m['config_ids_after_fix']} fed",
+            f"ids to set for {m['trained_boundaries']}")
+
+    def row(r, graphs, versions=None):
+        ids = r["ids"].split(IDS_SEP)[0] if r.get("ids") and r["ids"] != "none" else "none"
+        return dict(zip(cols, (versions or r["versions"], graphs, r["config_feeds"], r["fix_feeds"], ids)))
+
+    out = []
+    for r in on:
+        twin = _covering(off, r["versions"]) if off else None
+        same = twin is not None and (twin["config_feeds"], twin["fix_feeds"]) == (r["config_feeds"], r["fix_feeds"])
+        if twin is None or same:
+            out.append(row(r, "either" if same else "on"))
+        else:
+            out += [row(r, "on (default)"), row(twin, "off", r["versions"])]
+    return out
 
 
 def do_next_lines(rec, ev: dict | None = None) -> list[str]:
@@ -108,11 +119,10 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the version and settings** (*Do first*): `{INFO_LINE}` shows `version`, `disable_cuda_graph` "
-        f"and the resolved `speculative_*`. The logged accept rate {rate.text()} points to {RATE_OLD_UNTIL} or "
-        f"earlier; later releases print {lo:.2f}–{hi:.2f}.",
+        f"**Confirm the version and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`. The logged accept rate "
+        f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f}.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
-        "`ttt_length` 1 means none). Its training script says; eagle3lab, which wrote this page, reads the weights:<br>"
+        "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         f"**Measure B** (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags and run<br>`{line}`",

@@ -50,10 +50,10 @@ def why_section(rec=None) -> str:
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated from the incident's figures and Kimi-K2.5's public config; layer timings measured for this "
-        "project on one H200, not in this run.*",
+        "*Calculated from the incident's figures and Kimi-K2.5's public config; H200 layer timings measured for "
+        "this project, not in this run.*",
         "",
-        f"**Arithmetic.** {cost['accept_length']:.2f} tokens per step, the mean logged accept length, × "
+        f"**Arithmetic.** {cost['accept_length']:.3f} tokens per step, the mean logged accept length, × "
         f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
         f"step ({lo:.2f}–{hi:.2f} over the three logged values). So 5/1/6 pays only above an accept length of "
         f"{cost['cost']:.1f}; even every draft accepted, an accept length of {k1}, would give at most "

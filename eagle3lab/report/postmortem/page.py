@@ -42,13 +42,16 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
         "**Why.** Two defects were found: a config override, **verified** in SGLang's code, that cut the first "
-        "launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The low accept "
-        "length left is **open**; the layers the draft was trained on are a **candidate** cause, small on the lab.",
+        "launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The accept "
+        "length left is **open**; the layers the draft was trained on are a **candidate** cause.",
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
-        f"**Why so costly.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, most of the excess because "
-        "a sparse MoE's verify reads the union of its tokens' experts (below).",
+        release_table(ev, rec),
+        "",
+        f"**Why so costly.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated from the "
+        "incident's own figures; most of the excess is because a sparse MoE's verify reads the union of its tokens' "
+        "experts (below).",
         "",
         "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
@@ -56,63 +59,67 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
 
 
 def do_first(ev: dict, rec) -> str:
-    """The one action that settles the wiring fix: which release ran, and a relaunch without CUDA
-    graphs where the release's graphs ignore the patched ids, or on a release with the ids the wiring
-    cause lists; then the two measurements that tell whether it paid (the box's steps)."""
-    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, graph_fed, graphs_off_feeds
+    """The one action that settles the wiring fix: which release ran and with CUDA graphs or not
+    (its row of the table below says what was fed and which ids to set), then the two
+    measurements that tell whether it paid (the box's steps)."""
+    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, graph_fed, rows_before_graph_fix
 
-    m = rec.model
-    off = graphs_off_feeds(rec)
-    works = (f", where the patched {m['config_ids_after_fix']} feed {off}"
-             if off == list(m["trained_boundaries"]) else "")
-    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). On {t.RATE_OLD_UNTIL} or "
-            "earlier with graphs on (the default), the patch never took effect: the draft was still fed "
-            f"{graph_fed(ev)}. Relaunch with `--disable-cuda-graph`{works}, or on a later release with the ids the "
-            "wiring cause lists (below); then measure the accept length again and B, the tok/s without speculation, both with "
-            f"the same CUDA-graph setting (steps {STEP['baseline']} and {STEP['per_position']}). Until a configuration "
-            f"beats B (step {STEP['chains']}), serve without speculation.")
+    before = rows_before_graph_fix(ev)
+    old = before[-1]["versions"] if before else f"{t.RATE_OLD_UNTIL} or earlier"
+    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`), and find its row below. On "
+            f"{old} with graphs on (the default), the patch never took effect: the draft was still fed {graph_fed(ev)}. "
+            "Then measure the accept length again and B, the tok/s without speculation, both with the same CUDA-graph "
+            f"setting (steps {STEP['baseline']} and {STEP['per_position']}). Until a configuration beats B (step "
+            f"{STEP['chains']}), serve without speculation.")
+
+
+def release_table(ev: dict, rec, present=None) -> str:
+    """Notebook 03's tables of releases on the index: what the incident's ids fed and the ids to set,
+    per release and CUDA-graph setting (empty where the run recorded none)."""
+    from eagle3lab.report.postmortem.known_box import release_rows
+
+    rows = release_rows(ev, rec)
+    if not rows:
+        return ""
+    return (f"By SGLang release, read in each wheel ({_link('03', present)}):\n\n" + t.markdown_table(rows))
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
     """Which SGLang the incident ran decides what its server fed and whether its fix took: the
-    write-up does not say, and its two clues disagree (notebook 03's table of releases)."""
+    write-up does not say; its two clues (the boundaries it says were served, its accept rate's
+    definition) fit together only where notebook 03's tables say so."""
+    from eagle3lab.report.postmortem.known_box import _covering, rows_before_graph_fix
+
     ids = ev.get("fix_ids") or {}
     rows = ids.get("rows")
     if not rows:  # a run recorded before the rows were
         fixed_on = ids.get("fixed_on") or ids.get("story_versions") or "the releases notebook 03 lists"
         return (f"The patch fixes it on SGLang {fixed_on} only, but the logged accept rate points to "
                 f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids.")
-    served = rec.model["served_boundaries_before_fix"]
-    story = [r for r in rows if r["config_feeds"] == served and r["fix_works"]]
-    from eagle3lab.report.postmortem.known_box import rows_before_graph_fix
-
-    old = [r for r in rows_before_graph_fix(ev) if r["config_feeds"] == r["fix_feeds"]]
-    text = ""
-    if story and old:  # the write-up's two clues point to different releases
-        return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}, where the "
-                f"patch fixes it, but its logged accept rate fits {t.RATE_OLD_UNTIL} or earlier, where with CUDA graphs on it "
-                f"cannot (*Do "
-                f"first*; {_link('03', present)}): one of the two is wrong.")
+    m = rec.model
+    served, trained = m["served_boundaries_before_fix"], list(m["trained_boundaries"])
+    off = ids.get("rows_graphs_off") or []
+    both = [(r["versions"], tw) for r in rows_before_graph_fix(ev)
+            for tw in [_covering(off, r["versions"])] if tw and tw["config_feeds"] == served]
+    if both:
+        versions, tw = both[-1]
+        took = ("where the patch took effect and the accept length left is not the wiring's"
+                if tw["fix_feeds"] == trained else f"where the patch fed {tw['fix_feeds']}")
+        return (f"The write-up's served {served} and its logged accept rate ({t.RATE_OLD_UNTIL} or earlier) fit "
+                f"together only on {versions} with CUDA graphs off, {took} (the table above).")
+    story = [r for r in rows if r["config_feeds"] == served]
     if story:
-        text += (f"SGLang {', '.join(r['versions'] for r in story)} fed {served}, as the write-up says, and the patch "
-                 "fixes it. ")
-    if old:
-        text += (f"On {t.RATE_OLD_UNTIL} or earlier, CUDA graphs feed boundaries {old[-1]['fix_feeds']} before and "
-                 f"after the patch ({_link('03', present)}).")
-    return text.strip() or ("What the server fed depends on its SGLang version, which the write-up never states "
-                            f"({_link('03', present)}).")
+        return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}; its logged "
+                f"accept rate fits {t.RATE_OLD_UNTIL} or earlier (the table above).")
+    return ("What the server fed depends on its SGLang version, which the write-up never states "
+            f"({_link('03', present)}).")
 
 
 def wiring_fix(ev: dict, rec, present=None) -> str:
-    """The ids that feed the trained boundaries on each release whose CUDA graphs feed the config's
-    ids (notebook 03's table), and what to do before those releases."""
-    from eagle3lab.report.postmortem.known_box import graph_reset_fixed_in, ids_after_graph_fix
-
-    later = ids_after_graph_fix(ev)
-    before = f"before {graph_reset_fixed_in()}, `--disable-cuda-graph`"
-    if not later:
-        return f"*Fix:* the ids {_link('03', present)} lists for your release; {before}."
-    return f"*Fix:* the ids that feed {rec.model['trained_boundaries']}: {later}; {before}."
+    """Where the fix is: the table's row for the release and CUDA-graph setting (notebook 03)."""
+    if (ev.get("fix_ids") or {}).get("rows"):
+        return "*Fix:* the ids of your row in the table above."
+    return f"*Fix:* the ids {_link('03', present)} lists for your release."
 
 
 def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
@@ -127,7 +134,7 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
     text = f"The lab re-creates the mechanisms on {size}, on a CPU"
     if prompts:
         text += f", {prompts} prompts per hypothesis"
-    return text + ": mechanisms, not effect sizes. Speeds for the incident are calculated from the incident's own figures."
+    return text + ": mechanisms, not effect sizes."
 
 
 def lab_limits(ev: dict, lab: dict | None) -> str:
@@ -217,7 +224,7 @@ def _later_launches(rec) -> str:
     rest = [config_label(c) for c in launches if c not in hit]
     if not rest:
         return ""
-    return f" The later launches, {' and '.join(rest)}, asked for steps + 1 themselves."
+    return f" Later launches ({' and '.join(rest)}) set steps + 1 themselves."
 
 
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
@@ -229,7 +236,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     res = ev.get("resolution") or {}
     check = res.get("sglang_check")
     tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
-    resolver = (f"SGLang {check['version']}'s resolver, run here, agrees"
+    resolver = (f"{check['version']}'s resolver, run here, agrees"
                 + ("" if check["agree"] == check["of"] else f" on {check['agree']} of {check['of']} flag sets")
                 if check else "SGLang's rules, read in its wheels, say so")
     measured = (ev.get("training_slice") or {}).get("gap")
@@ -238,7 +245,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release read since "
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
-        f"**Wiring mismatch: fix not confirmed.** Trained on boundaries {rec.model['trained_boundaries']}. "
+        f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
         + version_caveat(ev, rec, present) + " " + wiring_fix(ev, rec, present),
         f"**Accept length near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
@@ -247,7 +254,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         + f" *Next:* step {STEP['per_position']} of the box.",
         "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
                                 else "candidate cause, not measured in this run")
-        + f".** Trained on {rec.model['trained_boundaries']}, the first 3 of 4 captured states, without the deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, "
+        + ".** The first 3 of 4 captured states, without the deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, "
         "middle and high layers; no server patch.",
     ]
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
@@ -390,7 +397,7 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
         failed = " (**failed in this run**)" if ok is False else ""
         links.append(f"[{name[:2]} · {SHORT.get(name, name)}]({name}.html){failed}")
-    lines = [f"- [The evidence in detail]({DETAILS}.html): the lab beside each step, the hypotheses"] if details else []
+    lines = [f"- [The evidence in detail]({DETAILS}.html)"] if details else []
     lines.append("- The notebooks, with code: " + "; ".join(links))
     return "\n".join(lines)
 
@@ -421,7 +428,7 @@ def header(run_info: dict) -> str:
             f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). "
             "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus token included. "
             "Brackets: 95 % intervals over prompts. Boundaries: points between the target's layers, 0 the embedding; "
-            "ids: the numbers in the draft's config that pick them. Other terms: [at the end](#Terms).*")
+            "ids: the numbers in the draft's config that pick them; other terms [at the end](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:

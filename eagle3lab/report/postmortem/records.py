@@ -59,24 +59,34 @@ def wiring(trained, served, accuracy, engine) -> dict:
                               "acc1_served": acc[1] if len(acc) > 1 else None, "positions": positions})
 
 
-def fix_ids(by_version, story_served, latest: str) -> dict:
+def _fix_rows(by_version) -> list[dict]:
+    cols = by_version.columns
+    config_col = next(c for c in cols if c.startswith("config ids"))
+    fix_col = next(c for c in cols if c.startswith("fix ") and "feeds" in c)
+    ok_col = next(c for c in cols if c.startswith("fix = trained"))
+    ids_col = next(c for c in cols if c.startswith("ids that feed"))
+    return [{"versions": str(v), "config_feeds": [int(x) for x in r[config_col]] if isinstance(r[config_col], list) else [],
+             "fix_feeds": [int(x) for x in r[fix_col]] if isinstance(r[fix_col], list) else [],
+             "fix_works": bool(r[ok_col]), "ids": str(r[ids_col])}
+            for v, r in by_version.iterrows()]
+
+
+def fix_ids(by_version, story_served, latest: str, graphs_off=None) -> dict:
     """Notebook 03: on which SGLang versions the incident's ids feed what its story reports, and on
-    which its fixed ids feed the trained boundaries."""
+    which its fixed ids feed the trained boundaries; `graphs_off`, the same table served with
+    `--disable-cuda-graph` (its rows as `rows_graphs_off`)."""
     config_col = next(c for c in by_version.columns if c.startswith("config ids"))
     fix_col = next(c for c in by_version.columns if c.startswith("fix ") and "feeds" in c)
     ok_col = next(c for c in by_version.columns if c.startswith("fix = trained"))
     story = [str(v) for v, r in by_version.iterrows() if list(r[config_col]) == list(story_served)]
     fixed = [str(v) for v, r in by_version.iterrows() if bool(r[ok_col])]
     latest_row = next((r for v, r in by_version.iterrows() if latest in _versions(str(v))), None)
-    ids_col = next(c for c in by_version.columns if c.startswith("ids that feed"))
-    rows = [{"versions": str(v), "config_feeds": [int(x) for x in r[config_col]],
-             "fix_feeds": [int(x) for x in r[fix_col]], "fix_works": bool(r[ok_col]), "ids": str(r[ids_col])}
-            for v, r in by_version.iterrows()]
     return _record("fix_ids", {"story_versions": ", ".join(story) or "none of the versions read",
                                "fixed_on": ", ".join(fixed) or "none of the versions read",
                                "latest": latest,
                                "fed_latest": None if latest_row is None else latest_row[fix_col],
-                               "rows": rows})
+                               "rows": _fix_rows(by_version),
+                               "rows_graphs_off": None if graphs_off is None else _fix_rows(graphs_off)})
 
 
 def _versions(label: str) -> list[str]:
