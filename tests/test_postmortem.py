@@ -203,7 +203,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
     assert "*Do first*" in steps[0] and "`disable_cuda_graph`" in steps[0]  # the relaunch is said once, in the summary
     assert known_box.graph_fed({}) == "the default layers"  # a run that recorded no table of releases
-    assert "sent as written, so in your model's chat format" in text
+    assert "sent as written: use your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags and run" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "no speculation if none beats B" in steps[4]
@@ -308,12 +308,12 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     rec = incident.load()
     wiring = causes_list(ev, rec, t.hypothesis_rows(ev)).splitlines()[1]
     assert ("The write-up's served [3, 31, 59] and its logged accept rate (0.5.10.post1 or earlier) fit together only "
-            "on 0.5.5 – 0.5.10 with CUDA graphs off, where the patch took effect and the accept length left is not the "
-            "wiring's (the table above). *Fix:* the ids of your row in the table above.") in wiring
+            "on 0.5.5 – 0.5.10 with CUDA graphs off, where the patch took effect, so the wiring does not explain the "
+            "accept length left. *Fix:* your row's ids, above.") in wiring
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
-        ["0.5.5 – 0.5.10", "on (default)", [2, 30, 58], [2, 30, 58], "none"],
+        ["0.5.5 – 0.5.10", "on (default)", [2, 30, 58], [2, 30, 58], "none: `--disable-cuda-graph` or upgrade"],
         ["0.5.5 – 0.5.10", "off", [3, 31, 59], [0, 3, 31], "[-1, 2, 30] with the patch"],
         ["0.5.11 – 0.5.12", "either", [3, 31, 59], [0, 3, 31], "[-1, 2, 30] with the patch"],
         ["0.5.13", "either", [2, 30, 58], [0, 2, 30], "[-1, 3, 31] with the patch"],
@@ -321,10 +321,13 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
             "http://HOST:30000/get_server_info`), and find its row below. On 0.5.5 – 0.5.10 with graphs on (the "
-            "default), the patch never took effect: the draft was still fed boundaries [2, 30, 58]. Then measure the "
-            "accept length again and B, the tok/s without speculation, both with the same CUDA-graph setting (steps 3 "
-            "and 4). Until a configuration beats B (step 5), serve without speculation.") in summary
+            "default), the draft was fed boundaries [2, 30, 58] before and after the patch. Set your row's ids and "
+            "relaunch; then measure the accept length again and B, the tok/s without speculation, both with the same "
+            "CUDA-graph setting (steps 3 and 4). Until a configuration beats B (step 5), serve without speculation.") in summary
     assert "| 0.5.5 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in summary
+    # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)
+    assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "
+            "this draft:") in summary
     # a run recorded before the graphs-off table: one row per release, no setting claimed
     old = {**ev, "fix_ids": {**fix, "rows_graphs_off": None}}
     assert [r["CUDA graphs"] for r in known_box.release_rows(old, rec)] == ["on"] * 4

@@ -81,11 +81,16 @@ capture_table
 # boundaries `[2, N//2, N-3]` = `[2, 30, 58]` for decode and verify (`cuda_graph_runner.py`,
 # docs/sources.md section 2): on those releases neither the incident's ids nor its fix change what
 # is fed, which is why their row reads `[2, 30, 58]` in both columns.
+# The second table serves the same ids with `--disable-cuda-graph`: there those releases feed the
+# ids as eager prefill does.
 
 # %%
 by_version = experiments.seed_ids_by_version()
-records.fix_ids(by_version, story_served=experiments.SEED_SERVED, latest=experiments.LATEST_SGLANG)
-by_version
+graphs_off = experiments.seed_ids_by_version(cuda_graph=False)
+records.fix_ids(by_version, story_served=experiments.SEED_SERVED, latest=experiments.LATEST_SGLANG,
+                graphs_off=graphs_off)
+display(by_version)
+graphs_off.rename_axis("SGLang, --disable-cuda-graph")
 
 # %% [markdown]
 # The same offset on the lab: the lab's seed-like draft (drafts/seed) served at the seed's configuration with the

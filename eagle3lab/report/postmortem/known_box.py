@@ -94,11 +94,12 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     fix = (ev or {}).get("fix_ids") or {}
     on, off = fix.get("rows") or [], fix.get("rows_graphs_off") or []
     m = rec.model
-    cols = ("SGLang", "CUDA graphs", f"{m['config_ids_before_fix']} fed", f"patched {m['config_ids_after_fix']} fed",
+    cols = ("SGLang", "CUDA graphs", f"ids {m['config_ids_before_fix']} fed", f"patched ids {m['config_ids_after_fix']} fed",
             f"ids to set for {m['trained_boundaries']}")
 
     def row(r, graphs, versions=None):
-        ids = r["ids"].split(IDS_SEP)[0] if r.get("ids") and r["ids"] != "none" else "none"
+        ids = (r["ids"].split(IDS_SEP)[0] if r.get("ids") and r["ids"] != "none"
+               else "none: `--disable-cuda-graph` or upgrade" if graphs.startswith("on") and off else "none")
         return dict(zip(cols, (versions or r["versions"], graphs, r["config_feeds"], r["fix_feeds"], ids)))
 
     out = []
@@ -112,6 +113,14 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     return out
 
 
+def first_serving_release(rec) -> str | None:
+    """The first SGLang release whose model file for the incident's architecture has the EAGLE-3
+    capture setter (eagle3lab.engines.sglang.sglang_capture, read in the wheels)."""
+    from eagle3lab.engines.sglang.sglang_capture import SGLANG_FILES, SGLANG_SETTER_SINCE
+
+    return SGLANG_SETTER_SINCE.get(SGLANG_FILES.get(rec.model["architecture"], ""))
+
+
 def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     """The ordered next steps (`STEP`), each with what it settles and its command."""
     lo, hi = rate_clue(rec)
@@ -119,7 +128,8 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the version and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`. The logged accept rate "
+        f"**Confirm the version and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`, then set your row's ids and "
+        "relaunch. The logged accept rate "
         f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f}.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
         "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"
@@ -158,8 +168,8 @@ def box(rec=None, ev: dict | None = None) -> str:
     parts += markdown_table(known_rows(rec)).splitlines()
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev), 1)]
-    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3. `{PROMPTS}`: a prompt per line, text or JSON "
-                  "with a `\"text\"`, sent as written, so in your model's chat format."]
+    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: a prompt per line (text, or "
+                  "JSON with a `\"text\"`), sent as written: use your model's chat format."]
     return "\n".join(parts)
 
 

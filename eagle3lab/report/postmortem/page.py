@@ -43,7 +43,7 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         "",
         "**Why.** Two defects were found: a config override, **verified** in SGLang's code, that cut the first "
         "launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The accept "
-        "length left is **open**; the layers the draft was trained on are a **candidate** cause.",
+        "length left is **open**; the draft's training layers are a **candidate** cause.",
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
@@ -67,10 +67,10 @@ def do_first(ev: dict, rec) -> str:
     before = rows_before_graph_fix(ev)
     old = before[-1]["versions"] if before else f"{t.RATE_OLD_UNTIL} or earlier"
     return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`), and find its row below. On "
-            f"{old} with graphs on (the default), the patch never took effect: the draft was still fed {graph_fed(ev)}. "
-            "Then measure the accept length again and B, the tok/s without speculation, both with the same CUDA-graph "
-            f"setting (steps {STEP['baseline']} and {STEP['per_position']}). Until a configuration beats B (step "
-            f"{STEP['chains']}), serve without speculation.")
+            f"{old} with graphs on (the default), the draft was fed {graph_fed(ev)} before and after the patch. Set your "
+            "row's ids and relaunch; then measure the accept length again and B, the tok/s without speculation, "
+            f"both with the same CUDA-graph setting (steps {STEP['baseline']} and {STEP['per_position']}). Until a "
+            f"configuration beats B (step {STEP['chains']}), serve without speculation.")
 
 
 def release_table(ev: dict, rec, present=None) -> str:
@@ -81,7 +81,12 @@ def release_table(ev: dict, rec, present=None) -> str:
     rows = release_rows(ev, rec)
     if not rows:
         return ""
-    return (f"By SGLang release, read in each wheel ({_link('03', present)}):\n\n" + t.markdown_table(rows))
+    from eagle3lab.report.postmortem.known_box import first_serving_release
+
+    first = first_serving_release(rec)
+    none = f"; none before {first} serves this draft" if first else ""
+    return (f"By SGLang release, from each wheel's code ({_link('03', present)}){none}:\n\n"
+            + t.markdown_table(rows))
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -103,10 +108,10 @@ def version_caveat(ev: dict, rec, present=None) -> str:
             for tw in [_covering(off, r["versions"])] if tw and tw["config_feeds"] == served]
     if both:
         versions, tw = both[-1]
-        took = ("where the patch took effect and the accept length left is not the wiring's"
+        took = ("where the patch took effect, so the wiring does not explain the accept length left"
                 if tw["fix_feeds"] == trained else f"where the patch fed {tw['fix_feeds']}")
         return (f"The write-up's served {served} and its logged accept rate ({t.RATE_OLD_UNTIL} or earlier) fit "
-                f"together only on {versions} with CUDA graphs off, {took} (the table above).")
+                f"together only on {versions} with CUDA graphs off, {took}.")
     story = [r for r in rows if r["config_feeds"] == served]
     if story:
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}; its logged "
@@ -118,7 +123,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
 def wiring_fix(ev: dict, rec, present=None) -> str:
     """Where the fix is: the table's row for the release and CUDA-graph setting (notebook 03)."""
     if (ev.get("fix_ids") or {}).get("rows"):
-        return "*Fix:* the ids of your row in the table above."
+        return "*Fix:* your row's ids, above."
     return f"*Fix:* the ids {_link('03', present)} lists for your release."
 
 
