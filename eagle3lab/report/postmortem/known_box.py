@@ -67,12 +67,6 @@ def rows_before_graph_fix(ev: dict | None) -> list[dict]:
             if parse_version(r["versions"].split("–")[-1].strip()) < fixed]
 
 
-def graph_fed(ev: dict | None) -> str:
-    """What CUDA graphs fed before that release, or in words when the run recorded no rows."""
-    rows = rows_before_graph_fix(ev)
-    return f"boundaries {rows[-1]['fix_feeds']}" if rows else "the default layers"
-
-
 def _covering(rows: list[dict], versions: str) -> dict | None:
     """The row of `rows` whose release range holds the last release of `versions`."""
     from eagle3lab.known_defects.row import parse_version
@@ -94,7 +88,8 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     fix = (ev or {}).get("fix_ids") or {}
     on, off = fix.get("rows") or [], fix.get("rows_graphs_off") or []
     m = rec.model
-    cols = ("SGLang", "CUDA graphs", f"ids {m['config_ids_before_fix']} fed", f"patched ids {m['config_ids_after_fix']} fed",
+    cols = ("SGLang", "CUDA graphs", f"ids {m['config_ids_before_fix']} fed boundaries",
+            f"patched ids {m['config_ids_after_fix']} fed",
             f"ids to set for {m['trained_boundaries']}")
 
     def row(r, graphs, versions=None):
@@ -128,8 +123,8 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the version and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`, then set your row's ids and "
-        "relaunch. The logged accept rate "
+        f"**Confirm the version and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`; after step 2, do what your "
+        "row says and relaunch. The logged accept rate "
         f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f}.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
         "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"
