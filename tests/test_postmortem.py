@@ -107,6 +107,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert "2, not the 16 asked, at the first launch" in items[0]
     assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in items[0]
     assert "*Fix:* the ids [03](03_embedding_fix.html) lists for your release." in items[1]  # EVIDENCE has no table
+    assert ("On 0.5.10.post1 or earlier with graphs on, the default, the patch did nothing; notebook 03 lists the ids "
+            "per release.") in summary and "By SGLang release" not in text  # no table recorded: none drawn
     assert "no SGLang server or GPU ran for this page" in text.split("## Summary")[0]  # said once, first
     assert "step 4 of the box" in items[2]
 
@@ -193,7 +195,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     steps = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
     assert [s[:2] for s in steps] == ["1.", "2.", "3.", "4.", "5."]
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5]  # the order the causes and the advice refer to
-    assert "Confirm the version and `disable_cuda_graph`" in steps[0] and "later releases print 0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "later releases print 0.15–0.17" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
@@ -310,9 +312,9 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # conditional on CUDA graphs (cold reads 15, 16): graphs off, the write-up's clues both hold and the patch
     # took; graphs on, the default, the patch did nothing and the wiring can still explain the accept length
     assert ("Trained on [0, 3, 31]. If it ran 0.5.5 – 0.5.10, where its logged accept rate points, with CUDA graphs "
-            "off, it fed the write-up's served [3, 31, 59] and the patch took effect, so the wiring would not explain "
+            "off, it fed the write-up's served [3, 31, 59] and the patch took effect, so the wiring cannot explain "
             "the accept length left; with graphs on, the default, the draft got [2, 30, 58] before and after the "
-            "patch, and it can. *Fix:* your row's ids, above.") in wiring
+            "patch, so it still can. *Fix:* your row's ids, above.") in wiring
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -322,10 +324,13 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
         ["0.5.13", "either", [2, 30, 58], [0, 2, 30], "[-1, 3, 31] with the patch"],
         ["0.5.14 – 0.5.23", "either", [2, 30, 58], [0, 2, 30], "[0, 3, 31] (no patch)"]]
     summary = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split("## Known")[0]
+    # one recommended path first (cold reads 17, 18): the newest rows whose ids need no patch, graphs on
+    assert known_box.recommended_row(ev)["versions"] == "0.5.14 – 0.5.23"
     assert ("**Do first.** Find out the SGLang version and whether CUDA graphs were on (`curl -s "
-            "http://HOST:30000/get_server_info`), and find its row below: on 0.5.5 – 0.5.10 with graphs on, the "
-            "default, the patch did nothing. Do what your row says and relaunch; then measure the accept length again and B, the tok/s without speculation, both with the same "
-            "CUDA-graph setting (steps 3 and 4). Until a configuration beats B (step 5), serve without speculation.") in summary
+            "http://HOST:30000/get_server_info`). The simplest fix: SGLang 0.5.14 – 0.5.23 with ids [0, 3, 31], no "
+            "patch, graphs on; other releases: the table below (on 0.5.5 – 0.5.10 with graphs on, the default, the "
+            "patch did nothing). Then measure the accept length again and B, the tok/s you get without speculation "
+            "(steps 3 and 4); until a configuration beats B (step 5), serve without speculation.") in summary
     assert "| 0.5.5 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in summary
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)
     assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "

@@ -88,8 +88,8 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     fix = (ev or {}).get("fix_ids") or {}
     on, off = fix.get("rows") or [], fix.get("rows_graphs_off") or []
     m = rec.model
-    cols = ("SGLang", "CUDA graphs", f"ids {m['config_ids_before_fix']} fed boundaries",
-            f"patched ids {m['config_ids_after_fix']} fed",
+    cols = ("SGLang", "CUDA graphs", f"boundaries fed by ids {m['config_ids_before_fix']}",
+            f"by patched ids {m['config_ids_after_fix']}",
             f"ids to set for {m['trained_boundaries']}")
 
     def row(r, graphs, versions=None):
@@ -108,6 +108,14 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     return out
 
 
+def recommended_row(ev: dict | None) -> dict | None:
+    """The newest releases whose ids feed the trained boundaries with no patch and CUDA graphs on
+    (notebook 03's rows), the fix that needs neither a source patch nor `--disable-cuda-graph`."""
+    rows = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or []
+            if "(no patch)" in r.get("ids", "") and r not in rows_before_graph_fix(ev)]
+    return rows[-1] if rows else None
+
+
 def first_serving_release(rec) -> str | None:
     """The first SGLang release whose model file for the incident's architecture has the EAGLE-3
     capture setter (eagle3lab.engines.sglang.sglang_capture, read in the wheels)."""
@@ -123,8 +131,8 @@ def do_next_lines(rec, ev: dict | None = None) -> list[str]:
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
     return [
-        f"**Confirm the version and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`; after step 2, do what your "
-        "row says and relaunch. The logged accept rate "
+        f"**Read `version` and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`; once step 2 confirms the "
+        "boundaries, relaunch with the fix. The logged accept rate "
         f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f}.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
         "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"

@@ -59,17 +59,23 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
 
 
 def do_first(ev: dict, rec) -> str:
-    """The one action that settles the wiring fix: which release ran and with CUDA graphs or not
-    (its row of the table below says what was fed and which ids to set), then the two
-    measurements that tell whether it paid (the box's steps)."""
-    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, rows_before_graph_fix
+    """The one action that settles the wiring fix: which release ran and with CUDA graphs or not,
+    then one recommended path (the newest releases whose ids feed the trained boundaries with no
+    patch, graphs on; the table below for the rest), then the two measurements that tell whether
+    it paid (the box's steps)."""
+    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, recommended_row, rows_before_graph_fix
 
     before = rows_before_graph_fix(ev)
     old = before[-1]["versions"] if before else f"{t.RATE_OLD_UNTIL} or earlier"
-    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`), and find its row below: "
-            f"on {old} with graphs on, the default, the patch did nothing. Do what your row says and relaunch; then measure the accept length again and B, the tok/s without speculation, "
-            f"both with the same CUDA-graph setting (steps {STEP['baseline']} and {STEP['per_position']}). Until a "
-            f"configuration beats B (step {STEP['chains']}), serve without speculation.")
+    best = recommended_row(ev)
+    path = (f"The simplest fix: SGLang {best['versions']} with ids {best['ids'].split(' (')[0]}, no patch, graphs on; "
+            f"other releases: the table below (on {old} with graphs on, the default, the patch did nothing). "
+            if best else f"On {old} with graphs on, the default, the patch did nothing; notebook 03 lists the ids per "
+            "release. ")
+    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). {path}Then measure the "
+            "accept length again and B, the tok/s you get without speculation (steps "
+            f"{STEP['baseline']} and {STEP['per_position']}); until a configuration beats B (step {STEP['chains']}), "
+            "serve without speculation.")
 
 
 def release_table(ev: dict, rec, present=None) -> str:
@@ -107,12 +113,12 @@ def version_caveat(ev: dict, rec, present=None) -> str:
             for tw in [_covering(off, r["versions"])] if tw and tw["config_feeds"] == served]
     if both:
         versions, tw = both[-1]
-        took = ("the patch took effect, so the wiring would not explain the accept length left"
+        took = ("the patch took effect, so the wiring cannot explain the accept length left"
                 if tw["fix_feeds"] == trained else f"the patch fed {tw['fix_feeds']}")
         on = next(r for r in rows if r["versions"] == versions)
         return (f"If it ran {versions}, where its logged accept rate points, with CUDA graphs off, it fed the "
                 f"write-up's served {served} and {took}; with graphs on, the default, the draft got {on['fix_feeds']} "
-                "before and after the patch, and it can.")
+                "before and after the patch, so it still can.")
     story = [r for r in rows if r["config_feeds"] == served]
     if story:
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}; its logged "
