@@ -67,7 +67,7 @@ def rows_before_graph_fix(ev: dict | None) -> list[dict]:
             if parse_version(r["versions"].split("–")[-1].strip()) < fixed]
 
 
-def _covering(rows: list[dict], versions: str) -> dict | None:
+def covering_row(rows: list[dict], versions: str) -> dict | None:
     """The row of `rows` whose release range holds the last release of `versions`."""
     from eagle3lab.known_defects.row import parse_version
 
@@ -99,7 +99,7 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
 
     out = []
     for r in on:
-        twin = _covering(off, r["versions"]) if off else None
+        twin = covering_row(off, r["versions"]) if off else None
         same = twin is not None and (twin["config_feeds"], twin["fix_feeds"]) == (r["config_feeds"], r["fix_feeds"])
         if twin is None or same:
             out.append(row(r, "either" if same else "on"))

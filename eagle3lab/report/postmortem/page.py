@@ -81,13 +81,11 @@ def do_first(ev: dict, rec) -> str:
 def release_table(ev: dict, rec, present=None) -> str:
     """Notebook 03's tables of releases on the index: what the incident's ids fed and the ids to set,
     per release and CUDA-graph setting (empty where the run recorded none)."""
-    from eagle3lab.report.postmortem.known_box import release_rows
+    from eagle3lab.report.postmortem.known_box import first_serving_release, release_rows
 
     rows = release_rows(ev, rec)
     if not rows:
         return ""
-    from eagle3lab.report.postmortem.known_box import first_serving_release
-
     first = first_serving_release(rec)
     none = f"; none before {first} serves this draft" if first else ""
     return (f"By SGLang release, from each wheel's code ({_link('03', present)}){none}:\n\n"
@@ -98,7 +96,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     """Which SGLang the incident ran decides what its server fed and whether its fix took: the
     write-up does not say; its two clues (the boundaries it says were served, its accept rate's
     definition) fit together only where notebook 03's tables say so."""
-    from eagle3lab.report.postmortem.known_box import _covering, rows_before_graph_fix
+    from eagle3lab.report.postmortem.known_box import covering_row, rows_before_graph_fix
 
     ids = ev.get("fix_ids") or {}
     rows = ids.get("rows")
@@ -110,7 +108,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     served, trained = m["served_boundaries_before_fix"], list(m["trained_boundaries"])
     off = ids.get("rows_graphs_off") or []
     both = [(r["versions"], tw) for r in rows_before_graph_fix(ev)
-            for tw in [_covering(off, r["versions"])] if tw and tw["config_feeds"] == served]
+            for tw in [covering_row(off, r["versions"])] if tw and tw["config_feeds"] == served]
     if both:
         versions, tw = both[-1]
         took = ("the patch took effect, so the wiring cannot explain the accept length left"
@@ -200,8 +198,9 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
         row = ref["_row"]
         guess = ", the write-up's own guess of an INT4 target among them" if any(
             r["name"] == WRITEUP_GUESS for r in tested) else ""
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} (the lab's fault-free draft "
-                f"accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}: {DETAILS_LINK}).")
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} (the lab's "
+                f"fault-free draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}: "
+                f"{DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -266,8 +265,9 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         + f" *Next:* step {STEP['per_position']} of the box.",
         "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
                                 else "candidate cause, not measured in this run")
-        + ".** The first 3 of 4 captured states, without the deepest. " + t.training_slice_short(ev).rstrip(".") + f" ({_link('03', present)}). *Fix:* retrain on low, "
-        "middle and high layers; no server patch.",
+        + ".** Training took the first 3 of 4 captured states, without the deepest. "
+        + t.training_slice_short(ev).rstrip(".")
+        + f" ({_link('03', present)}). *Fix:* retrain on low, middle and high layers; no server patch.",
     ]
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
