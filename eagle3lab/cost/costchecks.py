@@ -256,15 +256,14 @@ def incident_long_chain() -> dict:
 
     rec = incident.load()
     cfg = rec.config("steps15")
-    config = (cfg["num_steps"], cfg["topk"], cfg["num_steps"] + 1)
+    config = (cfg["num_steps"], cfg["topk"], cfg["num_steps"] + 1 if cfg["topk"] == 1 else cfg["num_draft_tokens"])
     base, tps = rec.figure("baseline_tps").mid, rec.figure("steps15_tps").mid
     cost = kimi_model(DRAFT_VOCABS[0]).parts(*config).step_cost
     own, _ = incident_profiles()["incident"]
     length, (lo, hi) = own.accept_length(*config)
     return {"configuration": "/".join(map(str, config)), "tokens_per_s": tps, "baseline_tokens_per_s": base,
             "step_cost": cost, "accept_length_needed": cost * tps / base,
-            "incident_accept_length": length, "incident_accept_length_range": [lo, hi],
-            "after_fix_accept_length": rec.figure("after_fix_accept_length").mid}
+            "incident_accept_length": length, "incident_accept_length_range": [lo, hi]}
 
 
 def incident_advice(configurations=INCIDENT_CONFIGS) -> list[dict]:

@@ -96,6 +96,7 @@ def _fed(version: str, ids, patched: bool, arch: str = SEED_ARCH, layers: int = 
 
 
 IDS_SEP = "; "  # between the alternatives of one release's working ids (the report reads the first)
+NO_PATCH = " (no patch)"  # after ids that need no embedding-capture patch (the report's recommended fix)
 
 
 def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEED_LAYERS,
@@ -107,7 +108,7 @@ def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEE
     out = []
     for ids, patched in candidates:
         if _fed(version, ids, patched, arch, layers, cuda_graph) == list(trained):
-            out.append(f"{ids}" + (" with the patch" if patched else " (no patch)"))
+            out.append(f"{ids}" + (" with the patch" if patched else NO_PATCH))
     return out or ["none"]
 
 

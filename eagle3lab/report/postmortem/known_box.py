@@ -111,9 +111,19 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
 def recommended_row(ev: dict | None) -> dict | None:
     """The newest releases whose ids feed the trained boundaries with no patch and CUDA graphs on
     (notebook 03's rows), the fix that needs neither a source patch nor `--disable-cuda-graph`."""
+    from eagle3lab.experiments.fixids import NO_PATCH
+
+    before = rows_before_graph_fix(ev)
     rows = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or []
-            if "(no patch)" in r.get("ids", "") and r not in rows_before_graph_fix(ev)]
+            if NO_PATCH in r.get("ids", "") and r not in before]
     return rows[-1] if rows else None
+
+
+def no_patch_ids(row: dict) -> str:
+    """The ids of a release's row that need no patch (the first alternative that says so)."""
+    from eagle3lab.experiments.fixids import IDS_SEP, NO_PATCH
+
+    return next(i for i in row["ids"].split(IDS_SEP) if NO_PATCH in i).replace(NO_PATCH, "")
 
 
 def first_serving_release(rec) -> str | None:

@@ -63,12 +63,13 @@ def do_first(ev: dict, rec) -> str:
     then one recommended path (the newest releases whose ids feed the trained boundaries with no
     patch, graphs on; the table below for the rest), then the two measurements that tell whether
     it paid (the box's steps)."""
-    from eagle3lab.report.postmortem.known_box import INFO_LINE, STEP, recommended_row, rows_before_graph_fix
+    from eagle3lab.report.postmortem.known_box import (INFO_LINE, STEP, no_patch_ids, recommended_row,
+                                                       rows_before_graph_fix)
 
     before = rows_before_graph_fix(ev)
     old = before[-1]["versions"] if before else f"{t.RATE_OLD_UNTIL} or earlier"
     best = recommended_row(ev)
-    path = (f"The simplest fix: SGLang {best['versions']} with ids {best['ids'].split(' (')[0]}, no patch, graphs on; "
+    path = (f"The simplest fix: SGLang {best['versions']} with ids {no_patch_ids(best)}, no patch, graphs on; "
             f"other releases: the table below (on {old} with graphs on, the default, the patch did nothing). "
             if best else f"On {old} with graphs on, the default, the patch did nothing; notebook 03 lists the ids per "
             "release. ")
@@ -125,7 +126,7 @@ def version_caveat(ev: dict, rec, present=None) -> str:
             f"({_link('03', present)}).")
 
 
-def wiring_fix(ev: dict, rec, present=None) -> str:
+def wiring_fix(ev: dict, present=None) -> str:
     """Where the fix is: the table's row for the release and CUDA-graph setting (notebook 03)."""
     if (ev.get("fix_ids") or {}).get("rows"):
         return "*Fix:* your row's ids, above."
@@ -257,7 +258,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
-        + version_caveat(ev, rec, present) + " " + wiring_fix(ev, rec, present),
+        + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present),
         f"**Accept length near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
