@@ -110,12 +110,14 @@ def test_seed_ids_by_version_reconciles_notebooks_02_and_03():
     assert table.loc["0.5.14 – 0.5.23", fix_col] == [0, 2, 30]
     assert "[0, 3, 31] (no patch)" in table.loc["0.5.14 – 0.5.23", "ids that feed the trained boundaries"]
     assert "[-1, 3, 31] with the patch" in table.loc["0.5.13", "ids that feed the trained boundaries"]
-    # served with --disable-cuda-graph, 0.5.5 - 0.5.10 feed the ids as 0.5.11 - 0.5.12 do (the graph reset is gone)
+    # served with --disable-cuda-graph, 0.5.4.post2 - 0.5.10 feed the ids as 0.5.11 - 0.5.12 do (no graph reset);
+    # the table starts at deepseek_v2's first EAGLE-3 setter, 0.5.4.post2 (read release by release)
+    assert experiments.serving_releases()[:2] == ["0.5.4.post2", "0.5.5"]
     off = experiments.seed_ids_by_version(cuda_graph=False)
-    assert list(off.index) == ["0.5.5 – 0.5.12", "0.5.13", "0.5.14 – 0.5.23"]
-    assert off.loc["0.5.5 – 0.5.12", fix_col] == [0, 3, 31]
-    assert off.loc["0.5.5 – 0.5.12", "config ids [2, 30, 58] feed"] == [3, 31, 59]
-    assert table.loc["0.5.5 – 0.5.10", fix_col] == [2, 30, 58]  # with graphs, the default set either way
+    assert list(off.index) == ["0.5.4.post2 – 0.5.12", "0.5.13", "0.5.14 – 0.5.23"]
+    assert off.loc["0.5.4.post2 – 0.5.12", fix_col] == [0, 3, 31]
+    assert off.loc["0.5.4.post2 – 0.5.12", "config ids [2, 30, 58] feed"] == [3, 31, 59]
+    assert table.loc["0.5.4.post2 – 0.5.10", fix_col] == [2, 30, 58]  # with graphs, the default set either way
     assert experiments.lab_analog([0, 2, 12]) == [0, 1, 11]
     text = prose.seed_ids_sentence(table, pd.DataFrame())
     assert "feed **[0, 2, 30]**" in text and "2 of 3 slots are one layer off" in text

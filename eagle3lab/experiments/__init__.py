@@ -16,7 +16,8 @@ from eagle3lab.experiments.shared import (ACCEPT_GOAL, BASELINE, BUDGETS, LAB_SE
                                           sglang_installed, target_arch)
 from eagle3lab.experiments.fixids import (SEED_ARCH, SEED_CONFIG_IDS, SEED_FIX_IDS, SEED_LAYERS,  # noqa: F401
                                           SEED_SERVED, SEED_TRAINED, capture_before_after, lab_analog,
-                                          measure_wirings, seed_ids_by_version, sglang_source_copy)
+                                          measure_wirings, seed_ids_by_version, serving_releases,
+                                          sglang_source_copy)
 from eagle3lab.experiments.flagsets import (SEED_FLAG_SETS, compare_resolutions, flag_set_label,  # noqa: F401
                                             incident_flag_sets, resolve_flag_sets, warnings_table)
 from eagle3lab.experiments.load import (LOAD_DIR, load_figures, load_groups, stored_load_sweeps,  # noqa: F401

@@ -112,6 +112,19 @@ def _working_ids(version: str, trained, arch: str = SEED_ARCH, layers: int = SEE
     return out or ["none"]
 
 
+def serving_releases(arch: str = SEED_ARCH) -> list[str]:
+    """The SGLang releases the table reads for `arch`: the first with its EAGLE-3 capture setter
+    (0.5.4.post2 for deepseek_v2, whose id rule the release-by-release reading finds equal to
+    0.5.5's: docs/sources.md section 8), then every minor release from 0.5.5 on."""
+    from eagle3lab import engines
+    from eagle3lab.engines.sglang.sglang_capture import SGLANG_FILES, SGLANG_SETTER_SINCE
+    from eagle3lab.spec import parse_version
+
+    first = SGLANG_SETTER_SINCE.get(SGLANG_FILES.get(arch, ""))
+    later = [v for v in engines.get("sglang").capture_versions if parse_version(v) >= (0, 5, 5)]
+    return ([first] if first and parse_version(first) < (0, 5, 5) else []) + later
+
+
 def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CONFIG_IDS,
                         fix_ids=SEED_FIX_IDS, cuda_graph: bool = True):
     """Per SGLang version (consecutive versions with the same outcome grouped): what the seed's
@@ -120,11 +133,7 @@ def seed_ids_by_version(versions=None, trained=SEED_TRAINED, config_ids=SEED_CON
     version's srt/models/deepseek_v2.py); `cuda_graph` False: served with `--disable-cuda-graph`."""
     import pandas as pd
 
-    from eagle3lab import engines
-    from eagle3lab.spec import parse_version
-
-    versions = list(versions or [v for v in engines.get("sglang").capture_versions
-                                 if parse_version(v) >= (0, 5, 5)])
+    versions = list(versions or serving_releases(arch=SEED_ARCH))
     rows = []
     for v in versions:
         fix = _fed(v, fix_ids, True, cuda_graph=cuda_graph)

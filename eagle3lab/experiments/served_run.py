@@ -188,7 +188,7 @@ def serve_and_log(log_file=None, server_url=None, lab: str = "default", draft: s
     result = measurements.lab_bench(lab_obj, running, list(faults), prompts=prompts,
                                     max_new_tokens=max_new_tokens)
     served_draft = lab_obj.load_draft(result.plan.draft_name)
-    acc = evaluate_draft(lab_obj, served_draft, lab_obj.heldout_texts(eval_texts),
+    acc = evaluate_draft(lab_obj, served_draft, lab_obj.eval_sequences(eval_texts),  # notebook 02's sample
                          wiring=served_draft.train_boundaries, depth=running.num_steps)
     return ServedRun(observe_lab(result, requested=spec, warnings=logged.warnings), logged.frame,
                      tokens=result.tokens, prompt_text=lab_obj.tokenizer.decode(prompts[0]),

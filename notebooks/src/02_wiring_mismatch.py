@@ -7,7 +7,8 @@
 # does not say which SGLang that was. Adding 1 to every id in `deepseek_v2.py` is what its 0.5.11
 # and 0.5.12 releases do (notebook 03 shows, version by version, what the same ids do: the rule
 # changed in 0.5.13), while the accept rate it logged follows the definition of 0.5.10.post1 and
-# earlier (docs/sources.md section 3): the two clues disagree, and the version stays unknown. A
+# earlier (docs/sources.md section 3): the two clues fit together only on releases before 0.5.11
+# served with CUDA graphs off (notebook 03's second table), and the version stays unknown. A
 # boundary b is the state entering layer b: the write-up's "layer3", captured before layer 3
 # runs, is boundary 3.
 # The server ran, outputs

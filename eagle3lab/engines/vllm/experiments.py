@@ -280,7 +280,7 @@ def serve_and_observe(lab, prompts, draft: str = "seed", faults=(), spec: SpecCo
                                            requested=spec.given())
         log = read_log(srv.log_path, engine="vllm")
     served = lab.load_draft(draft)
-    acc = evaluate_draft(lab, served, lab.heldout_texts(eval_texts), wiring=served.train_boundaries,
+    acc = evaluate_draft(lab, served, lab.eval_sequences(eval_texts), wiring=served.train_boundaries,
                          depth=int(obs.effective["num_steps"]))
     info = {"speculative_num_draft_tokens": obs.effective["num_draft_tokens"],
             "draft_layer_ids": launch.get("draft_layer_ids")}

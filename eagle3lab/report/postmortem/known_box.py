@@ -54,12 +54,21 @@ def rate_clue(rec) -> tuple[float, float]:
     return (length.low - 1) / k, (length.high - 1) / k
 
 
-STEP = {"version": 1, "training": 2, "baseline": 3, "per_position": 4, "chains": 5}  # do_next_lines' order
+STEP = {"version": 1, "training": 2, "ids": 3, "baseline": 4, "per_position": 5, "chains": 6}  # do_next_lines' order
+IDS_KEY = "eagle_config.eagle_aux_hidden_state_layer_ids"  # where SGLang reads the ids (eagle3lab.doctor.formats)
+
+
+def items(first: str, last: str | None = None, joined: str = " and ") -> str:
+    """The box's items by name, as the page refers to them: "item 4", "items 3 and 4", "items 3 to 5"
+    ("item", not "step": a step on this page is a decode or verify pass)."""
+    if last is None:
+        return f"item {STEP[first]}"
+    return f"items {STEP[first]}{joined}{STEP[last]}"
 
 
 def rows_before_graph_fix(ev: dict | None) -> list[dict]:
     """Notebook 03's table of releases (`records.fix_ids` rows) up to the release whose CUDA graphs
-    first feed the config's ids; a grouped label (`0.5.5 – 0.5.10`) counts by its last release."""
+    first feed the config's ids; a grouped label (`0.5.4.post2 – 0.5.10`) counts by its last release."""
     from eagle3lab.known_defects.row import parse_version
 
     fixed = parse_version(graph_reset_fixed_in())
@@ -88,9 +97,9 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     fix = (ev or {}).get("fix_ids") or {}
     on, off = fix.get("rows") or [], fix.get("rows_graphs_off") or []
     m = rec.model
-    cols = ("SGLang", "CUDA graphs", f"boundaries fed by ids {m['config_ids_before_fix']}",
-            f"by patched ids {m['config_ids_after_fix']}",
-            f"ids to set for {m['trained_boundaries']}")
+    cols = ("SGLang", "CUDA graphs", f"boundaries fed by the first ids {m['config_ids_before_fix']}",
+            f"by the patched ids {m['config_ids_after_fix']}",
+            f"ids that feed boundaries {m['trained_boundaries']}")
 
     def row(r, graphs, versions=None):
         ids = (r["ids"].split(IDS_SEP)[0] if r.get("ids") and r["ids"] != "none"
@@ -134,25 +143,40 @@ def first_serving_release(rec) -> str | None:
     return SGLANG_SETTER_SINCE.get(SGLANG_FILES.get(rec.model["architecture"], ""))
 
 
-def do_next_lines(rec, ev: dict | None = None) -> list[str]:
+NB03 = "03_embedding_fix"  # the notebook with the patch and the tables of releases
+
+
+def _nb03(text: str, present=None) -> str:
+    """A link to notebook 03's page as `text`, or the bare text where this report has no such page."""
+    return text if present is not None and NB03 not in present else f"[{text}]({NB03}.html)"
+
+
+def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
     """The ordered next steps (`STEP`), each with what it settles and its command."""
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
+    table = bool(release_rows(ev, rec))
     return [
-        f"**Read `version` and `disable_cuda_graph`** (*Do first*): `{INFO_LINE}`; once step 2 confirms the "
-        "boundaries, relaunch with the fix. The logged accept rate "
-        f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f}.",
+        f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The logged accept rate "
+        f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases would print {lo:.2f}–{hi:.2f} for the "
+        "same accept lengths.",
         "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
         "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"
-        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`"
+        + (f"<br>The table below is for {rec.model['trained_boundaries']}, as the write-up reports." if table else ""),
+        ("**Set the ids** of your row" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for "
+         "your release") + f" in the draft's `config.json` (`{IDS_KEY}`); \"with the patch\": apply "
+        f"{_nb03('notebook 03', present)}'s embedding-capture patch to SGLang first.",
         f"**Measure B** (the incident's {base} came from an unknown benchmark): "
-        f"relaunch without speculative flags and run<br>`{line}`",
-        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later), speculation on:<br>"
+        f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
+        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]}, "
+        f"the incident's chain, with the ids of item {STEP['ids']}, then run<br>"
         f"`{line} --baseline-tps B`",
         f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way, relaunching for each; "
-        "keep the fastest, or no speculation if none beats B.",
+        "keep the fastest, or no speculation if none beats B. The script sends one request at a time, as the "
+        "predictions below assume: check the winner at your load too.",
     ]
 
 
@@ -171,7 +195,7 @@ def histogram_from() -> str:
     return next(rel for rel, fields in HISTOGRAM_RELEASES if fields).split(" - ")[0]
 
 
-def box(rec=None, ev: dict | None = None) -> str:
+def box(rec=None, ev: dict | None = None, present=None) -> str:
     """The box as Markdown: its own section, right after the summary (not a blockquote: the renderer
     draws no table inside one)."""
     rec = rec or incident_record.load()
@@ -180,10 +204,27 @@ def box(rec=None, ev: dict | None = None) -> str:
     parts = ["**Known**: the timeline, as reported", ""]
     parts += markdown_table(known_rows(rec)).splitlines()
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
-    parts += [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev), 1)]
+    lines = [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev, present), 1)]
+    table = release_table(ev, rec, present)  # after the item that sets the ids (the list resumes numbered after it)
+    cut = STEP["ids"] if table else len(lines)
+    parts += lines[:cut] + (["", table, ""] if table else []) + lines[cut:]
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: a prompt per line (text, or "
                   "JSON with a `\"text\"`), sent as written: use your model's chat format."]
     return "\n".join(parts)
+
+
+def release_table(ev: dict | None, rec, present=None) -> str:
+    """Notebook 03's tables of releases in the box: what the incident's ids fed and the ids to set,
+    per release and CUDA-graph setting (empty where the run recorded none)."""
+    rows = release_rows(ev, rec)
+    if not rows:
+        return ""
+    from eagle3lab.report.postmortem.tables import markdown_table
+
+    first = first_serving_release(rec)
+    none = (f"; none before {first} serves this draft (its model file has no EAGLE-3 capture)" if first else "")
+    return (f"By SGLang release, from each wheel's code ({_nb03('03', present)}){none}:\n\n"
+            + markdown_table(rows))
 
 
 def histogram_sentence() -> str:

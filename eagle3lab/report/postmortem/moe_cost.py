@@ -67,7 +67,7 @@ def why_section(rec=None) -> str:
         f"**A bytes model** (bytes read per step, one request at a time, nothing fitted) puts a 5/1/6 step at "
         f"**{parts.step_cost:.2f}** plain steps, {parts.union_cost:.2f} of it for the extra experts, within "
         f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} ({full.step_cost:.2f} with the "
-        "full draft vocabulary, not a 32k one). " + _public_short(),
+        "full draft vocabulary). " + _public_short(),
     ]
     text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
@@ -95,9 +95,9 @@ def _public_cases() -> tuple[dict | None, dict | None]:
 
 
 def _public_short() -> str:
-    """Others' measured MoE step costs against the bytes model, and what that makes of the model (the
-    details page has more)."""
-    from eagle3lab.report.postmortem.known_box import STEP
+    """The bytes model's misses where a step cost can be checked, both ways (others' MoE costs and the
+    incident's 15/1/16 launch below it, the incident's 1/1/2 launch above it): a guide, not a forecast."""
+    from eagle3lab.report.postmortem.known_box import items
 
     qwen, dsv3 = _public_cases()
     if not qwen or not dsv3:
@@ -105,9 +105,30 @@ def _public_short() -> str:
     lo, hi = dsv3["measured_range"]
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
-    return (f"Measured costs fall {low:.0f}–{under(lo, dsv3['model']):.0f} % below it on other MoE models "
-            f"([details](details.html#{LAYERS_ANCHOR})), and " + long_chain_sentence(brief=True) + ": a guide only; "
-            f"steps {STEP['baseline']} to {STEP['chains']} of the box measure the incident's own.")
+    miss = incident_misses()
+    return (f"Elsewhere the model misses both ways. Costs others published for MoE models are {low:.0f}–"
+            f"{under(lo, dsv3['model']):.0f} % below the model's ([details](details.html#{LAYERS_ANCHOR})), and so is the "
+            f"incident's {miss['long']} launch, by {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} %, if it "
+            f"accepted as 5/1/6 did; its {miss['short']} launch cost at least {miss['short_above']} % more than the "
+            f"model's. Use the model as a guide; {items('baseline', 'chains', ' to ')} of *Do next* measure the "
+            "incident's own.")
+
+
+def incident_misses() -> dict:
+    """How far the incident's own launches put a step's cost from the bytes model's: at 15/1/16, the
+    cost its logged tok/s implies at the incident's acceptance carried there (percent below the
+    model); at 1/1/2, the least cost the first launch implies (percent above, rounded down)."""
+    import math
+
+    c = costchecks.incident_long_chain()
+    implied = [a * c["baseline_tokens_per_s"] / c["tokens_per_s"] for a in c["incident_accept_length_range"]]
+    below = sorted(100 * (1 - x / c["step_cost"]) for x in implied)
+    short = "1/1/2"
+    model = next(r["step_cost_range"][1] for r in costchecks.incident_advice()  # its highest: the draft vocabulary
+                 if r["profile"] == "incident" and r["configuration"] == short)
+    least = costchecks.incident_floors()[short]["step_cost_at_least"]
+    return {"long": c["configuration"], "long_below": tuple(below), "short": short,
+            "short_above": math.floor(100 * (least / model - 1))}
 
 
 def long_chain_sentence(brief: bool = False) -> str:
@@ -203,17 +224,21 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
+        from eagle3lab.report.postmortem.known_box import items
+
         lo, hi = collapse_at_112(own, floor, base)
         public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
         return "\n".join([
-            f"Predicted with the bytes model, against {base:g} tok/s without speculation ([every configuration]"
-            f"(details.html#{ADVICE_ANCHOR})):",
+            f"Predicted with the bytes model, one request at a time, against {base:g} tok/s without speculation "
+            f"([every configuration](details.html#{ADVICE_ANCHOR}); parentheses: over the accept lengths and draft "
+            f"vocabularies); with its misses above, a shortlist to measure ({items('chains')} of *Do next*), not a "
+            "forecast:",
             "",
             f"- **the incident's acceptance at every depth** ({_iid_words(profiles['incident'][0])}): "
             f"{_own_verdict(beats, near, base, floor, brief=True)};",
             f"- **a draft that accepts at position 1 only** (no TTT): 1/1/2, at most {lo:.0f}–{hi:.0f} tok/s, a "
             "ceiling, not a forecast;",
-            f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}): "
+            f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}, their model cards): "
             f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s at the bytes model's "
             "step cost."])
     lines = [
@@ -249,12 +274,12 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         if not near:
             return "nothing clearly pays"
         r = near[0]
-        text = (f"nothing clearly pays: the bytes model's best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
-                f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})")
+        text = (f"nothing clearly pays. The best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
+                f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f}) at the model's step cost")
         if r.get("tokens_per_s_at_most") and floor:
-            text += (f" at its step cost of {r['step_cost']:.2f}, but the first launch's {floor['tokens_per_s']:g} "
-                     f"tok/s means a step there cost at least {floor['step_cost_at_least']:.2f}, capping it at "
-                     f"{r['tokens_per_s_at_most']:.0f}")
+            text += (f", but at most {r['tokens_per_s_at_most']:.0f} at the first launch's step cost "
+                     f"({floor['step_cost_at_least']:.2f} or more: {floor['tokens_per_s']:g} tok/s at 1 token a step "
+                     "or more)")
         return text
     text = "no configuration clearly beats no speculation"
     if not near:
@@ -281,12 +306,12 @@ def collapse_at_112(own: list[dict], floor: dict | None, base: float) -> tuple[f
 
 
 def _collapse_sentence(own: list[dict], floor: dict | None, base: float) -> str:
-    from eagle3lab.report.postmortem.known_box import STEP
+    from eagle3lab.report.postmortem.known_box import items
 
     lo, hi = collapse_at_112(own, floor, base)
     return (f"**If its draft accepts at position 1 only** (no TTT), 1/1/2 keeps the whole accept length at its lower "
-            f"step cost: at most {lo:.0f}–{hi:.0f} tok/s, a ceiling set by the first launch's least step cost. Steps "
-            f"{STEP['baseline']} and {STEP['per_position']} of the box tell which holds.")
+            f"step cost: at most {lo:.0f}–{hi:.0f} tok/s, a ceiling set by the first launch's least step cost. "
+            f"{items('baseline', 'per_position').capitalize()} of the post-mortem's *Do next* tell which holds.")
 
 
 def _sglang_auto_sentence(rec=None) -> str:

@@ -41,17 +41,13 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
         f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        "**Why.** Two defects were found: a config override, **verified** in SGLang's code, that cut the first "
-        "launch to 2 draft tokens, and a hidden-state wiring mismatch whose fix is **not confirmed**. The accept "
-        "length left is **open**; the draft's training layers are a **candidate** cause.",
+        f"**Why.** On this sparse MoE each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps (**calculated**), "
+        f"so it pays only above an accept length of {cost['cost']:.1f}; the draft reached "
+        f"{f('after_fix_accept_length').text()}. A config override (**verified**) cut the first launch to 2 draft "
+        "tokens; a wiring mismatch was patched, the fix **not confirmed**. Why acceptance stayed near "
+        f"{cost['accept_length']:.1f} is **open**; the draft's training layers are a **candidate** cause.",
         "",
         "**Do first.** " + do_first(ev, rec),
-        "",
-        release_table(ev, rec),
-        "",
-        f"**Why so costly.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps, calculated from the "
-        "incident's own figures; most of the excess is because a sparse MoE's verify reads the union of its tokens' "
-        "experts (below).",
         "",
         "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
     ]
@@ -59,38 +55,18 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
 
 
 def do_first(ev: dict, rec) -> str:
-    """The one action that settles the wiring fix: which release ran and with CUDA graphs or not,
-    then one recommended path (the newest releases whose ids feed the trained boundaries with no
-    patch, graphs on; the table below for the rest), then the two measurements that tell whether
-    it paid (the box's steps)."""
-    from eagle3lab.report.postmortem.known_box import (INFO_LINE, STEP, no_patch_ids, recommended_row,
-                                                       rows_before_graph_fix)
+    """The decision first (no speculation until a measured configuration beats it), then the way
+    there: the box's items in a sentence, with the wiring fix that needs the fewest conditions (the
+    newest releases whose ids feed the trained boundaries with no patch, graphs on)."""
+    from eagle3lab.report.postmortem.known_box import CHAINS, STEP, no_patch_ids, recommended_row
 
-    before = rows_before_graph_fix(ev)
-    old = before[-1]["versions"] if before else f"{t.RATE_OLD_UNTIL} or earlier"
     best = recommended_row(ev)
-    path = (f"The simplest fix: SGLang {best['versions']} with ids {no_patch_ids(best)}, no patch, graphs on; "
-            f"other releases: the table below (on {old} with graphs on, the default, the patch did nothing). "
-            if best else f"On {old} with graphs on, the default, the patch did nothing; notebook 03 lists the ids per "
-            "release. ")
-    return (f"Find out the SGLang version and whether CUDA graphs were on (`{INFO_LINE}`). {path}Then measure the "
-            "accept length again and B, the tok/s you get without speculation (steps "
-            f"{STEP['baseline']} and {STEP['per_position']}); until a configuration beats B (step {STEP['chains']}), "
-            "serve without speculation.")
-
-
-def release_table(ev: dict, rec, present=None) -> str:
-    """Notebook 03's tables of releases on the index: what the incident's ids fed and the ids to set,
-    per release and CUDA-graph setting (empty where the run recorded none)."""
-    from eagle3lab.report.postmortem.known_box import first_serving_release, release_rows
-
-    rows = release_rows(ev, rec)
-    if not rows:
-        return ""
-    first = first_serving_release(rec)
-    none = f"; none before {first} serves this draft" if first else ""
-    return (f"By SGLang release, from each wheel's code ({_link('03', present)}){none}:\n\n"
-            + t.markdown_table(rows))
+    fewest = (f" (fewest conditions: SGLang {best['versions']}, ids {no_patch_ids(best)}, no patch, CUDA graphs on)"
+              if best else "")
+    return ("Serve without speculation until a configuration measures faster than B, your tok/s without it. "
+            f"*Do next* below gets there in {len(STEP)} items: read the release and CUDA-graph setting (one `curl`), "
+            f"confirm the training boundaries, set your release's ids{fewest}, then measure B, acceptance per "
+            f"position and {len(CHAINS)} chain lengths.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -112,12 +88,12 @@ def version_caveat(ev: dict, rec, present=None) -> str:
             for tw in [covering_row(off, r["versions"])] if tw and tw["config_feeds"] == served]
     if both:
         versions, tw = both[-1]
-        took = ("the patch took effect, so the wiring cannot explain the accept length left"
-                if tw["fix_feeds"] == trained else f"the patch fed {tw['fix_feeds']}")
+        took = (": if it ran so, the wiring was fixed and cannot explain the accept length left"
+                if tw["fix_feeds"] == trained else "")
         on = next(r for r in rows if r["versions"] == versions)
-        return (f"If it ran {versions}, where its logged accept rate points, with CUDA graphs off, it fed the "
-                f"write-up's served {served} and {took}; with graphs on, the default, the draft got {on['fix_feeds']} "
-                "before and after the patch, so it still can.")
+        return (f"The write-up's two clues, its served {served} and its accept rate, fit together only on {versions} "
+                f"with CUDA graphs off, where the patch fed {tw['fix_feeds']}{took}. With graphs on (the default), the "
+                f"draft got {on['fix_feeds']} before and after the patch" + (", and it still can." if took else "."))
     story = [r for r in rows if r["config_feeds"] == served]
     if story:
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}; its logged "
@@ -127,9 +103,11 @@ def version_caveat(ev: dict, rec, present=None) -> str:
 
 
 def wiring_fix(ev: dict, present=None) -> str:
-    """Where the fix is: the table's row for the release and CUDA-graph setting (notebook 03)."""
+    """Where the fix is: the box's table, a row per release and CUDA-graph setting (notebook 03)."""
+    from eagle3lab.report.postmortem.known_box import items
+
     if (ev.get("fix_ids") or {}).get("rows"):
-        return "*Fix:* your row's ids, above."
+        return f"*Fix:* your release's ids ({items('ids')} of *Do next*)."
     return f"*Fix:* the ids {_link('03', present)} lists for your release."
 
 
@@ -197,11 +175,9 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     ref = next((r for r in hyp_rows or [] if r["name"] == t.REFERENCE), None)
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
-        guess = ", the write-up's own guess of an INT4 target among them" if any(
-            r["name"] == WRITEUP_GUESS for r in tested) else ""
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} (the lab's "
-                f"fault-free draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}: "
-                f"{DETAILS_LINK}).")
+        guess = ", the write-up's INT4 guess among them" if any(r["name"] == WRITEUP_GUESS for r in tested) else ""
+        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess}: the lab's fault-free "
+                f"draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} ({DETAILS_LINK}).")
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -241,7 +217,7 @@ def _later_launches(rec) -> str:
 
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The causes in the summary's order, each with its status, what shows it and its fix."""
-    from eagle3lab.report.postmortem.known_box import STEP
+    from eagle3lab.report.postmortem.known_box import items
 
     f = rec.figure
     cost = t.incident_cost(rec)
@@ -253,17 +229,21 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
                 if check else "SGLang's rules, read in its wheels, say so")
     measured = (ev.get("training_slice") or {}).get("gap")
     items = [
+        f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain decode steps per 5/1/6 step, from the "
+        "incident's own figures; by H200 layer timings and a bytes model, mostly the verify reading the union of its "
+        "tokens' experts (next section). *Fix:* a shorter chain or a draft that accepts more "
+        "([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
-        f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release read since "
+        f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release since "
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
         + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present),
-        f"**Accept length near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
+        f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
-        + f" *Next:* step {STEP['per_position']} of the box.",
+        + f" *Next:* {items('per_position')} of *Do next*.",
         "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
                                 else "candidate cause, not measured in this run")
         + ".** Training took the first 3 of 4 captured states, without the deepest. "
@@ -283,12 +263,12 @@ PROMPTS_FORMAT = ("`prompts.jsonl` holds one prompt per line: plain text, or `{\
 
 
 def next_measurement(hyp_rows: list[dict]) -> str:
-    from eagle3lab.report.postmortem.known_box import CHAINS, PROBE, STEP, histogram_sentence
+    from eagle3lab.report.postmortem.known_box import CHAINS, PROBE, histogram_sentence, items
 
     sep = t.separating_position(hyp_rows)
     fits = t.consistent(hyp_rows)
     text = (f"Acceptance per draft position on the real server, and its step cost at {len(CHAINS)} chain lengths: "
-            f"steps {STEP['per_position']} and {STEP['chains']} of [the post-mortem's box](index.html#Known,-unknown,-do-next), "
+            f"{items('per_position', 'chains')} of [the post-mortem's *Do next*](index.html#Known,-unknown,-do-next), "
             f"with `{PROBE}`. For a chain, each request's histogram of accepted drafts per verify "
             "step gives each position's rate; the script prints them with 95 % intervals, the accept length and the "
             "step cost. " + histogram_sentence() + " " + PROMPTS_FORMAT)
@@ -428,7 +408,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
         header(run_info),
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
-        "## Known, unknown, do next", known_box.box(rec, ev),
+        "## Known, unknown, do next", known_box.box(rec, ev, present),
         "## Causes and their status", causes_list(ev, rec, hyp_rows, present),
         "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
@@ -438,7 +418,8 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 
 def header(run_info: dict) -> str:
     return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
-            f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}). "
+            f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
+            "otherwise. "
             "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus token included. "
             "Brackets: 95 % intervals over prompts. Boundaries: points between the target's layers, 0 the embedding; "
             "ids: the numbers in the draft's config that pick them; other terms [at the end](#Terms).*")

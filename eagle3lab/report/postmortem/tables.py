@@ -208,15 +208,22 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
             order)
     ids = ev.get("fix_ids") or {}
     model = rec.model
+    off = ids.get("rows_graphs_off") or []
+    served, trained = model["served_boundaries_before_fix"], list(model["trained_boundaries"])
     if ids.get("story_versions"):
-        add(4, f"the server fed **{model['served_boundaries_before_fix']}**, training used "
+        story_off = [r["versions"] for r in off if r["config_feeds"] == served]
+        add(4, f"the server fed **{served}**, training used "
                f"**{model['trained_boundaries']}** (ids {model['config_ids_before_fix']})",
-            f"SGLang's capture rule, read in its wheels, feeds {model['served_boundaries_before_fix']} for those ids "
-            f"on {ids['story_versions']}", f"same there; {VERSION_CLUES}")
+            f"SGLang's capture rule, read in its wheels, feeds {served} for those ids "
+            + _on_and_off(ids["story_versions"], story_off),
+            f"same there; the logged accept rate points to {RATE_OLD_UNTIL} or earlier, which fits both only with CUDA "
+            "graphs off" if story_off else f"same there; {VERSION_CLUES}")
     if ids.get("fixed_on"):
+        fixed_off = [r["versions"] for r in off if r["fix_feeds"] == trained]
         add(5, f"ids rewritten to **{model['config_ids_after_fix']}** with the embedding patch",
-            f"they feed the trained boundaries on {ids['fixed_on']}; on {ids['latest']} they feed "
-            f"{ids['fed_latest']}", "depends on the SGLang version (the write-up does not state the incident's)")
+            "they feed the trained boundaries " + _on_and_off(ids["fixed_on"], fixed_off)
+            + f"; on {ids['latest']} they feed {ids['fed_latest']}",
+            "depends on the SGLang version and CUDA graphs (the write-up states neither)")
     if wiring:
         add(4, f"standalone test with the right wiring: **{rec.figure('standalone_accuracy').text()}** accuracy "
                "(the write-up does not say over which positions)",
@@ -263,17 +270,17 @@ def timeline_brief(rec=None) -> list[dict]:
     details page sets the lab's figure of the same measure beside each, with its verdict)."""
     rec = rec or incident_record.load()
     m, f = rec.model, rec.figure
-    ratio = lambda fid: f"**{f(fid).text()}** = {rec.speedup(fid):.2f}× of {f('baseline_tps').text()}"  # noqa: E731
+    tps = lambda fid: f"**{f(fid).text()}**"  # noqa: E731  (as reported: the ratios are on the details page)
     label = lambda name: incident_record.config_label(rec.config(name))  # noqa: E731
     events = [f"draft trained on {f('train_samples').value:,} samples: {f('validation_accuracy').text()} validation "
               "accuracy",
               f"launched at {label('first')}, which ran {f('draft_tokens_run_first').value} draft tokens: "
-              f"{ratio('first_tps')}",
-              f"relaunched at {label('steps15')}: {ratio('steps15_tps')}, slower still",
+              f"{tps('first_tps')} against {f('baseline_tps').text()} without speculation",
+              f"relaunched at {label('steps15')}: {tps('steps15_tps')}, slower still",
               f"wiring found off: trained on {m['trained_boundaries']}, served {m['served_boundaries_before_fix']}; "
               f"standalone test with the right inputs {f('standalone_accuracy').text()}",
               f"embedding capture patched, ids {m['config_ids_before_fix']} → {m['config_ids_after_fix']}",
-              f"relaunched at {label('after_fix')}: {ratio('after_fix_tps')}, accept length "
+              f"relaunched at {label('after_fix')}: {tps('after_fix_tps')}, accept length "
               f"**{f('after_fix_accept_length').text()}**, accept rate {f('after_fix_accept_rate').text()}"]
     return [{"step": i, "what happened (as reported)": e} for i, e in enumerate(events, 1)]
 
@@ -282,7 +289,20 @@ def timeline_brief(rec=None) -> list[dict]:
 RATE_OLD_UNTIL = "0.5.10.post1"
 RATE_DEFINITION = (f"the rate SGLang 0.5.3.post2–{RATE_OLD_UNTIL} print; 0.5.11 and later print (accept length − 1) "
                    "/ 5, which would read 0.15–0.17 here")
+
+
+def _on_and_off(on: str, off: list[str]) -> str:
+    """Where notebook 03's tables find something: with CUDA graphs on (the default), and, where the
+    run recorded the graphs-off table, with them off."""
+    return f"on {', '.join(off)} with CUDA graphs off, and on {on} with them on" if off else f"on {on}"
+
+
 VERSION_CLUES = f"but the logged accept rate points to {RATE_OLD_UNTIL} or earlier: the version is not known"
+
+
+# the incident's timeline numbers its stages (rows' "step"), headed "stage" on the page: a step there is a decode
+# or verify pass, and the box's to-dos are items
+HEADINGS = {"step": "stage"}
 
 
 def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
@@ -290,7 +310,7 @@ def markdown_table(rows: list[dict], columns: list[str] | None = None) -> str:
         return ""
     columns = columns or list(rows[0])
     cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(HEADINGS.get(c, c) for c in columns) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows])
 
 
