@@ -253,10 +253,10 @@ def test_rendered_report_explorer_moves_without_a_kernel(browser, ci_report):
     page.close()
 
 
-INDEX_WORDS = 1450  # the post-mortem's first page, about ten minutes of reading (issue 41: 3,057 before details.html, 1,508 before the cold reads; 1,421 on this ci render and 1,446 on SmolLM2 with the table of releases, which the cold reads of 2026-12-05 asked for and read in about 10 minutes at 140-150 wpm)
+INDEX_WORDS = 1600  # a ceiling against growth, not a reading time: 1,577 on this ci render and 1,602 on SmolLM2 (2026-12-05), with the runbook and the five causes the cold reads asked for; they put one careful read at 13-15 minutes (issue 41 asks for 10, so it stays open; 3,057 words before details.html)
 
 
-def test_the_index_reads_in_ten_minutes_and_shows_no_code(browser, ci_report):
+def test_the_index_stays_within_its_word_budget_and_shows_no_code(browser, ci_report):
     """The index's visible text as Chromium renders it, counted as `wc -w` counts (whitespace-
     separated words; tables included, figures excluded): at most INDEX_WORDS, and no code cell."""
     page = browser.new_page(viewport={"width": 1200, "height": 1000})

@@ -201,6 +201,14 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5, 6]  # the order the causes and the advice refer to
     # the ids go where SGLang reads them (eagle3lab.doctor.formats), after the boundaries are confirmed
     assert "in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`)" in steps[2]
+    # the page's commands are the CLI's own: each parses with eagle3lab's parser
+    from eagle3lab.cli import build_parser
+
+    for command in (known_box.PATCH_LINE, "eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR"):
+        assert f"`{command}`" in text
+        args = build_parser().parse_args(command.split()[1:])
+        assert args.command == command.split()[1], command
+    assert build_parser().parse_args(known_box.PATCH_LINE.split()[1:]).apply
     steps = steps[:2] + steps[3:]  # the measurements, as before the ids had an item of their own
     assert "Read `version` and `disable_cuda_graph`" in steps[0] and "later releases would print 0.15–0.17 for the same accept lengths" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version

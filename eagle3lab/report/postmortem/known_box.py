@@ -56,6 +56,7 @@ def rate_clue(rec) -> tuple[float, float]:
 
 STEP = {"version": 1, "training": 2, "ids": 3, "baseline": 4, "per_position": 5, "chains": 6}  # do_next_lines' order
 IDS_KEY = "eagle_config.eagle_aux_hidden_state_layer_ids"  # where SGLang reads the ids (eagle3lab.doctor.formats)
+PATCH_LINE = "eagle3lab patch sglang --apply --sglang-dir SGLANG_DIR"  # eagle3lab.commands.patch
 
 
 def items(first: str, last: str | None = None, joined: str = " and ") -> str:
@@ -167,8 +168,9 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`"
         + (f"<br>The table below is for {rec.model['trained_boundaries']}, as the write-up reports." if table else ""),
         ("**Set the ids** of your row" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for "
-         "your release") + f" in the draft's `config.json` (`{IDS_KEY}`); \"with the patch\": apply "
-        f"{_nb03('notebook 03', present)}'s embedding-capture patch to SGLang first.",
+         "your release") + f" in the draft's `config.json` (`{IDS_KEY}`). \"With the patch\": patch SGLang's "
+        f"embedding capture first, as the write-up did or with `{PATCH_LINE}` (the diff: "
+        f"{_nb03('notebook 03', present)}).",
         f"**Measure B** (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]}, "
