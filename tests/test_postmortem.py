@@ -106,6 +106,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 2.93 plain decode steps per 5/1/6 step, "
                                "from the incident's own figures")
+    # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without
+    assert "unless the 90 tok/s ran with CUDA graphs and the speculative runs without" in items[0]
     items = items[1:]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
@@ -220,16 +222,26 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
     assert "`disable_cuda_graph`" in steps[0] and "relaunch" not in steps[0]  # read first, relaunch after item 2
     # the relaunch with the fix comes once the boundaries are known, where speculation is measured again
-    assert "relaunch at 5/1/6, the incident's chain, with the ids of item 3, then run" in steps[3]
+    assert "relaunch at 5/1/6, the incident's chain, with the ids of item 3 and your other flags" in steps[3]
     # the script and the predictions are one request at a time; production load is the reader's to check
     assert steps[4].endswith("The script sends one request at a time, as the predictions below assume: check the "
                              "winner at your load too.")
+    # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
+    assert ("and a public draft, `lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`; keep the "
+            "fastest only if it beats B by more than repeated runs vary") in steps[4]
+    # the launch line is SGLang's own flags for 5/1/6, as SGLang's resolver reads them (engines.effective)
+    from eagle3lab.engines.effective import parse_launch_flags
+
+    launch = known_box.launch_line("5/1/6")
+    assert f"`{launch}`" in steps[3] and launch.startswith("python3 -m sglang.launch_server --model-path TARGET_DIR")
+    flags = parse_launch_flags(launch)
+    assert (flags["num_steps"], flags["topk"], flags["num_draft_tokens"]) == (5, 1, 6), flags
     assert "relaunch without speculative flags, CUDA graphs as you will serve, and run" in steps[2]
     assert known_box.release_rows({}, rec) == []  # a run that recorded no table of releases: no table
     assert "sent as written: use your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
-    assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "no speculation if none beats B" in steps[4]
+    assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "else serve without speculation" in steps[4]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -260,9 +272,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
-    assert "- **the incident's acceptance at every depth** (0.43–0.46 per token at each position, as at " \
-           "5/1/6): nothing clearly pays. The best, 1/1/2, gives 92 (87–93) at the model's step cost, but at most 83 " \
-           "at the first launch's step cost (1.58 or more: 56.8 tok/s at 1 token a step or more);" in text
+    assert "- **the incident's acceptance at every depth** (0.43–0.46 per token, assumed the same at each position: " \
+           "the rate that gives its logged accept lengths at 5/1/6): nothing clearly pays. The best, 1/1/2, gives 92 (87–93) at the model's step cost, but at most 83 " \
+           "at the first launch's step cost, at least 90 ÷ 56.8 = 1.58;" in text
     # one request at a time, and a shortlist to measure rather than a forecast (cold reads 19, 20)
     assert ("Predicted with the bytes model, one request at a time, against 90 tok/s without speculation ([every "
             "configuration](details.html#Which-configuration-would-pay); parentheses: over the accept lengths and draft "
@@ -321,7 +333,7 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "at most 83 at the first launch's step cost (1.58 or more" in brief
+    assert "at most 98–105 tok/s" in brief and "at most 83 at the first launch's step cost, at least 90 ÷ 56.8 = 1.58" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -344,7 +356,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert ("Trained on [0, 3, 31]. The write-up's two clues, its served [3, 31, 59] and its accept rate, fit together "
             "only on 0.5.4.post2 – 0.5.10 with CUDA graphs off, where the patch fed [0, 3, 31]: if it ran so, the wiring "
             "was fixed and cannot explain the accept length left. With graphs on (the default), the draft got "
-            "[2, 30, 58] before and after the patch, and it still can. *Fix:* your release's ids (item 3 of "
+            "[2, 30, 58] before and after the patch, and the wiring can still explain it. *Fix:* your release's ids (item 3 of "
             "*Do next*).") in wiring
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
@@ -366,7 +378,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the table sits in the box, right after the item that sets the ids; the list resumes at 4
     assert "| 0.5.4.post2 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in box
     assert box.index("3. **Set the ids** of your row") < box.index("| SGLang |") < box.index("4. **Measure B**")
-    assert ("| SGLang | CUDA graphs | boundaries fed by the first ids [2, 30, 58] | by the patched ids [-1, 2, 30] | "
+    assert ("| SGLang | CUDA graphs | boundaries fed by the original ids [2, 30, 58] | by ids [-1, 2, 30], SGLang patched | "
             "ids that feed boundaries [0, 3, 31] |") in box
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)
     assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "

@@ -208,6 +208,12 @@ def validation_table() -> dict:
 
 # --------------------------------------------------------------------------- incident advice
 
+def public_kimi_drafts() -> list[str]:
+    """The public Kimi-K2.5 EAGLE-3 drafts whose model cards the advice quotes, in file order."""
+    pub = load_config(COST_DIR / "public-figures.json", "public figures")["kimi_k25_drafts"]
+    return list(dict.fromkeys(a["draft"] for a in pub["accept_lengths"]))
+
+
 def incident_profiles() -> dict:
     """The two acceptance profiles of the advice: the incident's own (its logged accept lengths at
     its fixed configuration, as reported) and the public Kimi-K2.5 drafts' (their model cards)."""

@@ -59,6 +59,19 @@ IDS_KEY = "eagle_config.eagle_aux_hidden_state_layer_ids"  # where SGLang reads 
 PATCH_LINE = "eagle3lab patch sglang --apply --sglang-dir SGLANG_DIR"  # eagle3lab.commands.patch
 
 
+def launch_line(chain: str = "5/1/6") -> str:
+    """SGLang's launch flags for `chain` (steps/topk/draft tokens), as eagle3lab launches SGLang
+    (engines.argv.sglang_style), without host and port: the reader adds the flags they serve with."""
+    from eagle3lab.engines.argv import sglang_style
+    from eagle3lab.spec import SpecConfig
+
+    steps, topk, tokens = (int(x) for x in chain.split("/"))
+    argv = sglang_style(["python3", "-m", "sglang.launch_server"], "sglang", "TARGET_DIR", "DRAFT_DIR",
+                        spec=SpecConfig(num_steps=steps, topk=topk, num_draft_tokens=tokens))
+    drop = {i for i, a in enumerate(argv) if a in ("--host", "--port")}
+    return " ".join(a for i, a in enumerate(argv) if i not in drop and i - 1 not in drop)
+
+
 def items(first: str, last: str | None = None, joined: str = " and ") -> str:
     """The box's items by name, as the page refers to them: "item 4", "items 3 and 4", "items 3 to 5"
     ("item", not "step": a step on this page is a decode or verify pass)."""
@@ -98,8 +111,8 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
     fix = (ev or {}).get("fix_ids") or {}
     on, off = fix.get("rows") or [], fix.get("rows_graphs_off") or []
     m = rec.model
-    cols = ("SGLang", "CUDA graphs", f"boundaries fed by the first ids {m['config_ids_before_fix']}",
-            f"by the patched ids {m['config_ids_after_fix']}",
+    cols = ("SGLang", "CUDA graphs", f"boundaries fed by the original ids {m['config_ids_before_fix']}",
+            f"by ids {m['config_ids_after_fix']}, SGLang patched",
             f"ids that feed boundaries {m['trained_boundaries']}")
 
     def row(r, graphs, versions=None):
@@ -174,11 +187,12 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"**Measure B** (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]}, "
-        f"the incident's chain, with the ids of item {STEP['ids']}, then run<br>"
-        f"`{line} --baseline-tps B`",
-        f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way, relaunching for each; "
-        "keep the fastest, or no speculation if none beats B. The script sends one request at a time, as the "
-        "predictions below assume: check the winner at your load too.",
+        f"the incident's chain, with the ids of item {STEP['ids']} and your other flags<br>`{launch_line(CHAINS[-1])}`"
+        f"<br>then run<br>`{line} --baseline-tps B`",
+        f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way (steps S, draft tokens "
+        "S + 1), and a public draft, " + " or ".join(f"`{d}`" for d in public_drafts()) + "; keep the fastest only "
+        "if it beats B by more than repeated runs vary, else serve without speculation. The script sends one "
+        "request at a time, as the predictions below assume: check the winner at your load too.",
     ]
 
 
@@ -188,6 +202,13 @@ def graph_reset_fixed_in() -> str:
     from eagle3lab.known_defects import by_id
 
     return by_id(GRAPH_RESET).ranges[-1][1]
+
+
+def public_drafts() -> list[str]:
+    """The public Kimi-K2.5 drafts the advice quotes (data/cost/public-figures.json)."""
+    from eagle3lab.cost.costchecks import public_kimi_drafts
+
+    return public_kimi_drafts()
 
 
 def histogram_from() -> str:

@@ -195,7 +195,8 @@ def _iid_words(profile) -> str:
     draft position, that gives its logged accept lengths at its configuration."""
     lo, hi = profile.rate_range
     at = profile.measured_at
-    return f"{lo:.2f}–{hi:.2f} per token at each position, as at {at[0]}/{at[1]}/{at[2]}"
+    return (f"{lo:.2f}–{hi:.2f} per token, assumed the same at each position: the rate that gives its logged accept "
+            f"lengths at {at[0]}/{at[1]}/{at[2]}")
 
 
 def _range(point: float, rng) -> str:
@@ -277,9 +278,9 @@ def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict |
         text = (f"nothing clearly pays. The best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
                 f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f}) at the model's step cost")
         if r.get("tokens_per_s_at_most") and floor:
-            text += (f", but at most {r['tokens_per_s_at_most']:.0f} at the first launch's step cost "
-                     f"({floor['step_cost_at_least']:.2f} or more: {floor['tokens_per_s']:g} tok/s at 1 token a step "
-                     "or more)")
+            text += (f", but at most {r['tokens_per_s_at_most']:.0f} at the first launch's step cost, at least "
+                     f"{base:g} ÷ "
+                     f"{floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f}")
         return text
     text = "no configuration clearly beats no speculation"
     if not near:

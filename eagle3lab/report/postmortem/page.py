@@ -89,11 +89,12 @@ def version_caveat(ev: dict, rec, present=None) -> str:
     if both:
         versions, tw = both[-1]
         took = (": if it ran so, the wiring was fixed and cannot explain the accept length left"
-                if tw["fix_feeds"] == trained else "")
+                if tw["fix_feeds"] == trained else "")  # the clause after it reads "the wiring can still explain it"
         on = next(r for r in rows if r["versions"] == versions)
         return (f"The write-up's two clues, its served {served} and its accept rate, fit together only on {versions} "
                 f"with CUDA graphs off, where the patch fed {tw['fix_feeds']}{took}. With graphs on (the default), the "
-                f"draft got {on['fix_feeds']} before and after the patch" + (", and it still can." if took else "."))
+                f"draft got {on['fix_feeds']} before and after the patch" + (", and the wiring can still explain it."
+                                                                             if took else "."))
     story = [r for r in rows if r["config_feeds"] == served]
     if story:
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}; its logged "
@@ -231,8 +232,9 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     items = [
         f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain decode steps per 5/1/6 step, from the "
         "incident's own figures; by H200 layer timings and a bytes model, mostly the verify reading the union of its "
-        "tokens' experts (next section). *Fix:* a shorter chain or a draft that accepts more "
-        "([which would pay](#Which-configuration-would-pay)).",
+        f"tokens' experts (next section), unless the {f('baseline_tps').text()} ran with CUDA graphs and the "
+        "speculative runs without. "
+        "*Fix:* a shorter chain or a draft that accepts more ([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release since "
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
