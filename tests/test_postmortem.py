@@ -373,11 +373,15 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook)
     assert ("**Do first.** Serve without speculation until a configuration measures faster than B, your tok/s "
             "without it. *Do next* below gets there in 6 items: read the release and CUDA-graph setting (one `curl`), "
-            "confirm the training boundaries, set your release's ids (fewest conditions: SGLang 0.5.14 – 0.5.23, ids "
-            "[0, 3, 31], no patch, CUDA graphs on), then measure B, acceptance per position and 4 chain lengths.") in summary
-    # the table sits in the box, right after the item that sets the ids; the list resumes at 4
+            "confirm the training boundaries, set your release's ids (simplest, upgrade to SGLang 0.5.14 – 0.5.23 and "
+            "set [0, 3, 31], no patch, CUDA graphs on), then measure B, acceptance per position and 4 chain lengths."
+            ) in summary
+    # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
+    assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
+            "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; on a release "
+            "you keep, its row below.") in box
     assert "| 0.5.4.post2 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in box
-    assert box.index("3. **Set the ids** of your row") < box.index("| SGLang |") < box.index("4. **Measure B**")
+    assert box.index("3. **Set the ids**") < box.index("| SGLang |") < box.index("4. **Measure B**")
     assert ("| SGLang | CUDA graphs | boundaries fed by the original ids [2, 30, 58] | by ids [-1, 2, 30], SGLang patched | "
             "ids that feed boundaries [0, 3, 31] |") in box
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)

@@ -142,6 +142,15 @@ def recommended_row(ev: dict | None) -> dict | None:
     return rows[-1] if rows else None
 
 
+def upgrade_words(ev: dict | None) -> str:
+    """The simplest wiring fix in words (`recommended_row`): upgrade to the releases whose ids feed the
+    trained boundaries with no patch and CUDA graphs on ("" where the run recorded no such row)."""
+    best = recommended_row(ev)
+    if not best:
+        return "the ids of your release's row below"
+    return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
+
+
 def no_patch_ids(row: dict) -> str:
     """The ids of a release's row that need no patch (the first alternative that says so)."""
     from eagle3lab.experiments.fixids import IDS_SEP, NO_PATCH
@@ -180,8 +189,9 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`"
         + (f"<br>The table below is for {rec.model['trained_boundaries']}, as the write-up reports." if table else ""),
-        ("**Set the ids** of your row" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for "
-         "your release") + f" in the draft's `config.json` (`{IDS_KEY}`). \"With the patch\": patch SGLang's "
+        (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}; on a release you keep, "
+         "its row below" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
+         f"draft's `config.json` (`{IDS_KEY}`)") + ". \"With the patch\": patch SGLang's "
         f"embedding capture first, as the write-up did or with `{PATCH_LINE}` (the diff: "
         f"{_nb03('notebook 03', present)}).",
         f"**Measure B** (the incident's {base} came from an unknown benchmark): "

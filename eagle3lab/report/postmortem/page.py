@@ -58,11 +58,9 @@ def do_first(ev: dict, rec) -> str:
     """The decision first (no speculation until a measured configuration beats it), then the way
     there: the box's items in a sentence, with the wiring fix that needs the fewest conditions (the
     newest releases whose ids feed the trained boundaries with no patch, graphs on)."""
-    from eagle3lab.report.postmortem.known_box import CHAINS, STEP, no_patch_ids, recommended_row
+    from eagle3lab.report.postmortem.known_box import CHAINS, STEP, recommended_row, upgrade_words
 
-    best = recommended_row(ev)
-    fewest = (f" (fewest conditions: SGLang {best['versions']}, ids {no_patch_ids(best)}, no patch, CUDA graphs on)"
-              if best else "")
+    fewest = f" ({upgrade_words(ev)})" if recommended_row(ev) else ""
     return ("Serve without speculation until a configuration measures faster than B, your tok/s without it. "
             f"*Do next* below gets there in {len(STEP)} items: read the release and CUDA-graph setting (one `curl`), "
             f"confirm the training boundaries, set your release's ids{fewest}, then measure B, acceptance per "
