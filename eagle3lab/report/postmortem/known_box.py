@@ -144,7 +144,7 @@ def recommended_row(ev: dict | None) -> dict | None:
 
 def upgrade_words(ev: dict | None) -> str:
     """The simplest wiring fix in words (`recommended_row`): upgrade to the releases whose ids feed the
-    trained boundaries with no patch and CUDA graphs on ("" where the run recorded no such row)."""
+    trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none)."""
     best = recommended_row(ev)
     if not best:
         return "the ids of your release's row below"

@@ -56,8 +56,7 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
 
 def do_first(ev: dict, rec) -> str:
     """The decision first (no speculation until a measured configuration beats it), then the way
-    there: the box's items in a sentence, with the wiring fix that needs the fewest conditions (the
-    newest releases whose ids feed the trained boundaries with no patch, graphs on)."""
+    there: the box's items in a sentence, with the simplest wiring fix (`known_box.upgrade_words`)."""
     from eagle3lab.report.postmortem.known_box import CHAINS, STEP, recommended_row, upgrade_words
 
     fewest = f" ({upgrade_words(ev)})" if recommended_row(ev) else ""
@@ -86,13 +85,13 @@ def version_caveat(ev: dict, rec, present=None) -> str:
             for tw in [covering_row(off, r["versions"])] if tw and tw["config_feeds"] == served]
     if both:
         versions, tw = both[-1]
-        took = (": if it ran so, the wiring was fixed and cannot explain the accept length left"
-                if tw["fix_feeds"] == trained else "")  # the clause after it reads "the wiring can still explain it"
+        fixed = tw["fix_feeds"] == trained  # graphs off fed the trained boundaries: the wiring was fixed there
         on = next(r for r in rows if r["versions"] == versions)
         return (f"The write-up's two clues, its served {served} and its accept rate, fit together only on {versions} "
-                f"with CUDA graphs off, where the patch fed {tw['fix_feeds']}{took}. With graphs on (the default), the "
-                f"draft got {on['fix_feeds']} before and after the patch" + (", and the wiring can still explain it."
-                                                                             if took else "."))
+                f"with CUDA graphs off, where the patch fed {tw['fix_feeds']}"
+                + (": if it ran so, the wiring was fixed and cannot explain the accept length left" if fixed else "")
+                + f". With graphs on (the default), the draft got {on['fix_feeds']} before and after the patch"
+                + (", and the wiring can still explain it." if fixed else "."))
     story = [r for r in rows if r["config_feeds"] == served]
     if story:
         return (f"The write-up's served {served} fits SGLang {', '.join(r['versions'] for r in story)}; its logged "
@@ -216,7 +215,7 @@ def _later_launches(rec) -> str:
 
 def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The causes in the summary's order, each with its status, what shows it and its fix."""
-    from eagle3lab.report.postmortem.known_box import items
+    from eagle3lab.report.postmortem.known_box import items as box_items
 
     f = rec.figure
     cost = t.incident_cost(rec)
@@ -243,7 +242,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
-        + f" *Next:* {items('per_position')} of *Do next*.",
+        + f" *Next:* {box_items('per_position')} of *Do next*.",
         "**Training slice: " + ("candidate cause, " + t.slice_word(ev) if measured
                                 else "candidate cause, not measured in this run")
         + ".** Training took the first 3 of 4 captured states, without the deepest. "
