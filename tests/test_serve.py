@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import os
 import signal
 import subprocess
@@ -237,16 +238,20 @@ def test_serve_rejects_bad_flags(capsys):
 
 
 def test_sigterm_to_a_bench_stops_the_server_it_launched(tmp_path):
-    """`kill PID` of a command that launched a server leaves no server behind (exit 143)."""
+    """`kill PID` of a command measuring on a server it launched leaves no server behind (exit 143)
+    and sends none of the prompts still queued (200 of them would take the lab a minute or more)."""
     from eagle3lab.serving.server import port_in_use
 
     root = ci_lab_root()
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(f"Passage {i}: the river ran past the mill and on to the sea.\n"
+                               for i in range(200)))
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "eagle3lab", "bench", "--backend", "lab", "--lab", "ci",
          "--model-path", str(root / "target"), "--draft", str(root / "drafts" / "healthy"),
-         "--num-steps", "3", "--topk", "1", "--num-draft-tokens", "4", "--num-prompts", "20",
-         "--max-new-tokens", "300"],
+         "--num-steps", "3", "--topk", "1", "--num-draft-tokens", "4", "--prompts", str(prompts),
+         "--num-prompts", "200", "--max-new-tokens", "256"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         url = None
@@ -256,14 +261,24 @@ def test_sigterm_to_a_bench_stops_the_server_it_launched(tmp_path):
             if not line:
                 break
             if line.startswith("launched "):
-                url = line.split("url=")[1].split()[0].strip("',)>") if "url=" in line else None
-                url = url or next(w for w in line.split() if w.startswith("http"))
+                url = next(w for w in line.split() if w.startswith("http")).strip("',)>")
         assert url, proc.stderr.read()
-        port = int(url.rstrip("/").rsplit(":", 1)[1].split("/")[0].strip("',)>"))
+        port = int(url.rstrip("/").rsplit(":", 1)[1])
         assert port_in_use(port)
+        chunks = []  # stderr, read as it comes: the progress bar says when requests are under way
+        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(1), "")),
+                                  daemon=True)
+        reader.start()
+        while time.time() < deadline and not re.search(r"\b[1-9]\d*/200\b", "".join(chunks)):
+            assert proc.poll() is None, "".join(chunks)[-3000:]
+            time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143
-        assert "terminated (servers it launched were stopped)" in proc.stderr.read()
+        rc = proc.wait(timeout=60)
+        reader.join(timeout=10)
+        err = "".join(chunks)
+        assert rc == 143, f"exit {rc}, not 143 (SIGTERM); stderr:\n{err[-3000:]}"
+        assert "terminated (servers it launched were stopped)" in err
+        assert "200/200" not in err, f"the queued prompts were still sent after SIGTERM:\n{err[-3000:]}"
         assert not port_in_use(port)
         assert _processes_with(f"--port\0{port}\0".encode()) == []
     finally:

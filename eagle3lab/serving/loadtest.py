@@ -313,6 +313,7 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     one_request = _one_request if api == "generate" else _one_openai_request
     url = getattr(url, "url", url).rstrip("/")  # a url or an eagle3lab.serving.server handle
     lost = threading.Event()
+    abandoned = threading.Event()  # the caller stopped: queued prompts are not sent
     opts = {"stream": stream}
     rows: list[dict] = []
     lock = threading.Lock()
@@ -322,8 +323,8 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
     t0 = time.perf_counter()
 
     def work(index: int, prompt) -> None:
-        if lost.is_set():
-            return  # the server is gone: do not hammer it
+        if lost.is_set() or abandoned.is_set():
+            return  # the server is gone, or the caller stopped (SIGTERM, Ctrl-C): send nothing more
         row = one_request(session, url, index, prompt, max_new_tokens, temperature, opts, timeout, t0)
         if row.pop("connection_lost", False):
             lost.set()
@@ -333,8 +334,15 @@ def run(url: str, prompts, max_new_tokens: int = 64, concurrency: int = 1, tempe
 
     try:
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            for future in [pool.submit(work, i, p) for i, p in enumerate(prompts)]:
-                future.result()
+            try:
+                for future in [pool.submit(work, i, p) for i, p in enumerate(prompts)]:
+                    future.result()
+            except BaseException:
+                # Why: leaving the `with` waits for every queued prompt; a stopped bench waits only
+                # for the requests already in flight, then its server is stopped.
+                abandoned.set()
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     finally:
         bar.close()
         session.close()
