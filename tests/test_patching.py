@@ -201,3 +201,20 @@ def test_cli_check_apply_revert(wheel_sources, tmp_path):
     out = run_cli("--apply", "--sglang-dir", str(root))
     assert out.returncode == 2 and "Traceback" not in out.stderr and "nothing written" in out.stderr
     assert run_cli("--check", "--sglang-dir", str(tmp_path / "nowhere")).returncode == 2
+
+
+def test_the_post_release_the_accept_rate_allows_keeps_the_wiring_files_of_its_minor_release():
+    """The index's table of ids reads minor releases; its caption says 0.5.10.post1 (the newest release
+    whose accept rate matches the incident's log) reads as 0.5.10. Both wheels, from PyPI: the files that
+    decide what the draft is fed are byte for byte the same."""
+    import zipfile
+
+    from eagle3lab.report.postmortem.known_box import POST_SAME, WIRING_FILES
+
+    files = {}
+    for version in POST_SAME:
+        with zipfile.ZipFile(patching.sglang_wheel(version)) as wheel:
+            files[version] = [wheel.read(f"sglang/{name}") for name in WIRING_FILES]
+    post, minor = POST_SAME
+    assert all(a == b for a, b in zip(files[post], files[minor])), WIRING_FILES
+    assert all(b"set_eagle3_layers_to_capture" in blob for blob in files[minor][::2])  # the setter and its caller

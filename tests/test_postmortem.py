@@ -84,7 +84,9 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     details = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     heads = [line for line in text.splitlines() if line.startswith("## ")]
     assert heads == ["## Summary", "## Known, unknown, do next", "## Causes and their status",
-                     "## Why one step cost 2.9 plain steps", "## The evidence"]
+                     "## Which configuration would pay", "## The evidence"]
+    # the step cost's arithmetic and its why are in the first cause; in full on the details page
+    assert "## Why one step cost 2.9 plain steps" in details and "## Causes in full" in details
     rec = incident.load()
     for fid in ("baseline_tps", "first_tps", "steps15_tps", "after_fix_tps", "validation_accuracy"):
         assert rec.figure(fid).text() in text, fid
@@ -104,14 +106,20 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     said = [summary.index(f"**{word}**") for word in ("calculated", "verified", "not confirmed", "open", "candidate")]
     assert said == sorted(said)
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
-    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 2.93 plain decode steps per 5/1/6 step, "
-                               "from the incident's own figures")
+    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 1.783, the mean logged accept length, "
+                               "× 90 ÷ 54.8 tok/s = 2.93 plain steps per 5/1/6 step. Kimi-K2.5 routes each token to 8 "
+                               "of 384 experts in each of its 60 MoE layers, so a verify pass of 6 tokens reads about "
+                               "45.6 experts per layer against 8 for a plain step. On an H200, a Kimi-shaped MoE layer "
+                               "takes 4.32 times as long for 6 tokens as for 1")
     # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without
-    assert "unless the 90 tok/s ran with CUDA graphs and the speculative runs without" in items[0]
+    assert "Unless the 90 tok/s ran with CUDA graphs and the speculative runs without, that is the cost" in items[0]
     items = items[1:]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
-    assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in items[0]
+    # the index gives each cause in a sentence or two (cold read 29: 15 minutes); the details page in full
+    full = details.split("## Causes in full")[1].split("\n## ")[0]
+    assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in full and "Later launches" not in text
+    assert "[the details page](details.html#Causes-in-full)" in causes
     assert "*Fix:* the ids [03](03_embedding_fix.html) lists for your release." in items[1]  # EVIDENCE has no table
     assert ("**Set the ids** [notebook 03](03_embedding_fix.html) lists for your release in the draft's `config.json`"
             in text) and "By SGLang release" not in text and "The table below" not in text  # no table recorded
@@ -212,7 +220,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
         assert args.command == command.split()[1], command
     assert build_parser().parse_args(known_box.PATCH_LINE.split()[1:]).apply
     steps = steps[:2] + steps[3:]  # the measurements, as before the ids had an item of their own
-    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "later releases would print 0.15–0.17 for the same accept lengths" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "later releases print 0.15–0.17 for these accept lengths" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
@@ -222,13 +230,13 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
     assert "`disable_cuda_graph`" in steps[0] and "relaunch" not in steps[0]  # read first, relaunch after item 2
     # the relaunch with the fix comes once the boundaries are known, where speculation is measured again
-    assert "relaunch at 5/1/6, the incident's chain, with the ids of item 3 and your other flags" in steps[3]
+    assert "relaunch at 5/1/6 with item 3's ids and your other flags" in steps[3]
     # the script and the predictions are one request at a time; production load is the reader's to check
-    assert steps[4].endswith("The script sends one request at a time, as the predictions below assume: check the "
-                             "winner at your load too.")
+    assert steps[4].endswith("The script sends one request at a time: check the winner at your load.")
     # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
-    assert ("and a public draft, `lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`; keep the "
-            "fastest only if it beats B by more than repeated runs vary") in steps[4]
+    # a keep rule a reader can apply without statistics (cold read 30): repeats, slowest against fastest
+    assert ("and a public draft, `lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`; run each, "
+            "and B, 3 times and keep the fastest only if its slowest run beats B's fastest") in steps[4]
     # the launch line is SGLang's own flags for 5/1/6, as SGLang's resolver reads them (engines.effective)
     from eagle3lab.engines.effective import parse_launch_flags
 
@@ -238,10 +246,12 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert (flags["num_steps"], flags["topk"], flags["num_draft_tokens"]) == (5, 1, 6), flags
     assert "relaunch without speculative flags, CUDA graphs as you will serve, and run" in steps[2]
     assert known_box.release_rows({}, rec) == []  # a run that recorded no table of releases: no table
-    assert "sent as written: use your model's chat format" in text
+    assert "64 or more prompts like your traffic" in text and "sent as written: use your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
-    assert "1/1/2, 2/1/3, 3/1/4 and 5/1/6" in steps[4] and "else serve without speculation" in steps[4]
+    assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4] and "else serve without speculation" in steps[4]
+    # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
+    assert "without TTT, or without a high layer, the fix is a retrain" in steps[1]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -258,10 +268,16 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # incident's 15/1/16 launch below it (1.74 x 90 / 46.7 = 3.35 and 1.87 x 90 / 46.7 = 3.60 against 6.42), its
     # 1/1/2 launch above it (90 / 56.8 = 1.585 against the model's highest 1.474: 7.5 %, said as "at least 7")
     assert moe_cost.incident_misses()["short_above"] == 7
-    assert ("Elsewhere the model misses both ways. Costs others published for MoE models are 4–48 % below the model's "
-            "([details](details.html#The-step-cost:-layers-measured,-and-what-others-measured)), and so is the "
-            "incident's 15/1/16 launch, by 44–48 %, if it accepted as 5/1/6 did; its 1/1/2 launch cost at least 7 % more "
-            "than the model's. Use the model as a guide; items 4 to 6 of *Do next* measure the incident's own.") in text
+    assert ("Elsewhere it misses both ways: MoE costs others published are 4–48 % below it "
+            "([details](details.html#The-step-cost:-layers-measured,-and-what-others-measured)), as is the "
+            "incident's 15/1/16 launch, by 44–48 % if it accepted as 5/1/6 did; its 1/1/2 launch cost at least 7 % "
+            "more.") in text
+    # the index: the same band in one sentence, beside the predictions it bounds (cold reads 29, 30)
+    brief = moe_cost.advice_markdown(brief=True)
+    assert ("The model errs both ways: 4–48 % too high against step costs others published and the incident's "
+            "15/1/16 launch, if that accepted as 5/1/6 did; at least 7 % too low at the 1/1/2 launch ([in full]"
+            "(details.html#The-step-cost:-layers-measured,-and-what-others-measured)).") in brief
+    assert "nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93" in brief
     assert "**The 15/1/16 launch does not fit the model.** There it puts a step at 6.42 plain steps" in moe_cost.public_markdown()  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
     assert "cost 2.59 plain steps" in moe_cost.public_markdown() and "cost 1.42–1.70" in moe_cost.public_markdown()  # details
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
@@ -271,19 +287,27 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
     assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
+    # the index's advice is a table (cold read 29): configuration x acceptance profile, predicted tok/s
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
-    assert "- **the incident's acceptance at every depth** (0.43–0.46 per token, assumed the same at each position: " \
-           "the rate that gives its logged accept lengths at 5/1/6): nothing clearly pays. The best, 1/1/2, gives 92 (87–93) at the model's step cost, but at most 83 " \
-           "at the first launch's step cost, at least 90 ÷ 56.8 = 1.58;" in text
+    assert ("Acceptance as the incident's, 0.43–0.46 per token at each position, from its logged accept lengths at "
+            "5/1/6; as a draft without training-time test, all at position 1; as the public drafts' model cards, accept "
+            "length 2.69–3.20 at 3/1/4.") in brief
+    assert ("| configuration | the incident's acceptance | accepts at position 1 only | as good as the public drafts |\n"
+            "|---|---|---|---|\n"
+            "| 1/1/2 | 92 (87–93); at most 83 † | at most 98–105 † | 114 (106–118); at most 105 † |\n"
+            "| 2/1/3 | 81 (75–83) | – | 121 (106–128) |\n| 3/1/4 | 70 (64–73) | – | 120 (102–130) |\n"
+            "| 5/1/6 | 54 (48–56); measured 54.8 | – | 111 (89–126) |") in brief
     # one request at a time, and a shortlist to measure rather than a forecast (cold reads 19, 20)
-    assert ("Predicted with the bytes model, one request at a time, against 90 tok/s without speculation ([every "
-            "configuration](details.html#Which-configuration-would-pay); parentheses: over the accept lengths and draft "
-            "vocabularies); with its misses above, a shortlist to measure (item 6 of *Do next*), not a forecast:") in text
-    assert "1/1/2, at most 98–105 tok/s, a ceiling, not a forecast" in text
-    assert ("(accept length 2.69–3.20 at 3/1/4, their model cards): 2/1/3 or 3/1/4, about 121 tok/s at the bytes model's "
-            "step cost") in text
-    assert "| 6 |" not in text and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
-    assert "4.22" not in text and "1.44" not in text  # nothing projected from a lab's accept length
+    assert ("Predicted tok/s, one request at a time, against 90 without speculation, by a bytes model of the step cost "
+            "(bytes read per step, nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93). Parentheses: over "
+            "the accept lengths and draft vocabularies; †: at most, at the first launch's step cost of at least "
+            "90 ÷ 56.8 = 1.58.") in brief
+    assert ("At the incident's acceptance nothing clearly pays; a draft as good as the public ones would, about 121 "
+            "tok/s at 2/1/3 or 3/1/4.") in brief
+    assert ("So these are a shortlist to measure (item 6 of *Do next*), not a forecast ([every figure](details.html#"
+            "Which-configuration-would-pay)).") in brief
+    assert "| 6 |" not in brief and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
+    assert "4.22" not in brief + text and "1.44" not in brief + text  # nothing projected from a lab's accept length
 
 
 def test_ratios_are_said_once_to_divide_by_their_own_baseline_with_the_runs_drift():
@@ -332,8 +356,9 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
             "speculation: 1/1/2's 92 (87–93) straddles 90, and the first launch caps it at 83 †.") in text
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
-    brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures, the † said in words
-    assert "at most 98–105 tok/s" in brief and "at most 83 at the first launch's step cost, at least 90 ÷ 56.8 = 1.58" in brief
+    brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures in a table, the † said once
+    assert "| at most 98–105 † |" in brief and "| 92 (87–93); at most 83 † |" in brief
+    assert "†: at most, at the first launch's step cost of at least 90 ÷ 56.8 = 1.58" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -353,11 +378,20 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # conditional on CUDA graphs (cold reads 15, 16): graphs off, the write-up's clues both hold and the patch
     # took; graphs on, the default, the patch did nothing and the wiring can still explain the accept length
     # the write-up's two clues reconcile only with graphs off (cold reads 22-24 found the index weighed the cases evenly)
-    assert ("Trained on [0, 3, 31]. The write-up's two clues, its served [3, 31, 59] and its accept rate, fit together "
-            "only on 0.5.4.post2 – 0.5.10 with CUDA graphs off, where the patch fed [0, 3, 31]: if it ran so, the wiring "
+    # the served boundaries are the write-up's reading of SGLang's setter, not a capture (cold reads 25-28)
+    assert ("Trained on [0, 3, 31]. The write-up explains its served [3, 31, 59] by the `val + 1` in SGLang's "
+            "`set_eagle3_layers_to_capture`, a reading of the code; with its accept rate, that clue fits only on "
+            "0.5.4.post2 – 0.5.10 with CUDA graphs off, where the patch fed [0, 3, 31]: if it ran so, the wiring "
             "was fixed and cannot explain the accept length left. With graphs on (the default), the draft got "
             "[2, 30, 58] before and after the patch, and the wiring can still explain it. *Fix:* your release's ids (item 3 of "
             "*Do next*).") in wiring
+    assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
+    brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
+    assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. Whether the patch took depends on "
+                     "the SGLang release and CUDA graphs, neither stated: the write-up's clues fit only 0.5.4.post2 – "
+                     "0.5.10 with graphs off, where it took; with graphs on, the default, the draft got boundaries [2, 30, 58] before "
+                     "and after ([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of "
+                     "*Do next*).")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -372,21 +406,28 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert known_box.recommended_row(ev)["versions"] == "0.5.14 – 0.5.23"
     # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook)
     assert ("**Do first.** Serve without speculation until a configuration measures faster than B, your tok/s "
-            "without it. *Do next* below gets there in 6 items: read the release and CUDA-graph setting (one `curl`), "
-            "confirm the training boundaries, set your release's ids (simplest, upgrade to SGLang 0.5.14 – 0.5.23 and "
-            "set [0, 3, 31], no patch, CUDA graphs on), then measure B, acceptance per position and 4 chain lengths."
-            ) in summary
+            "without it. *Do next* gets there in 6 items: read the release, check the training, set your release's ids "
+            "(simplest: SGLang 0.5.14 – 0.5.23 with [0, 3, 31]), then measure B, acceptance per position and 4 chain "
+            "lengths.") in summary
     # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
     assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
-            "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; on a release "
-            "you keep, its row below.") in box
-    assert "| 0.5.4.post2 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in box
+            "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; on another "
+            "release, its row below.") in box
+    # the box shows the ids to set; what each release fed is evidence, on the details page (cold read 29)
+    assert "| 0.5.4.post2 – 0.5.10 | off | [-1, 2, 30] with the patch |" in box
     assert box.index("3. **Set the ids**") < box.index("| SGLang |") < box.index("4. **Measure B**")
-    assert ("| SGLang | CUDA graphs | boundaries fed by the original ids [2, 30, 58] | by ids [-1, 2, 30], SGLang patched | "
-            "ids that feed boundaries [0, 3, 31] |") in box
+    assert "| SGLang | CUDA graphs | ids that feed boundaries [0, 3, 31] |" in box
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)
+    assert ("The ids to set by SGLang release, for the boundaries [0, 3, 31] the write-up reports, from each wheel's code "
+            "([what each fed](details.html#What-each-SGLang-release-fed-the-draft)); none before 0.5.4.post2 serves "
+            "this draft; 0.5.10.post1 as 0.5.10, its files unchanged:") in box  # cold read 29 asked
+    details = details_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}})
+    fed = details.split("## What each SGLang release fed the draft")[1].split("\n## ")[0]
+    assert "| 0.5.4.post2 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in fed
+    assert ("| SGLang | CUDA graphs | boundaries fed by the original ids [2, 30, 58] | by ids [-1, 2, 30], SGLang patched | "
+            "ids that feed boundaries [0, 3, 31] |") in fed
     assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "
-            "this draft (its model file has no EAGLE-3 capture):") in box
+            "this draft (its model file has no EAGLE-3 capture); 0.5.10.post1 as 0.5.10, its files unchanged:") in fed
     # the details page's timeline reconciles the write-up's two clues as the index does (cold reads 19, 20)
     timeline = {(r["step"], r["incident (as reported)"][:8]): r for r in t.timeline_rows(ev, rec)}
     served = timeline[(4, "the serv")]

@@ -21,6 +21,7 @@ KNOWN_FIGURES = ("draft_tokens_run_first",)  # the override (the accept rate, th
 PROBE = PROBE_SCRIPT.name
 CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
+NUM_PROMPTS = 64  # the box's probe line; intervals per position narrow enough to tell a collapse after position 1
 INFO_LINE = "curl -s http://HOST:30000/get_server_info"  # every SGLang release read (docs/probe.md)
 GRAPH_RESET = "sglang-cuda-graph-aux-ids-reset"  # the known defect step 1's relaunch tests
 
@@ -54,6 +55,7 @@ def rate_clue(rec) -> tuple[float, float]:
     return (length.low - 1) / k, (length.high - 1) / k
 
 
+REPEATS = 3  # runs per configuration in item 6's keep rule: kept only if its slowest beats B's fastest
 STEP = {"version": 1, "training": 2, "ids": 3, "baseline": 4, "per_position": 5, "chains": 6}  # do_next_lines' order
 IDS_KEY = "eagle_config.eagle_aux_hidden_state_layer_ids"  # where SGLang reads the ids (eagle3lab.doctor.formats)
 PATCH_LINE = "eagle3lab patch sglang --apply --sglang-dir SGLANG_DIR"  # eagle3lab.commands.patch
@@ -142,12 +144,15 @@ def recommended_row(ev: dict | None) -> dict | None:
     return rows[-1] if rows else None
 
 
-def upgrade_words(ev: dict | None) -> str:
+def upgrade_words(ev: dict | None, brief: bool = False) -> str:
     """The simplest wiring fix in words (`recommended_row`): upgrade to the releases whose ids feed the
-    trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none)."""
+    trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none);
+    `brief`: the release and the ids only (the summary)."""
     best = recommended_row(ev)
     if not best:
         return "the ids of your release's row below"
+    if brief:
+        return f"simplest: SGLang {best['versions']} with {no_patch_ids(best)}"
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
@@ -179,30 +184,27 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
-    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts 64 --max-new-tokens 256"
+    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts {NUM_PROMPTS} --max-new-tokens 256"
     table = bool(release_rows(ev, rec))
     return [
-        f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The logged accept rate "
-        f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases would print {lo:.2f}–{hi:.2f} for the "
-        "same accept lengths.",
-        "**Check how the draft was trained**: on which boundaries, and with training-time test or not (SpecForge's "
-        "`ttt_length` 1 means none). Its training script says, or eagle3lab from its weights:<br>"
-        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`"
-        + (f"<br>The table below is for {rec.model['trained_boundaries']}, as the write-up reports." if table else ""),
-        (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}; on a release you keep, "
+        f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The logged accept rate {rate.text()} points to "
+        f"{RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f} for these accept lengths.",
+        "**Check the draft's training**: its boundaries, and training-time test or not (SpecForge's `ttt_length` 1: "
+        "none), from its training script or its weights; without TTT, or without a high layer, the fix is a retrain:<br>"
+        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}; on another release, "
          "its row below" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
-         f"draft's `config.json` (`{IDS_KEY}`)") + ". \"With the patch\": patch SGLang's "
-        f"embedding capture first, as the write-up did or with `{PATCH_LINE}` (the diff: "
-        f"{_nb03('notebook 03', present)}).",
-        f"**Measure B** (the incident's {base} came from an unknown benchmark): "
+         f"draft's `config.json` (`{IDS_KEY}`)") + ". \"With the patch\": SGLang's embedding capture patched first, "
+        f"as the write-up did or with `{PATCH_LINE}` ({_nb03('its diff', present)}).",
+        f"**Measure B**, your tok/s without speculation (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
-        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]}, "
-        f"the incident's chain, with the ids of item {STEP['ids']} and your other flags<br>`{launch_line(CHAINS[-1])}`"
+        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]} "
+        f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
         f"<br>then run<br>`{line} --baseline-tps B`",
-        f"**Measure chain lengths** {', '.join(CHAINS[:-1])} and {CHAINS[-1]} the same way (steps S, draft tokens "
-        "S + 1), and a public draft, " + " or ".join(f"`{d}`" for d in public_drafts()) + "; keep the fastest only "
-        "if it beats B by more than repeated runs vary, else serve without speculation. The script sends one "
-        "request at a time, as the predictions below assume: check the winner at your load too.",
+        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way (steps S, draft tokens S + 1), and a public "
+        "draft, " + " or ".join(f"`{d}`" for d in public_drafts()) + f"; run each, and B, {REPEATS} times and keep the "
+        "fastest only if its slowest run beats B's fastest, else serve without speculation. The script sends one "
+        "request at a time: check the winner at your load.",
     ]
 
 
@@ -238,17 +240,28 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     parts += markdown_table(known_rows(rec)).splitlines()
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     lines = [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev, present), 1)]
-    table = release_table(ev, rec, present)  # after the item that sets the ids (the list resumes numbered after it)
+    table = release_table(ev, rec, present, brief=True)  # after the item that sets the ids (the list resumes after it)
     cut = STEP["ids"] if table else len(lines)
     parts += lines[:cut] + (["", table, ""] if table else []) + lines[cut:]
-    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: a prompt per line (text, or "
-                  "JSON with a `\"text\"`), sent as written: use your model's chat format."]
+    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
+                  "traffic, one per line, text or JSON with a `\"text\"`, sent as written: use your model's chat "
+                  "format."]
     return "\n".join(parts)
 
 
-def release_table(ev: dict | None, rec, present=None) -> str:
-    """Notebook 03's tables of releases in the box: what the incident's ids fed and the ids to set,
-    per release and CUDA-graph setting (empty where the run recorded none)."""
+# 0.5.10.post1, the newest release the logged accept rate allows, has 0.5.10's files byte for byte where
+# the draft's features are decided (tests/test_patching.py reads both wheels; docs/sources.md section 8):
+# the table's rows ending at 0.5.10 hold for it. The table reads minor releases only.
+POST_SAME = ("0.5.10.post1", "0.5.10")
+WIRING_FILES = ("srt/models/deepseek_v2.py", "srt/model_executor/model_runner.py",
+                "srt/model_executor/cuda_graph_runner.py")
+RELEASES_ANCHOR = "What-each-SGLang-release-fed-the-draft"  # the details page's section (page.details_markdown)
+
+
+def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> str:
+    """Notebook 03's tables of releases: what the incident's ids fed and the ids to set, per release
+    and CUDA-graph setting (empty where the run recorded none); `brief` (the box): the ids to set
+    only, what each release fed being evidence (the details page)."""
     rows = release_rows(ev, rec)
     if not rows:
         return ""
@@ -256,8 +269,16 @@ def release_table(ev: dict | None, rec, present=None) -> str:
 
     first = first_serving_release(rec)
     none = (f"; none before {first} serves this draft (its model file has no EAGLE-3 capture)" if first else "")
-    return (f"By SGLang release, from each wheel's code ({_nb03('03', present)}){none}:\n\n"
-            + markdown_table(rows))
+    if any(r["SGLang"].endswith(f"– {POST_SAME[1]}") for r in rows):
+        none += f"; {POST_SAME[0]} as {POST_SAME[1]}, its files unchanged"
+    if not brief:
+        return (f"By SGLang release, from each wheel's code ({_nb03('03', present)}){none}:\n\n"
+                + markdown_table(rows))
+    keep = [c for i, c in enumerate(rows[0]) if i in (0, 1, len(rows[0]) - 1)]
+    return (f"The ids to set by SGLang release, for the boundaries {rec.model['trained_boundaries']} the write-up "
+            f"reports, from each wheel's code ([what each fed](details.html#{RELEASES_ANCHOR}))"
+            f"{none.replace(' (its model file has no EAGLE-3 capture)', '')}:\n\n"
+            + markdown_table([{c: r[c] for c in keep} for r in rows]))
 
 
 def histogram_sentence() -> str:

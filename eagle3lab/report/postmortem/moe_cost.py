@@ -41,7 +41,7 @@ def union_table(model) -> str:
 
 
 def why_section(rec=None) -> str:
-    """The section's Markdown."""
+    """The details page's section (the index says it in its first cause: `union_sentences`)."""
     cost = t.incident_cost(rec)
     model = costchecks.kimi_model()
     tgt = model.target
@@ -50,14 +50,13 @@ def why_section(rec=None) -> str:
     lo, hi = cost["cost_range"]
     k1 = cost["k"] + 1
     text = [
-        "*Calculated from the incident's figures and Kimi-K2.5's public config; H200 layer timings measured for "
-        "this project, not in this run.*",
+        "*Calculated from the incident's figures and Kimi-K2.5's public config; H200 timings measured for this "
+        "project, not in this run.*",
         "",
-        f"**Arithmetic.** {cost['accept_length']:.3f} tokens per step, the mean logged accept length, × "
+        f"**Arithmetic.** {cost['accept_length']:.3f}, the mean logged accept length, × "
         f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
-        f"step ({lo:.2f}–{hi:.2f} over the three logged values). So 5/1/6 pays only above an accept length of "
-        f"{cost['cost']:.1f}; even every draft accepted, an accept length of {k1}, would give at most "
-        f"{k1 / cost['cost']:.2f}×.",
+        f"step ({lo:.2f}–{hi:.2f} over the three logged values); every draft accepted, an accept length of {k1}, "
+        f"would give at most {k1 / cost['cost']:.2f}×.",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
         f"{tgt.moe_layers} MoE layers. A verify pass of {k1} tokens reads the union of their experts, about "
@@ -69,8 +68,21 @@ def why_section(rec=None) -> str:
         f"{100 * abs(parts.step_cost / cost['cost'] - 1):.0f} % of {cost['cost']:.2f} ({full.step_cost:.2f} with the "
         "full draft vocabulary). " + _public_short(),
     ]
-    text += ["", "### Which configuration would pay", "", advice_markdown(rec, brief=True)]
     return "\n".join(text)
+
+
+def union_sentences(rec=None) -> str:
+    """Why a verify pass costs so much on this target, in two sentences (the index's first cause):
+    the union of experts it reads, and the H200 layer timings that show it."""
+    tgt = costchecks.kimi_model().target
+    k1 = t.incident_cost(rec)["k"] + 1
+    return (f"{rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
+            f"{tgt.moe_layers} MoE layers, so a verify pass of {k1} tokens reads about "
+            f"{expected_union(tgt.experts, tgt.active, k1):.1f} experts per layer against {tgt.active} for a plain "
+            f"step. " + h200_sentence(k1))
+
+
+WHY_ANCHOR = "Why-one-step-cost-2.9-plain-steps"  # the details page's heading (page.details_markdown)
 
 
 def h200_sentence(n: int) -> str:
@@ -106,12 +118,28 @@ def _public_short() -> str:
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
     miss = incident_misses()
-    return (f"Elsewhere the model misses both ways. Costs others published for MoE models are {low:.0f}–"
-            f"{under(lo, dsv3['model']):.0f} % below the model's ([details](details.html#{LAYERS_ANCHOR})), and so is the "
-            f"incident's {miss['long']} launch, by {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} %, if it "
-            f"accepted as 5/1/6 did; its {miss['short']} launch cost at least {miss['short_above']} % more than the "
-            f"model's. Use the model as a guide; {items('baseline', 'chains', ' to ')} of *Do next* measure the "
-            "incident's own.")
+    return (f"Elsewhere it misses both ways: MoE costs others published are {low:.0f}–"
+            f"{under(lo, dsv3['model']):.0f} % below it ([details](details.html#{LAYERS_ANCHOR})), as is the "
+            f"incident's {miss['long']} launch, by {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} % if it "
+            f"accepted as 5/1/6 did; its {miss['short']} launch cost at least {miss['short_above']} % more.")
+
+
+def misses_sentence() -> str:
+    """The bytes model's error band in one sentence (the index's advice): how far too high against
+    the costs others published and the incident's 15/1/16 launch, how far too low at its 1/1/2 launch."""
+    qwen, dsv3 = _public_cases()
+    miss = incident_misses()
+    long_ = f"the incident's {miss['long']} launch, if that accepted as 5/1/6 did"
+    if not qwen or not dsv3:
+        return (f"The model runs {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} % too high against {long_}, "
+                f"and at least {miss['short_above']} % too low at the {miss['short']} launch.")
+    under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
+    lo = min(under(qwen["measured"], qwen["model"]), under(dsv3["measured_range"][1], dsv3["model"]),
+             miss["long_below"][0])
+    hi = max(under(dsv3["measured_range"][0], dsv3["model"]), miss["long_below"][1])
+    return (f"The model errs both ways: {lo:.0f}–{hi:.0f} % too high against step costs others published and "
+            f"{long_}; at least {miss['short_above']} % too low at the {miss['short']} launch "
+            f"([in full](details.html#{LAYERS_ANCHOR})).")
 
 
 def incident_misses() -> dict:
@@ -131,14 +159,11 @@ def incident_misses() -> dict:
             "short_above": math.floor(100 * (least / model - 1))}
 
 
-def long_chain_sentence(brief: bool = False) -> str:
+def long_chain_sentence() -> str:
     """The bytes model against the incident's 15/1/16 launch (`costchecks.incident_long_chain`): the
     accept length the logged tok/s would need under it, against the incident's own acceptance there."""
     c = costchecks.incident_long_chain()
     lo, hi = c["incident_accept_length_range"]
-    if brief:
-        return (f"at the {c['configuration']} launch the logged {c['tokens_per_s']:g} tok/s would need an accept length "
-                f"of {c['accept_length_needed']:.1f} under it, against {lo:.2f}–{hi:.2f} at the incident's acceptance")
     return (f"**The {c['configuration']} launch does not fit the model.** There it puts a step at {c['step_cost']:.2f} "
             f"plain steps, so the logged {c['tokens_per_s']:g} tok/s would need an accept length of "
             f"{c['accept_length_needed']:.1f} ({c['step_cost']:.2f} × {c['tokens_per_s']:g} ÷ {c['baseline_tokens_per_s']:g}), "
@@ -195,8 +220,7 @@ def _iid_words(profile) -> str:
     draft position, that gives its logged accept lengths at its configuration."""
     lo, hi = profile.rate_range
     at = profile.measured_at
-    return (f"{lo:.2f}–{hi:.2f} per token, assumed the same at each position: the rate that gives its logged accept "
-            f"lengths at {at[0]}/{at[1]}/{at[2]}")
+    return f"{lo:.2f}–{hi:.2f} per token at each position, from its logged accept lengths at {at[0]}/{at[1]}/{at[2]}"
 
 
 def _range(point: float, rng) -> str:
@@ -206,7 +230,7 @@ def _range(point: float, rng) -> str:
 
 def advice_markdown(rec=None, brief: bool = False) -> str:
     """What the advice table says, in numbers: the whole table with its notes (the details page), or
-    `brief`, three bullets and a link (the index)."""
+    `brief`, one paragraph and a link (the index)."""
     advice = costchecks.incident_advice()
     floors = costchecks.incident_floors()
     own = [r for r in advice if r["profile"] == "incident"]
@@ -225,23 +249,7 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
-        from eagle3lab.report.postmortem.known_box import items
-
-        lo, hi = collapse_at_112(own, floor, base)
-        public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
-        return "\n".join([
-            f"Predicted with the bytes model, one request at a time, against {base:g} tok/s without speculation "
-            f"([every configuration](details.html#{ADVICE_ANCHOR}); parentheses: over the accept lengths and draft "
-            f"vocabularies); with its misses above, a shortlist to measure ({items('chains')} of *Do next*), not a "
-            "forecast:",
-            "",
-            f"- **the incident's acceptance at every depth** ({_iid_words(profiles['incident'][0])}): "
-            f"{_own_verdict(beats, near, base, floor, brief=True)};",
-            f"- **a draft that accepts at position 1 only** (no TTT): 1/1/2, at most {lo:.0f}–{hi:.0f} tok/s, a "
-            "ceiling, not a forecast;",
-            f"- **a draft as good as the public Kimi-K2.5 drafts** ({public}, their model cards): "
-            f"{' or '.join(r['configuration'] for r in tied)}, about {best_pub['tokens_per_s']:.0f} tok/s at the bytes model's "
-            "step cost."])
+        return _advice_brief(rec, own, base, floor, profiles, tied, best_pub)
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -261,27 +269,54 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _advice_brief(rec, own: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],
+                  best_pub: dict) -> str:
+    """The index's advice: a table of configuration x acceptance profile, predicted tok/s, and the
+    verdict in one sentence (cold read 29 asked for a table, not a chained sentence)."""
+    from eagle3lab.report.postmortem.known_box import items
+
+    lo, hi = collapse_at_112(own, floor, base)
+    public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
+    incident = "the incident's acceptance"
+    rows = [{"configuration": r["configuration"], incident: r["incident's acceptance: tok/s"],
+             "accepts at position 1 only": f"at most {lo:.0f}–{hi:.0f} †" if r["configuration"] == "1/1/2" else "–",
+             "as good as the public drafts": r["public Kimi-K2.5 drafts: tok/s"]} for r in advice_rows(rec)]
+    dagger = (f"; †: at most, at the first launch's step cost of at least {base:g} ÷ {floor['tokens_per_s']:g} = "
+              f"{floor['step_cost_at_least']:.2f}" if floor else "")
+    beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
+    verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay at the incident's acceptance"
+               if beats else "At the incident's acceptance nothing clearly pays")
+    return "\n".join([
+        f"Predicted tok/s, one request at a time, against {base:g} without speculation, by a bytes model of the step "
+        f"cost (bytes read per step, nothing fitted; {_fit_words(rec)}). Parentheses: over the accept lengths and "
+        f"draft vocabularies{dagger}. Acceptance as the incident's, {_iid_words(profiles['incident'][0])}; "
+        f"as a draft without training-time test, all at position 1; as the public drafts' model cards, {public}.",
+        "",
+        t.markdown_table(rows),
+        "",
+        f"{verdict}; a draft as good as the public ones would, about {best_pub['tokens_per_s']:.0f} tok/s at "
+        f"{' or '.join(r['configuration'] for r in tied)}. " + misses_sentence() + " So these are a shortlist to "
+        f"measure ({items('chains')} of *Do next*), not a forecast ([every figure](details.html#{ADVICE_ANCHOR})).",
+    ])
+
+
+def _fit_words(rec=None) -> str:
+    """How close the bytes model comes to the incident's own 5/1/6 step cost."""
+    cost = t.incident_cost(rec)
+    step = costchecks.kimi_model().parts(5, 1, 6).step_cost
+    return f"{step:.2f} at 5/1/6, within {100 * abs(step / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f}"
+
+
 ADVICE_ANCHOR = "Which-configuration-would-pay"
 LAYERS_ANCHOR = "The-step-cost:-layers-measured,-and-what-others-measured"  # details_markdown's heading
 
 
-def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict | None, brief: bool = False) -> str:
+def _own_verdict(beats: list[dict], near: list[dict], base: float, floor: dict | None) -> str:
     """Whether a configuration beats no speculation under the incident's own acceptance: those whose
     range clears it, else the nearest whose point does but whose range straddles it, with the cap
-    the first launch's measured cost puts on it (the table's † on the details page, words on the index)."""
+    the first launch's measured cost puts on it (the table's †)."""
     if beats:
         return f"{', '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s without speculation"
-    if brief:
-        if not near:
-            return "nothing clearly pays"
-        r = near[0]
-        text = (f"nothing clearly pays. The best, {r['configuration']}, gives {r['tokens_per_s']:.0f} "
-                f"({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f}) at the model's step cost")
-        if r.get("tokens_per_s_at_most") and floor:
-            text += (f", but at most {r['tokens_per_s_at_most']:.0f} at the first launch's step cost, at least "
-                     f"{base:g} ÷ "
-                     f"{floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f}")
-        return text
     text = "no configuration clearly beats no speculation"
     if not near:
         return text
@@ -312,7 +347,7 @@ def _collapse_sentence(own: list[dict], floor: dict | None, base: float) -> str:
     lo, hi = collapse_at_112(own, floor, base)
     return (f"**If its draft accepts at position 1 only** (no TTT), 1/1/2 keeps the whole accept length at its lower "
             f"step cost: at most {lo:.0f}–{hi:.0f} tok/s, a ceiling set by the first launch's least step cost. "
-            f"{items('baseline', 'per_position').capitalize()} of the post-mortem's *Do next* tell which holds.")
+            f"{items('per_position').capitalize()} of the post-mortem's *Do next* tells which holds.")
 
 
 def _sglang_auto_sentence(rec=None) -> str:

@@ -59,36 +59,30 @@ def do_first(ev: dict, rec) -> str:
     there: the box's items in a sentence, with the simplest wiring fix (`known_box.upgrade_words`)."""
     from eagle3lab.report.postmortem.known_box import CHAINS, STEP, recommended_row, upgrade_words
 
-    fewest = f" ({upgrade_words(ev)})" if recommended_row(ev) else ""
+    fewest = f" ({upgrade_words(ev, brief=True)})" if recommended_row(ev) else ""
     return ("Serve without speculation until a configuration measures faster than B, your tok/s without it. "
-            f"*Do next* below gets there in {len(STEP)} items: read the release and CUDA-graph setting (one `curl`), "
-            f"confirm the training boundaries, set your release's ids{fewest}, then measure B, acceptance per "
-            f"position and {len(CHAINS)} chain lengths.")
+            f"*Do next* gets there in {len(STEP)} items: read the release, check the training, set your "
+            f"release's ids{fewest}, then measure B, acceptance per position and {len(CHAINS)} chain lengths.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
     """Which SGLang the incident ran decides what its server fed and whether its fix took: the
     write-up does not say; its two clues (the boundaries it says were served, its accept rate's
     definition) fit together only where notebook 03's tables say so."""
-    from eagle3lab.report.postmortem.known_box import covering_row, rows_before_graph_fix
-
     ids = ev.get("fix_ids") or {}
     rows = ids.get("rows")
     if not rows:  # a run recorded before the rows were
         fixed_on = ids.get("fixed_on") or ids.get("story_versions") or "the releases notebook 03 lists"
         return (f"The patch fixes it on SGLang {fixed_on} only, but the logged accept rate points to "
                 f"{t.RATE_OLD_UNTIL} or earlier, where CUDA graphs ignore the ids.")
-    m = rec.model
-    served, trained = m["served_boundaries_before_fix"], list(m["trained_boundaries"])
-    off = ids.get("rows_graphs_off") or []
-    both = [(r["versions"], tw) for r in rows_before_graph_fix(ev)
-            for tw in [covering_row(off, r["versions"])] if tw and tw["config_feeds"] == served]
-    if both:
-        versions, tw = both[-1]
+    served, trained = rec.model["served_boundaries_before_fix"], list(rec.model["trained_boundaries"])
+    fit = clue_fit(ev, rec)
+    if fit:
+        versions, tw, on = fit
         fixed = tw["fix_feeds"] == trained  # graphs off fed the trained boundaries: the wiring was fixed there
-        on = next(r for r in rows if r["versions"] == versions)
-        return (f"The write-up's two clues, its served {served} and its accept rate, fit together only on {versions} "
-                f"with CUDA graphs off, where the patch fed {tw['fix_feeds']}"
+        return (f"The write-up explains its served {served} by the `val + 1` in SGLang's "
+                "`set_eagle3_layers_to_capture`, a reading of the code; with its accept rate, that clue fits only on "
+                f"{versions} with CUDA graphs off, where the patch fed {tw['fix_feeds']}"
                 + (": if it ran so, the wiring was fixed and cannot explain the accept length left" if fixed else "")
                 + f". With graphs on (the default), the draft got {on['fix_feeds']} before and after the patch"
                 + (", and the wiring can still explain it." if fixed else "."))
@@ -98,6 +92,34 @@ def version_caveat(ev: dict, rec, present=None) -> str:
                 f"accept rate fits {t.RATE_OLD_UNTIL} or earlier (the table above).")
     return ("What the server fed depends on its SGLang version, which the write-up never states "
             f"({_link('03', present)}).")
+
+
+def clue_fit(ev: dict, rec) -> tuple | None:
+    """The newest releases before the CUDA-graph fix where, with graphs off, the write-up's served
+    boundaries come out of its config ids (notebook 03's two tables): (versions, graphs-off row,
+    graphs-on row), or None where no such release was recorded."""
+    from eagle3lab.report.postmortem.known_box import covering_row, rows_before_graph_fix
+
+    ids = ev.get("fix_ids") or {}
+    served, off = rec.model["served_boundaries_before_fix"], ids.get("rows_graphs_off") or []
+    both = [(r["versions"], tw, r) for r in rows_before_graph_fix(ev)
+            for tw in [covering_row(off, r["versions"])] if tw and tw["config_feeds"] == served]
+    return both[-1] if both else None
+
+
+def wiring_brief(ev: dict, rec, present=None) -> str:
+    """The wiring cause in two sentences (the index): what the patched server fed hangs on two
+    unstated facts; the reasoning is on the details page."""
+    fit = clue_fit(ev, rec)
+    if not fit or fit[1]["fix_feeds"] != list(rec.model["trained_boundaries"]):
+        return version_caveat(ev, rec, present)
+    versions, _, on = fit
+    return (f"Whether the patch took depends on the SGLang release and CUDA graphs, neither stated: the write-up's "
+            f"clues fit only {versions} with graphs off, where it took; with graphs on, the default, the draft got "
+            f"boundaries {on['fix_feeds']} before and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
+
+
+CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
 
 
 def wiring_fix(ev: dict, present=None) -> str:
@@ -213,8 +235,9 @@ def _later_launches(rec) -> str:
     return f" Later launches ({' and '.join(rest)}) set steps + 1 themselves."
 
 
-def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
-    """The causes in the summary's order, each with its status, what shows it and its fix."""
+def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool = False) -> str:
+    """The causes in the summary's order, each with its status, what shows it and its fix; `brief`
+    (the index): a sentence or two each, the reasoning on the details page."""
     from eagle3lab.report.postmortem.known_box import items as box_items
 
     f = rec.figure
@@ -226,20 +249,21 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
                 + ("" if check["agree"] == check["of"] else f" on {check['agree']} of {check['of']} flag sets")
                 if check else "SGLang's rules, read in its wheels, say so")
     measured = (ev.get("training_slice") or {}).get("gap")
+    if brief:
+        return _numbered(_brief_causes(ev, rec, hyp_rows, present, resolver))
     items = [
-        f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain decode steps per 5/1/6 step, from the "
-        "incident's own figures; by H200 layer timings and a bytes model, mostly the verify reading the union of its "
-        f"tokens' experts (next section), unless the {f('baseline_tps').text()} ran with CUDA graphs and the "
-        "speculative runs without. "
+        f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain steps per 5/1/6 step: mostly the "
+        "verify pass reading the union of its tokens' experts (next section), unless "
+        f"the {f('baseline_tps').text()} ran with CUDA graphs and the speculative runs without. "
         "*Fix:* a shorter chain or a draft that accepts more ([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release since "
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
-        + _later_launches(rec) + " *Fix:* with topk 1, set draft tokens = steps + 1.",
+        + _later_launches(rec) + " *Fix:* draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
         + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present),
         f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
-        f"at position 1 only at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
+        f"only at position 1, at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
         f"{1 + f('validation_accuracy').mid:.2f}, inside the logged range: arithmetic, not evidence. "
         + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows)
         + f" *Next:* {box_items('per_position')} of *Do next*.",
@@ -249,7 +273,53 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         + t.training_slice_short(ev).rstrip(".")
         + f" ({_link('03', present)}). *Fix:* retrain on low, middle and high layers; no server patch.",
     ]
+    return _numbered(items)
+
+
+def _numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
+
+
+def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -> list[str]:
+    """The index's causes: status, the one fact it rests on, the fix; each in full on the details page."""
+    from eagle3lab.report.postmortem import moe_cost
+    from eagle3lab.report.postmortem.known_box import items as box_items
+
+    f = rec.figure
+    cost = t.incident_cost(rec)
+    tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
+    gap = (ev.get("training_slice") or {}).get("gap") or {}
+    slice_status = "candidate cause" + (f", {t.slice_word(ev)}" if gap else ", not measured in this run")
+    built = " when it was built" if "manifest" in ((ev.get("training_slice") or {}).get("source") or "") else ""
+    on_lab = (f"; on the lab, measured{built}, that slice reaches {t.fmt(gap['ratio'], gap.get('ratio_ci95'))} of "
+              f"the accept length of low, middle and high layers; on {rec.model['target']}, unknown"
+              if gap.get("ratio") else "")
+    return [
+        f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f}, the mean logged accept length, "
+        f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
+        + moe_cost.union_sentences(rec) + f" Unless the {f('baseline_tps').text()} ran with CUDA graphs and the "
+        "speculative runs without, that is the cost ([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a "
+        "shorter chain or a draft that accepts more ([which would pay](#Which-configuration-would-pay)).",
+        f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
+        f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
+        f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
+        f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
+        + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
+        f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
+        f"only at position 1, gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
+        "arithmetic, not evidence. " + _fit_brief(t.consistent(hyp_rows), tested, hyp_rows)
+        + f" *Next:* {box_items('per_position')} of *Do next*.",
+        f"**Training slice: {slice_status}.** Training took the first 3 of 4 captured states, without the deepest"
+        f"{on_lab}. *Fix:* retrain on low, middle and high layers; no server patch.",
+    ]
+
+
+def _fit_brief(fits: list[dict], tested: list[dict], hyp_rows: list[dict]) -> str:
+    """What the lab's hypotheses say about the open cause, in one sentence (the index)."""
+    if tested and weak_reference(hyp_rows):
+        guess = ", the write-up's INT4 guess among them" if any(r["name"] == WRITEUP_GUESS for r in tested) else ""
+        return f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} ({DETAILS_LINK})."
+    return _fit_sentence(fits, tested, hyp_rows)
 
 
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
@@ -408,8 +478,9 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         header(run_info),
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Known, unknown, do next", known_box.box(rec, ev, present),
-        "## Causes and their status", causes_list(ev, rec, hyp_rows, present),
-        "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
+        "## Causes and their status", causes_list(ev, rec, hyp_rows, present, brief=True)
+        + f"\n\nEach in full, with what it rests on: [the details page](details.html#{CAUSES_ANCHOR}).",
+        "## Which configuration would pay", moe_cost.advice_markdown(rec, brief=True),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
     ]
     return "\n\n".join(p for p in parts if p)
@@ -418,22 +489,22 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 def header(run_info: dict) -> str:
     return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
             f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
-            "otherwise. "
-            "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus token included. "
-            "Brackets: 95 % intervals over prompts. Boundaries: points between the target's layers, 0 the embedding; "
-            "ids: the numbers in the draft's config that pick them; other terms [at the end](#Terms).*")
+            "otherwise. 5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
+            "Brackets: 95 % intervals. Boundaries: points between layers, 0 the embedding; ids: the draft config's "
+            "numbers that pick them; [more terms](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
     """The second page: the evidence behind the first, in full: the timeline figure by figure, the
-    hypotheses against the incident, the next measurement's details, others' step costs, whether
-    the diagnosis can be trusted, and the run itself."""
-    from eagle3lab.report.postmortem import moe_cost
+    causes and the step cost as the index gives them in brief, what each SGLang release fed the draft, the hypotheses against the incident, the next measurement's
+    details, others' step costs, whether the diagnosis can be trusted, and the run itself."""
+    from eagle3lab.report.postmortem import known_box, moe_cost
 
     rec = rec or incident_record.load()
     present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
     hyp_rows = t.hypothesis_rows(ev, rec)
     limits = lab_limits(ev, run_info.get("lab"))
+    releases = known_box.release_table(ev, rec, present)  # the box shows only the ids to set
     parts = [
         "# EAGLE-3 post-mortem: the evidence in detail",
         header(run_info).replace("*Incident", "*[Back to the post-mortem](index.html). Incident", 1),
@@ -442,6 +513,9 @@ def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
         f"({t.DRAFTS['seed']}, served as SGLang served the incident's). "
         + " ".join(x for x in (t.baseline_sentence(ev), t.lab_cost_sentence(ev, rec)) if x) + "\n\n"
         + t.markdown_table(t.timeline_rows(ev, rec)),
+        "## Causes in full", causes_list(ev, rec, hyp_rows, present),
+        "## Why one step cost 2.9 plain steps", moe_cost.why_section(rec),
+        *(("## What each SGLang release fed the draft", releases) if releases else ()),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),
         "## The next measurement, in detail", next_measurement(hyp_rows),
         "## Which configuration would pay", moe_cost.advice_markdown(rec),
