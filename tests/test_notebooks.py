@@ -48,14 +48,15 @@ def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
     assert not re.search(r'class="[^"]*jp-CodeCell', index), "the index shows code cells"
     heads = re.findall(r"<h2[^>]*>(.*?)<", index)
     assert heads == ["Summary", "Known, unknown, do next", "Causes and their status",
-                     "Why one step cost 2.9 plain steps", "The evidence", "Terms"], heads
+                     "Which configuration would pay", "The evidence", "Terms"], heads
     assert (ci_report.out_dir / "eagle3_probe.py").is_file()  # the next measurement, next to the pages
     # the evidence in full is the second page, linked from the first
     details = (ci_report.out_dir / "details.html").read_text()
     assert 'href="details.html"' in index and 'href="index.html"' in details
     assert not re.search(r'class="[^"]*jp-CodeCell', details), "the details page shows code cells"
-    assert re.findall(r"<h2[^>]*>(.*?)<", details)[:3] == ["Timeline, figure by figure", "Which hypotheses fit the incident",
-                                                         "The next measurement, in detail"]
+    assert re.findall(r"<h2[^>]*>(.*?)<", details)[:6] == [
+        "Timeline, figure by figure", "Causes in full", "Why one step cost 2.9 plain steps",
+        "What each SGLang release fed the draft", "Which hypotheses fit the incident", "The next measurement, in detail"]
     assert "data:image/png;base64," in details and 'alt="Accept length at 5/1/6' in details
     summary = json.loads((ci_report.out_dir / "summary.json").read_text())
     assert summary["ok"] is True and summary["lab"] == "ci"

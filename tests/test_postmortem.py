@@ -109,10 +109,12 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 1.783, the mean logged accept length, "
                                "× 90 ÷ 54.8 tok/s = 2.93 plain steps per 5/1/6 step. Kimi-K2.5 routes each token to 8 "
                                "of 384 experts in each of its 60 MoE layers, so a verify pass of 6 tokens reads about "
-                               "45.6 experts per layer against 8 for a plain step. On an H200, a Kimi-shaped MoE layer "
-                               "takes 4.32 times as long for 6 tokens as for 1")
+                               "45.6 experts per layer against 8 for a plain step. Measured on an H200 for this project, "
+                               "not in this run, a Kimi-shaped MoE layer takes 4.32 times as long for 6 tokens as for 1")
     # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without
-    assert "Unless the 90 tok/s ran with CUDA graphs and the speculative runs without, that is the cost" in items[0]
+    # ... and joined to the wiring cause's graphs-off case (cold reads 29, 31 found the two apart)
+    assert ("If the speculative runs had CUDA graphs off, the setting where cause 3's clues fit, and the 90 tok/s had "
+            "them on, part of the cost is the graphs") in items[0]
     items = items[1:]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
@@ -251,7 +253,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4] and "else serve without speculation" in steps[4]
     # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
-    assert "without TTT, or without a high layer, the fix is a retrain" in steps[1]
+    assert "without TTT, the fix is a retrain, not the server" in steps[1]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -274,8 +276,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
             "more.") in text
     # the index: the same band in one sentence, beside the predictions it bounds (cold reads 29, 30)
     brief = moe_cost.advice_markdown(brief=True)
-    assert ("The model errs both ways: 4–48 % too high against step costs others published and the incident's "
-            "15/1/16 launch, if that accepted as 5/1/6 did; at least 7 % too low at the 1/1/2 launch ([in full]"
+    assert ("The model's step cost errs both ways: 4–48 % above the costs others published and the incident's "
+            "15/1/16 launch, if that accepted as 5/1/6 did; at least 7 % below the 1/1/2 launch's, so that row is too "
+            "high ([in full]"
             "(details.html#The-step-cost:-layers-measured,-and-what-others-measured)).") in brief
     assert "nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93" in brief
     assert "**The 15/1/16 launch does not fit the model.** There it puts a step at 6.42 plain steps" in moe_cost.public_markdown()  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
@@ -388,10 +391,10 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
     brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
     assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. Whether the patch took depends on "
-                     "the SGLang release and CUDA graphs, neither stated: the write-up's clues fit only 0.5.4.post2 – "
-                     "0.5.10 with graphs off, where it took; with graphs on, the default, the draft got boundaries [2, 30, 58] before "
-                     "and after ([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of "
-                     "*Do next*).")
+                     "the SGLang release and CUDA graphs, neither stated. The write-up's clues fit only 0.5.4.post2 – "
+                     "0.5.10 with graphs off, where it took, but its served [3, 31, 59] was read in SGLang's code, not "
+                     "off the server; with graphs on, the default, the draft got boundaries [2, 30, 58] before and after "
+                     "([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of *Do next*).")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -407,8 +410,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook)
     assert ("**Do first.** Serve without speculation until a configuration measures faster than B, your tok/s "
             "without it. *Do next* gets there in 6 items: read the release, check the training, set your release's ids "
-            "(simplest: SGLang 0.5.14 – 0.5.23 with [0, 3, 31]), then measure B, acceptance per position and 4 chain "
-            "lengths.") in summary
+            "(simplest: SGLang 0.5.14 – 0.5.23 with [0, 3, 31]), then measure B, acceptance per position at 5/1/6 and 3 "
+            "shorter chains.") in summary
     # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
     assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
             "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; on another "

@@ -190,7 +190,7 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The logged accept rate {rate.text()} points to "
         f"{RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f} for these accept lengths.",
         "**Check the draft's training**: its boundaries, and training-time test or not (SpecForge's `ttt_length` 1: "
-        "none), from its training script or its weights; without TTT, or without a high layer, the fix is a retrain:<br>"
+        "none), from its training script or its weights; without TTT, the fix is a retrain, not the server:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}; on another release, "
          "its row below" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "

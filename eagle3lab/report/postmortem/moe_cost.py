@@ -90,8 +90,9 @@ def h200_sentence(n: int) -> str:
     pass, a dense layer's barely does."""
     rows = costchecks.h200_verify_rows()
     moe, dense = _h200(rows, "kimi", n, "measured"), _h200(rows, "llama", n, "measured")
-    return (f"On an H200, a Kimi-shaped MoE layer takes {moe:.2f} times as long for {n} tokens as for 1; a dense "
-            f"Llama-3.1-8B-shaped layer {dense:.2f} times ([details](details.html#{LAYERS_ANCHOR})).")
+    return (f"Measured on an H200 for this project, not in this run, a Kimi-shaped MoE layer takes {moe:.2f} times "
+            f"as long for {n} tokens as for 1; a dense Llama-3.1-8B-shaped layer {dense:.2f} times "
+            f"([details](details.html#{LAYERS_ANCHOR})).")
 
 
 def rec_target(rec=None) -> str:
@@ -137,8 +138,8 @@ def misses_sentence() -> str:
     lo = min(under(qwen["measured"], qwen["model"]), under(dsv3["measured_range"][1], dsv3["model"]),
              miss["long_below"][0])
     hi = max(under(dsv3["measured_range"][0], dsv3["model"]), miss["long_below"][1])
-    return (f"The model errs both ways: {lo:.0f}–{hi:.0f} % too high against step costs others published and "
-            f"{long_}; at least {miss['short_above']} % too low at the {miss['short']} launch "
+    return (f"The model's step cost errs both ways: {lo:.0f}–{hi:.0f} % above the costs others published and "
+            f"{long_}; at least {miss['short_above']} % below the {miss['short']} launch's, so that row is too high "
             f"([in full](details.html#{LAYERS_ANCHOR})).")
 
 

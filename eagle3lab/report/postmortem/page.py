@@ -62,7 +62,8 @@ def do_first(ev: dict, rec) -> str:
     fewest = f" ({upgrade_words(ev, brief=True)})" if recommended_row(ev) else ""
     return ("Serve without speculation until a configuration measures faster than B, your tok/s without it. "
             f"*Do next* gets there in {len(STEP)} items: read the release, check the training, set your "
-            f"release's ids{fewest}, then measure B, acceptance per position and {len(CHAINS)} chain lengths.")
+            f"release's ids{fewest}, then measure B, acceptance per position at {CHAINS[-1]} and "
+            f"{len(CHAINS) - 1} shorter chains.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -114,9 +115,11 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     if not fit or fit[1]["fix_feeds"] != list(rec.model["trained_boundaries"]):
         return version_caveat(ev, rec, present)
     versions, _, on = fit
-    return (f"Whether the patch took depends on the SGLang release and CUDA graphs, neither stated: the write-up's "
-            f"clues fit only {versions} with graphs off, where it took; with graphs on, the default, the draft got "
-            f"boundaries {on['fix_feeds']} before and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
+    return (f"Whether the patch took depends on the SGLang release and CUDA graphs, neither stated. The write-up's "
+            f"clues fit only {versions} with graphs off, where it took, but its served "
+            f"{rec.model['served_boundaries_before_fix']} was read in SGLang's code, not off the server; with graphs "
+            f"on, the default, the draft got boundaries {on['fix_feeds']} before and after "
+            f"([the reasoning](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -297,9 +300,10 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
     return [
         f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f}, the mean logged accept length, "
         f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
-        + moe_cost.union_sentences(rec) + f" Unless the {f('baseline_tps').text()} ran with CUDA graphs and the "
-        "speculative runs without, that is the cost ([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a "
-        "shorter chain or a draft that accepts more ([which would pay](#Which-configuration-would-pay)).",
+        + moe_cost.union_sentences(rec) + " If the speculative runs had CUDA graphs off, the setting where cause 3's "
+        f"clues fit, and the {f('baseline_tps').text()} had them on, part of the cost is the graphs "
+        "([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a shorter chain or a draft that accepts more "
+        "([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
         f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
