@@ -110,8 +110,6 @@ def _public_cases() -> tuple[dict | None, dict | None]:
 def _public_short() -> str:
     """The bytes model's misses where a step cost can be checked, both ways (others' MoE costs and the
     incident's 15/1/16 launch below it, the incident's 1/1/2 launch above it): a guide, not a forecast."""
-    from eagle3lab.report.postmortem.known_box import items
-
     qwen, dsv3 = _public_cases()
     if not qwen or not dsv3:
         return ""
@@ -126,14 +124,15 @@ def _public_short() -> str:
 
 
 def misses_sentence() -> str:
-    """The bytes model's error band in one sentence (the index's advice): how far too high against
-    the costs others published and the incident's 15/1/16 launch, how far too low at its 1/1/2 launch."""
+    """The bytes model's error band in one sentence (the index's advice): how far above the costs
+    others published and the incident's 15/1/16 launch, how far below its 1/1/2 launch."""
     qwen, dsv3 = _public_cases()
     miss = incident_misses()
     long_ = f"the incident's {miss['long']} launch, if that accepted as 5/1/6 did"
     if not qwen or not dsv3:
-        return (f"The model runs {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} % too high against {long_}, "
-                f"and at least {miss['short_above']} % too low at the {miss['short']} launch.")
+        return (f"The model's step cost errs both ways: {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} % "
+                f"above {long_}; at least {miss['short_above']} % below the {miss['short']} launch's, so that row is "
+                "too high.")
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     lo = min(under(qwen["measured"], qwen["model"]), under(dsv3["measured_range"][1], dsv3["model"]),
              miss["long_below"][0])
@@ -231,7 +230,7 @@ def _range(point: float, rng) -> str:
 
 def advice_markdown(rec=None, brief: bool = False) -> str:
     """What the advice table says, in numbers: the whole table with its notes (the details page), or
-    `brief`, one paragraph and a link (the index)."""
+    `brief`, a table of configuration x acceptance profile and its verdict (the index)."""
     advice = costchecks.incident_advice()
     floors = costchecks.incident_floors()
     own = [r for r in advice if r["profile"] == "incident"]
