@@ -276,9 +276,11 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
             "more.") in text
     # the index: the same band in one sentence, beside the predictions it bounds (cold reads 29, 30)
     brief = moe_cost.advice_markdown(brief=True)
-    assert ("The model's step cost errs both ways: 4–48 % above the costs others published and the incident's "
-            "15/1/16 launch, if that accepted as 5/1/6 did; at least 7 % below the 1/1/2 launch's, so that row is too "
-            "high ([in full]"
+    # in the details page's direction: others' costs below the model, by 4-48 % (not the model 4-48 % above them:
+    # 1 / (1 - 0.48) is 1.92; cold read 32)
+    assert ("The model's step cost errs both ways: the costs others published and the incident's 15/1/16 launch, if "
+            "that accepted as 5/1/6 did, came out 4–48 % below it; the 1/1/2 launch at least 7 % above it, so that row "
+            "is too high ([in full]"
             "(details.html#The-step-cost:-layers-measured,-and-what-others-measured)).") in brief
     assert "nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93" in brief
     assert "**The 15/1/16 launch does not fit the model.** There it puts a step at 6.42 plain steps" in moe_cost.public_markdown()  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
@@ -304,7 +306,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert ("Predicted tok/s, one request at a time, against 90 without speculation, by a bytes model of the step cost "
             "(bytes read per step, nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93). Parentheses: over "
             "the accept lengths and draft vocabularies; †: at most, at the first launch's step cost of at least "
-            "90 ÷ 56.8 = 1.58.") in brief
+            "90 ÷ 56.8 = 1.58; –: not predicted.") in brief
     assert ("At the incident's acceptance nothing clearly pays; a draft as good as the public ones would, about 121 "
             "tok/s at 2/1/3 or 3/1/4.") in brief
     assert ("So these are a shortlist to measure (item 6 of *Do next*), not a forecast ([every figure](details.html#"
@@ -392,7 +394,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
     assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. Whether the patch took depends on "
                      "the SGLang release and CUDA graphs, neither stated. The write-up's clues fit only 0.5.4.post2 – "
-                     "0.5.10 with graphs off, where it took, but its served [3, 31, 59] was read in SGLang's code, not "
+                     "0.5.10 with graphs off, where the patch took, but its served [3, 31, 59] was read in SGLang's code, not "
                      "off the server; with graphs on, the default, the draft got boundaries [2, 30, 58] before and after "
                      "([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of *Do next*).")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
@@ -423,14 +425,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)
     assert ("The ids to set by SGLang release, for the boundaries [0, 3, 31] the write-up reports, from each wheel's code "
             "([what each fed](details.html#What-each-SGLang-release-fed-the-draft)); none before 0.5.4.post2 serves "
-            "this draft; 0.5.10.post1 as 0.5.10, its files unchanged:") in box  # cold read 29 asked
+            "this draft; 0.5.10.post1 reads as 0.5.10: the same files:") in box  # cold read 29 asked
     details = details_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     fed = details.split("## What each SGLang release fed the draft")[1].split("\n## ")[0]
     assert "| 0.5.4.post2 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in fed
     assert ("| SGLang | CUDA graphs | boundaries fed by the original ids [2, 30, 58] | by ids [-1, 2, 30], SGLang patched | "
             "ids that feed boundaries [0, 3, 31] |") in fed
     assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "
-            "this draft (its model file has no EAGLE-3 capture); 0.5.10.post1 as 0.5.10, its files unchanged:") in fed
+            "this draft (its model file has no EAGLE-3 capture); 0.5.10.post1 reads as 0.5.10: the same files:") in fed
     # the details page's timeline reconciles the write-up's two clues as the index does (cold reads 19, 20)
     timeline = {(r["step"], r["incident (as reported)"][:8]): r for r in t.timeline_rows(ev, rec)}
     served = timeline[(4, "the serv")]

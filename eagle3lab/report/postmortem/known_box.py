@@ -270,7 +270,7 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
     first = first_serving_release(rec)
     none = (f"; none before {first} serves this draft (its model file has no EAGLE-3 capture)" if first else "")
     if any(r["SGLang"].endswith(f"– {POST_SAME[1]}") for r in rows):
-        none += f"; {POST_SAME[0]} as {POST_SAME[1]}, its files unchanged"
+        none += f"; {POST_SAME[0]} reads as {POST_SAME[1]}: the same files"
     if not brief:
         return (f"By SGLang release, from each wheel's code ({_nb03('03', present)}){none}:\n\n"
                 + markdown_table(rows))

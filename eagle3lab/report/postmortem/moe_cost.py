@@ -124,22 +124,24 @@ def _public_short() -> str:
 
 
 def misses_sentence() -> str:
-    """The bytes model's error band in one sentence (the index's advice): how far above the costs
-    others published and the incident's 15/1/16 launch, how far below its 1/1/2 launch."""
+    """The bytes model's error band in one sentence (the index's advice), in the direction the details
+    page gives it: how far below the model the costs others published and the incident's 15/1/16
+    launch came out (cold read 32: "4-48 % above" the model would have been wrong), how far above
+    it the 1/1/2 launch."""
     qwen, dsv3 = _public_cases()
     miss = incident_misses()
     long_ = f"the incident's {miss['long']} launch, if that accepted as 5/1/6 did"
     if not qwen or not dsv3:
-        return (f"The model's step cost errs both ways: {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} % "
-                f"above {long_}; at least {miss['short_above']} % below the {miss['short']} launch's, so that row is "
-                "too high.")
+        return (f"The model's step cost errs both ways: {long_}, cost {miss['long_below'][0]:.0f}–"
+                f"{miss['long_below'][1]:.0f} % less than it; the {miss['short']} launch at least "
+                f"{miss['short_above']} % more, so that row is too high.")
     under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
     lo = min(under(qwen["measured"], qwen["model"]), under(dsv3["measured_range"][1], dsv3["model"]),
              miss["long_below"][0])
     hi = max(under(dsv3["measured_range"][0], dsv3["model"]), miss["long_below"][1])
-    return (f"The model's step cost errs both ways: {lo:.0f}–{hi:.0f} % above the costs others published and "
-            f"{long_}; at least {miss['short_above']} % below the {miss['short']} launch's, so that row is too high "
-            f"([in full](details.html#{LAYERS_ANCHOR})).")
+    return (f"The model's step cost errs both ways: the costs others published and {long_}, came out "
+            f"{lo:.0f}–{hi:.0f} % below it; the {miss['short']} launch at least {miss['short_above']} % above it, so "
+            f"that row is too high ([in full](details.html#{LAYERS_ANCHOR})).")
 
 
 def incident_misses() -> dict:
@@ -289,7 +291,8 @@ def _advice_brief(rec, own: list[dict], base: float, floor: dict | None, profile
     return "\n".join([
         f"Predicted tok/s, one request at a time, against {base:g} without speculation, by a bytes model of the step "
         f"cost (bytes read per step, nothing fitted; {_fit_words(rec)}). Parentheses: over the accept lengths and "
-        f"draft vocabularies{dagger}. Acceptance as the incident's, {_iid_words(profiles['incident'][0])}; "
+        f"draft vocabularies{dagger}; –: not predicted. Acceptance as the incident's, "
+        f"{_iid_words(profiles['incident'][0])}; "
         f"as a draft without training-time test, all at position 1; as the public drafts' model cards, {public}.",
         "",
         t.markdown_table(rows),

@@ -116,7 +116,7 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
         return version_caveat(ev, rec, present)
     versions, _, on = fit
     return (f"Whether the patch took depends on the SGLang release and CUDA graphs, neither stated. The write-up's "
-            f"clues fit only {versions} with graphs off, where it took, but its served "
+            f"clues fit only {versions} with graphs off, where the patch took, but its served "
             f"{rec.model['served_boundaries_before_fix']} was read in SGLang's code, not off the server; with graphs "
             f"on, the default, the draft got boundaries {on['fix_feeds']} before and after "
             f"([the reasoning](details.html#{CAUSES_ANCHOR})).")
