@@ -254,6 +254,10 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4] and "else serve without speculation" in steps[4]
     # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
     assert "without TTT, the fix is a retrain, not the server" in steps[1]
+    # what the per-position profile says to do, on the index (cold reads 23, 31, 33 found it only on details.html)
+    assert steps[3].endswith("Position 1 high and a collapse after it: a draft without TTT, retrain (item 2); every "
+                             "position low: recheck item 3's ids, else the target's numerics or prompts unlike the "
+                             "training data.")
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -290,7 +294,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     from eagle3lab.report.postmortem import known_box
 
     assert known_box.CHAINS == tuple(rows)  # the box measures the chains the advice predicts
-    assert "measured 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]
+    assert "reported 54.8" in rows["5/1/6"]["incident's acceptance: tok/s"]  # the write-up's, not measured here (cold read 33)
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     # the index's advice is a table (cold read 29): configuration x acceptance profile, predicted tok/s
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
@@ -301,7 +305,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
             "|---|---|---|---|\n"
             "| 1/1/2 | 92 (87–93); at most 83 † | at most 98–105 † | 114 (106–118); at most 105 † |\n"
             "| 2/1/3 | 81 (75–83) | – | 121 (106–128) |\n| 3/1/4 | 70 (64–73) | – | 120 (102–130) |\n"
-            "| 5/1/6 | 54 (48–56); measured 54.8 | – | 111 (89–126) |") in brief
+            "| 5/1/6 | 54 (48–56); reported 54.8 | – | 111 (89–126) |") in brief
     # one request at a time, and a shortlist to measure rather than a forecast (cold reads 19, 20)
     assert ("Predicted tok/s, one request at a time, against 90 without speculation, by a bytes model of the step cost "
             "(bytes read per step, nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93). Parentheses: over "

@@ -200,7 +200,9 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]} "
         f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
-        f"<br>then run<br>`{line} --baseline-tps B`",
+        f"<br>then run<br>`{line} --baseline-tps B`<br>Position 1 high and a collapse after it: a draft without "
+        f"TTT, retrain (item {STEP['training']}); every position low: recheck item {STEP['ids']}'s ids, else the "
+        "target's numerics or prompts unlike the training data.",
         f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way (steps S, draft tokens S + 1), and a public "
         "draft, " + " or ".join(f"`{d}`" for d in public_drafts()) + f"; run each, and B, {REPEATS} times and keep the "
         "fastest only if its slowest run beats B's fastest, else serve without speculation. The script sends one "

@@ -209,7 +209,7 @@ def advice_rows(rec=None) -> list[dict]:
                                                    "step cost (bytes model)": _range(r["step_cost"], r["step_cost_range"])})
         cell = f"{r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})"
         if r.get("measured_tokens_per_s"):
-            cell += f"; measured {r['measured_tokens_per_s']:g}"
+            cell += f"; reported {r['measured_tokens_per_s']:g}"  # the incident's own, as its write-up gives it
         if r.get("tokens_per_s_at_most"):
             cell += f"; at most {r['tokens_per_s_at_most']:.0f} †"
         key = "incident's acceptance: tok/s" if r["profile"] == "incident" else "public Kimi-K2.5 drafts: tok/s"
