@@ -270,16 +270,15 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
     from eagle3lab.report.postmortem.tables import markdown_table
 
     first = first_serving_release(rec)
-    none = (f"; none before {first} serves this draft (its model file has no EAGLE-3 capture)" if first else "")
-    if any(r["SGLang"].endswith(f"– {POST_SAME[1]}") for r in rows):
-        none += f"; {POST_SAME[0]} reads as {POST_SAME[1]}: the same files"
+    why_none = "" if brief else " (its model file has no EAGLE-3 capture)"
+    notes = (f"; none before {first} serves this draft{why_none}" if first else "") + (
+        f"; {POST_SAME[0]} reads as {POST_SAME[1]}: the same files"
+        if any(r["SGLang"].endswith(f"– {POST_SAME[1]}") for r in rows) else "")
     if not brief:
-        return (f"By SGLang release, from each wheel's code ({_nb03('03', present)}){none}:\n\n"
-                + markdown_table(rows))
+        return f"By SGLang release, from each wheel's code ({_nb03('03', present)}){notes}:\n\n" + markdown_table(rows)
     keep = [c for i, c in enumerate(rows[0]) if i in (0, 1, len(rows[0]) - 1)]
     return (f"The ids to set by SGLang release, for the boundaries {rec.model['trained_boundaries']} the write-up "
-            f"reports, from each wheel's code ([what each fed](details.html#{RELEASES_ANCHOR}))"
-            f"{none.replace(' (its model file has no EAGLE-3 capture)', '')}:\n\n"
+            f"reports, from each wheel's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}:\n\n"
             + markdown_table([{c: r[c] for c in keep} for r in rows]))
 
 

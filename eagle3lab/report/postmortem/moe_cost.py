@@ -110,17 +110,26 @@ def _public_cases() -> tuple[dict | None, dict | None]:
 def _public_short() -> str:
     """The bytes model's misses where a step cost can be checked, both ways (others' MoE costs and the
     incident's 15/1/16 launch below it, the incident's 1/1/2 launch above it): a guide, not a forecast."""
-    qwen, dsv3 = _public_cases()
-    if not qwen or not dsv3:
+    band = _public_band()
+    if band is None:
         return ""
-    lo, hi = dsv3["measured_range"]
-    under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
-    low = min(under(qwen['measured'], qwen['model']), under(hi, dsv3['model']))
+    low, high = band
     miss = incident_misses()
     return (f"Elsewhere it misses both ways: MoE costs others published are {low:.0f}–"
-            f"{under(lo, dsv3['model']):.0f} % below it ([details](details.html#{LAYERS_ANCHOR})), as is the "
+            f"{high:.0f} % below it ([details](details.html#{LAYERS_ANCHOR})), as is the "
             f"incident's {miss['long']} launch, by {miss['long_below'][0]:.0f}–{miss['long_below'][1]:.0f} % if it "
             f"accepted as 5/1/6 did; its {miss['short']} launch cost at least {miss['short_above']} % more.")
+
+
+def _public_band() -> tuple[float, float] | None:
+    """How far below the bytes model the MoE step costs others published came out, in percent
+    (lowest, highest), or None where the public figures lack either case."""
+    qwen, dsv3 = _public_cases()
+    if not qwen or not dsv3:
+        return None
+    under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
+    lo, hi = dsv3["measured_range"]
+    return (min(under(qwen["measured"], qwen["model"]), under(hi, dsv3["model"])), under(lo, dsv3["model"]))
 
 
 def misses_sentence() -> str:
@@ -128,17 +137,14 @@ def misses_sentence() -> str:
     page gives it: how far below the model the costs others published and the incident's 15/1/16
     launch came out (cold read 32: "4-48 % above" the model would have been wrong), how far above
     it the 1/1/2 launch."""
-    qwen, dsv3 = _public_cases()
+    band = _public_band()
     miss = incident_misses()
     long_ = f"the incident's {miss['long']} launch, if that accepted as 5/1/6 did"
-    if not qwen or not dsv3:
+    if band is None:
         return (f"The model's step cost errs both ways: {long_}, cost {miss['long_below'][0]:.0f}–"
                 f"{miss['long_below'][1]:.0f} % less than it; the {miss['short']} launch at least "
                 f"{miss['short_above']} % more, so that row is too high.")
-    under = lambda x, model: 100 * (1 - x / model)  # noqa: E731
-    lo = min(under(qwen["measured"], qwen["model"]), under(dsv3["measured_range"][1], dsv3["model"]),
-             miss["long_below"][0])
-    hi = max(under(dsv3["measured_range"][0], dsv3["model"]), miss["long_below"][1])
+    lo, hi = min(band[0], miss["long_below"][0]), max(band[1], miss["long_below"][1])
     return (f"The model's step cost errs both ways: the costs others published and {long_}, came out "
             f"{lo:.0f}–{hi:.0f} % below it; the {miss['short']} launch at least {miss['short_above']} % above it, so "
             f"that row is too high ([in full](details.html#{LAYERS_ANCHOR})).")
@@ -251,7 +257,7 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
-        return _advice_brief(rec, own, base, floor, profiles, tied, best_pub)
+        return _advice_brief(rec, own, beats, base, floor, profiles, tied, best_pub)
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -271,8 +277,8 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _advice_brief(rec, own: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],
-                  best_pub: dict) -> str:
+def _advice_brief(rec, own: list[dict], beats: list[dict], base: float, floor: dict | None, profiles: dict,
+                  tied: list[dict], best_pub: dict) -> str:
     """The index's advice: a table of configuration x acceptance profile, predicted tok/s, and the
     verdict in one sentence (cold read 29 asked for a table, not a chained sentence)."""
     from eagle3lab.report.postmortem.known_box import items
@@ -285,7 +291,6 @@ def _advice_brief(rec, own: list[dict], base: float, floor: dict | None, profile
              "as good as the public drafts": r["public Kimi-K2.5 drafts: tok/s"]} for r in advice_rows(rec)]
     dagger = (f"; †: at most, at the first launch's step cost of at least {base:g} ÷ {floor['tokens_per_s']:g} = "
               f"{floor['step_cost_at_least']:.2f}" if floor else "")
-    beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay at the incident's acceptance"
                if beats else "At the incident's acceptance nothing clearly pays")
     return "\n".join([

@@ -191,7 +191,10 @@ def weak_reference(hyp_rows: list[dict]) -> str:
             "explains the incident's level; what a row shows is its profile against the reference's.")
 
 
-def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | None = None) -> str:
+def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | None = None,
+                  brief: bool = False) -> str:
+    """What the lab's hypotheses say about the open cause; `brief` (the index): a weak lab without its
+    reference draft's figure, which the details page gives."""
     if not tested:
         return "No hypothesis was measured in this run."
     where = f"Of the {len(tested)} hypotheses the lab tested at 5/1/6 (one at a time, on the lab)"
@@ -199,8 +202,9 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
         guess = ", the write-up's INT4 guess among them" if any(r["name"] == WRITEUP_GUESS for r in tested) else ""
-        return (f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess}: the lab's fault-free "
-                f"draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))} ({DETAILS_LINK}).")
+        figure = ("" if brief else
+                  f": the lab's fault-free draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}")
+        return f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess}{figure} ({DETAILS_LINK})."
     if not fits:
         return f"{where}, none fits the incident's accept length."
     return (f"{where}, {len(fits)} give an accept length the incident's does not exclude and "
@@ -311,19 +315,13 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
         + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
         f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"only at position 1, gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
-        "arithmetic, not evidence. " + _fit_brief(t.consistent(hyp_rows), tested, hyp_rows)
+        "arithmetic, not evidence. " + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows, brief=True)
         + f" *Next:* {box_items('per_position')} of *Do next*.",
         f"**Training slice: {slice_status}.** Training took the first 3 of 4 captured states, without the deepest"
         f"{on_lab}. *Fix:* retrain on low, middle and high layers; no server patch.",
     ]
 
 
-def _fit_brief(fits: list[dict], tested: list[dict], hyp_rows: list[dict]) -> str:
-    """What the lab's hypotheses say about the open cause, in one sentence (the index)."""
-    if tested and weak_reference(hyp_rows):
-        guess = ", the write-up's INT4 guess among them" if any(r["name"] == WRITEUP_GUESS for r in tested) else ""
-        return f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess} ({DETAILS_LINK})."
-    return _fit_sentence(fits, tested, hyp_rows)
 
 
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
