@@ -106,15 +106,15 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     said = [summary.index(f"**{word}**") for word in ("calculated", "verified", "not confirmed", "open", "candidate")]
     assert said == sorted(said)
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
-    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 1.783, the mean logged accept length, "
-                               "× 90 ÷ 54.8 tok/s = 2.93 plain steps per 5/1/6 step. Kimi-K2.5 routes each token to 8 "
-                               "of 384 experts in each of its 60 MoE layers, so a verify pass of 6 tokens reads about "
-                               "45.6 experts per layer against 8 for a plain step. Measured on an H200 for this project, "
-                               "not in this run, a Kimi-shaped MoE layer takes 4.32 times as long for 6 tokens as for 1")
+    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 1.783 (the mean logged accept length) "
+                               "× 90 ÷ 54.8 tok/s = 2.93 plain steps per 5/1/6 step. A verify pass of 6 tokens reads "
+                               "the union of their experts, about 45.6 of 384 per MoE layer against 8 for a plain step: "
+                               "on an H200, measured for this project and not in this run, a Kimi-K2.5-shaped MoE layer "
+                               "took 4.32× as long for 6 tokens as for 1, a dense Llama-3.1-8B-shaped one 1.21×")
     # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without
     # ... and joined to the wiring cause's graphs-off case (cold reads 29, 31 found the two apart)
-    assert ("If the speculative runs had CUDA graphs off, the setting where cause 3's clues fit, and the 90 tok/s had "
-            "them on, part of the cost is the graphs") in items[0]
+    assert ("If the 90 tok/s ran with CUDA graphs and the speculative runs without, the setting the wiring cause's "
+            "clues point to, part of the 2.93 is the graphs, not the experts") in items[0]
     items = items[1:]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
@@ -161,7 +161,7 @@ def test_the_next_measurement_claims_no_separation_the_lab_intervals_do_not_show
 
 def test_every_diagnosis_cause_has_words_on_the_page():
     from eagle3lab.acceptance.diagnosis.cause_rules import CAUSES
-    from eagle3lab.report.postmortem.page import CAUSE_WORDS
+    from eagle3lab.report.postmortem.tables import CAUSE_WORDS
 
     assert set(CAUSE_WORDS) == set(CAUSES)
 
@@ -237,8 +237,8 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert steps[4].endswith("The script sends one request at a time: check the winner at your load.")
     # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
     # a keep rule a reader can apply without statistics (cold read 30): repeats, slowest against fastest
-    assert ("and a public draft, `lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`; run each, "
-            "and B, 3 times and keep the fastest only if its slowest run beats B's fastest") in steps[4]
+    assert ("and a public draft (`lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`); run each, "
+            "and B, 3 times; keep the fastest only if its slowest run beats B's fastest") in steps[4]
     # the launch line is SGLang's own flags for 5/1/6, as SGLang's resolver reads them (engines.effective)
     from eagle3lab.engines.effective import parse_launch_flags
 
@@ -255,9 +255,15 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
     assert "without TTT, the fix is a retrain, not the server" in steps[1]
     # what the per-position profile says to do, on the index (cold reads 23, 31, 33 found it only on details.html)
-    assert steps[3].endswith("Position 1 high and a collapse after it: a draft without TTT, retrain (item 2); every "
-                             "position low: recheck item 3's ids, else the target's numerics or prompts unlike the "
-                             "training data.")
+    # ... as a table right after item 5, in the diagnosis' own thresholds (test_the_box_reads_a_profile_as_...)
+    # folded: a look-up table, opened when acting on item 5 (cold reads 35-38: the tables slowed a first read most)
+    fold = "<details><summary>What each profile calls for: open the table, once you have one</summary>"
+    assert text.index("5. **Measure acceptance per draft position**") < text.index(fold) \
+        < text.index("<th>profile at 5/1/6</th>") < text.index("</details>") < text.index("6. **Measure chain lengths**")
+    assert "\n\n" not in text[text.index(fold):text.index("</details>")]  # one HTML block: the renderer keeps it whole
+    assert ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the draft's "
+            "validation accuracy, 74.7 % here (use your draft's own); `eagle3_probe.py` prints positions 2–5 pooled, "
+            "their drafts accepted over reached:") in known_box.profile_table(rec)
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -282,11 +288,12 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     brief = moe_cost.advice_markdown(brief=True)
     # in the details page's direction: others' costs below the model, by 4-48 % (not the model 4-48 % above them:
     # 1 / (1 - 0.48) is 1.92; cold read 32)
-    assert ("The model's step cost errs both ways: the costs others published and the incident's 15/1/16 launch, if "
-            "that accepted as 5/1/6 did, came out 4–48 % below it; the 1/1/2 launch at least 7 % above it, so that row "
-            "is too high ([in full]"
+    assert ("The model errs both ways: others' published step costs, and the 15/1/16 launch's if it accepted as 5/1/6 "
+            "did, came out 4–48 % below it, so tok/s may be higher than shown; the 1/1/2 launch's came out at least 7 % "
+            "above, hence the † ([in full]"
             "(details.html#The-step-cost:-layers-measured,-and-what-others-measured)).") in brief
-    assert "nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93" in brief
+    # both ends of the model's 5/1/6 cost, by draft vocabulary (cold read 35: the 32 k end alone picked the best case)
+    assert "nothing fitted: 2.98–3.26 at 5/1/6, 2–11 % above the incident's 2.93" in brief
     assert "**The 15/1/16 launch does not fit the model.** There it puts a step at 6.42 plain steps" in moe_cost.public_markdown()  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
     assert "cost 2.59 plain steps" in moe_cost.public_markdown() and "cost 1.42–1.70" in moe_cost.public_markdown()  # details
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
@@ -298,21 +305,22 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # the incident's first launch bounds 1/1/2; the index says it in words, the table is on the details page
     # the index's advice is a table (cold read 29): configuration x acceptance profile, predicted tok/s
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
-    assert ("Acceptance as the incident's, 0.43–0.46 per token at each position, from its logged accept lengths at "
-            "5/1/6; as a draft without training-time test, all at position 1; as the public drafts' model cards, accept "
-            "length 2.69–3.20 at 3/1/4.") in brief
-    assert ("| configuration | the incident's acceptance | accepts at position 1 only | as good as the public drafts |\n"
+    # each column says its acceptance in its head; a cell the first launch caps shows the cap alone (cold read 34
+    # read "114 (106–118); at most 105 †" as a contradiction)
+    assert ("| configuration | as the incident's, spread evenly: 0.43–0.46 at each position | all at position 1 (no TTT) "
+            "| as the public drafts' model cards: accept length 2.69–3.20 at 3/1/4 |\n"
             "|---|---|---|---|\n"
-            "| 1/1/2 | 92 (87–93); at most 83 † | at most 98–105 † | 114 (106–118); at most 105 † |\n"
-            "| 2/1/3 | 81 (75–83) | – | 121 (106–128) |\n| 3/1/4 | 70 (64–73) | – | 120 (102–130) |\n"
-            "| 5/1/6 | 54 (48–56); reported 54.8 | – | 111 (89–126) |") in brief
+            "| 1/1/2 | at most 81–83 † | at most 98–105 † | at most 99–105 † |\n"
+            "| 2/1/3 | 81 (75–83) | 88 (81–92) | 121 (106–128) |\n| 3/1/4 | 70 (64–73) | 73 (65–75) | 120 (102–130) |\n"
+            "| 5/1/6 | 54 (48–56); reported 54.8 | 54 (48–56); reported 54.8 | 111 (89–126) |") in brief
     # one request at a time, and a shortlist to measure rather than a forecast (cold reads 19, 20)
-    assert ("Predicted tok/s, one request at a time, against 90 without speculation, by a bytes model of the step cost "
-            "(bytes read per step, nothing fitted; 2.98 at 5/1/6, within 2 % of the incident's 2.93). Parentheses: over "
-            "the accept lengths and draft vocabularies; †: at most, at the first launch's step cost of at least "
-            "90 ÷ 56.8 = 1.58; –: not predicted.") in brief
-    assert ("At the incident's acceptance nothing clearly pays; a draft as good as the public ones would, about 121 "
-            "tok/s at 2/1/3 or 3/1/4.") in brief
+    assert ("Predicted tok/s, one request at a time, against 90 without speculation, by how the draft accepts. The step "
+            "cost is a bytes model's (bytes read per step), nothing fitted: 2.98–3.26 at 5/1/6, 2–11 % above the incident's 2.93, the range set "
+            "by the draft's vocabulary, 32 k to 164 k tokens, whose output layer every step reads. Parentheses: the range "
+            "over that and the accept lengths.") in brief
+    assert ("At the incident's acceptance nothing clearly pays; a draft accepting all at position 1 could pay only at "
+            "1/1/2 or 2/1/3, whose ranges reach above 90; one as good as the public drafts would, about 121 tok/s at "
+            "2/1/3 or 3/1/4.") in brief
     assert ("So these are a shortlist to measure (item 6 of *Do next*), not a forecast ([every figure](details.html#"
             "Which-configuration-would-pay)).") in brief
     assert "| 6 |" not in brief and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
@@ -366,8 +374,14 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # the step cost is at least the floor, so these are upper limits (a second cold reader)
     assert "1/1/2 keeps the whole accept length at its lower step cost: at most 98–105 tok/s, a ceiling" in text
     brief = moe_cost.advice_markdown(brief=True)  # the index: the same figures in a table, the † said once
-    assert "| at most 98–105 † |" in brief and "| 92 (87–93); at most 83 † |" in brief
-    assert "†: at most, at the first launch's step cost of at least 90 ÷ 56.8 = 1.58" in brief
+    assert "| 1/1/2 | at most 81–83 † | at most 98–105 † | at most 99–105 † |" in brief
+    # every chain keeps the whole 1.73-1.85 at its own step cost: 90 x 1.783 / 1.818 = 88 at 2/1/3 (cold read 35: the
+    # column's "not predicted" cells were computable); at 5/1/6 the same point as the incident's, which measured it
+    assert "| 2/1/3 | 81 (75–83) | 88 (81–92) |" in brief and "| 3/1/4 | 70 (64–73) | 73 (65–75) |" in brief
+    assert "| 5/1/6 | 54 (48–56); reported 54.8 | 54 (48–56); reported 54.8 |" in brief
+    assert ("†: at most: the first launch ran 1/1/2 at 56.8 tok/s, so a 1/1/2 step costs at least 90 ÷ 56.8 = 1.58 "
+            "plain steps.") in brief
+    assert "a draft accepting all at position 1 could pay only at 1/1/2 or 2/1/3, whose ranges reach above 90" in brief
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -396,11 +410,13 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "*Do next*).") in wiring
     assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
     brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
+    # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
     assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. Whether the patch took depends on "
-                     "the SGLang release and CUDA graphs, neither stated. The write-up's clues fit only 0.5.4.post2 – "
-                     "0.5.10 with graphs off, where the patch took, but its served [3, 31, 59] was read in SGLang's code, not "
-                     "off the server; with graphs on, the default, the draft got boundaries [2, 30, 58] before and after "
-                     "([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of *Do next*).")
+                     "the SGLang release and on CUDA graphs, neither stated. The write-up's two clues, its accept rate and "
+                     "the served [3, 31, 59], fit only 0.5.4.post2 – 0.5.10 with graphs off, where the patch works. But it "
+                     "read the served boundaries in SGLang's code, not off the server: with graphs on, the default, those "
+                     "releases fed the draft [2, 30, 58] before and after ([the reasoning](details.html#Causes-in-full)). "
+                     "*Fix:* your release's ids (item 3 of *Do next*).")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -415,28 +431,35 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert known_box.recommended_row(ev)["versions"] == "0.5.14 – 0.5.23"
     # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook)
     assert ("**Do first.** Serve without speculation until a configuration measures faster than B, your tok/s "
-            "without it. *Do next* gets there in 6 items: read the release, check the training, set your release's ids "
-            "(simplest: SGLang 0.5.14 – 0.5.23 with [0, 3, 31]), then measure B, acceptance per position at 5/1/6 and 3 "
-            "shorter chains.") in summary
+            "without it; *Do next* below says how, in 6 items.") in summary
     # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
     assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
             "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; on another "
             "release, its row below.") in box
     # the box shows the ids to set; what each release fed is evidence, on the details page (cold read 29)
-    assert "| 0.5.4.post2 – 0.5.10 | off | [-1, 2, 30] with the patch |" in box
-    assert box.index("3. **Set the ids**") < box.index("| SGLang |") < box.index("4. **Measure B**")
-    assert "| SGLang | CUDA graphs | ids that feed boundaries [0, 3, 31] |" in box
-    # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture)
-    assert ("The ids to set by SGLang release, for the boundaries [0, 3, 31] the write-up reports, from each wheel's code "
+    table = known_box.release_table(ev, rec, brief=True)  # folded in the box, under a line that says what it holds
+    assert "| 0.5.4.post2 – 0.5.10 | off | [-1, 2, 30] with the patch |" in table
+    assert "<td>0.5.4.post2 – 0.5.10</td>\n  <td>off</td>\n  <td>[-1, 2, 30] with the patch</td>" in box
+    fold = "<details><summary>Your release's ids, for a draft trained on [0, 3, 31]: open the table</summary>"
+    assert box.index("3. **Set the ids**") < box.index(fold) < box.index("<th>SGLang</th>") < box.index("4. **Measure B**")
+    assert "| SGLang | CUDA graphs | ids that feed boundaries [0, 3, 31] |" in table
+    # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture); other
+    # drafts' ids from the wiring command (cold reads 36-38 asked for a rule beyond this draft's boundaries)
+    assert ("The ids for a draft trained on [0, 3, 31], as the incident's, read in each release's code "
             "([what each fed](details.html#What-each-SGLang-release-fed-the-draft)); none before 0.5.4.post2 serves "
-            "this draft; 0.5.10.post1 reads as 0.5.10: the same files:") in box  # cold read 29 asked
+            "this draft; 0.5.10.post1 behaves as 0.5.10, the same files. For other boundaries, `eagle3lab wiring "
+            "--draft DRAFT_DIR --target TARGET_DIR --train B,B,B --serve sglang==VERSION` prints them:") in table
+    from eagle3lab.cli import build_parser
+
+    args = build_parser().parse_args(known_box.WIRING_LINE.split()[1:])
+    assert (args.command, args.train, args.serve) == ("wiring", "B,B,B", "sglang==VERSION")
     details = details_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     fed = details.split("## What each SGLang release fed the draft")[1].split("\n## ")[0]
     assert "| 0.5.4.post2 – 0.5.10 | off | [3, 31, 59] | [0, 3, 31] | [-1, 2, 30] with the patch |" in fed
     assert ("| SGLang | CUDA graphs | boundaries fed by the original ids [2, 30, 58] | by ids [-1, 2, 30], SGLang patched | "
             "ids that feed boundaries [0, 3, 31] |") in fed
     assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "
-            "this draft (its model file has no EAGLE-3 capture); 0.5.10.post1 reads as 0.5.10: the same files:") in fed
+            "this draft (its model file has no EAGLE-3 capture); 0.5.10.post1 behaves as 0.5.10, the same files:") in fed
     # the details page's timeline reconciles the write-up's two clues as the index does (cold reads 19, 20)
     timeline = {(r["step"], r["incident (as reported)"][:8]): r for r in t.timeline_rows(ev, rec)}
     served = timeline[(4, "the serv")]
@@ -464,3 +487,38 @@ def test_a_weak_lab_says_it_cannot_rank_and_names_the_write_ups_own_guess():
             "the lab's fault-free draft accepts 1.31 [1.10, 1.98] ([the details page]") in open_cause
     no_guess = {**weak, "hypotheses": {"rows": {k: v for k, v in weak["hypotheses"]["rows"].items() if k != "quant-int4"}}}
     assert "INT4" not in causes_list(no_guess, rec, t.hypothesis_rows(no_guess, rec)).splitlines()[3]
+
+
+def test_the_box_reads_a_profile_as_the_diagnosis_does_at_each_threshold_it_prints():
+    """Item 5's table is the diagnosis' thresholds against the draft's 74.7 %: on a grid of profiles
+    (position 1 from 0.05 to 0.95, later positions from 5 % to 130 % of it) the row `profile_case`
+    picks names the cause `diagnose` ranks first, or ties first (cold reads 34-36 asked what a level,
+    middling profile calls for, and for thresholds without gaps)."""
+    import numpy as np
+
+    from eagle3lab.acceptance.diagnosis.diagnose import diagnose
+
+    from eagle3lab.report.postmortem import known_box
+
+    checked = set()
+    for c1 in np.arange(0.05, 0.96, 0.05):
+        for drop in (0.05, 0.2, 0.29, 0.31, 0.5, 0.69, 0.71, 0.9, 1.0, 1.3):
+            rates = [c1] + [min(c1 * drop, 0.99)] * 4
+            found = diagnose(per_position=rates, standalone_acc=0.747)
+            first = [f.cause for f in found if f.weight >= found[0].weight - 1e-9]
+            case = known_box.profile_case(rates, 0.747)
+            assert case in first, (rates, case, [(f.cause, f.weight) for f in found])
+            checked.add(case)
+    assert checked == {"wiring", "multi_step", "healthy", "quantization"}  # every row is reached
+    rec = incident.load()
+    table = known_box.profile_table(rec)
+    assert ("| position 1 under 0.30 (0.4 ×); or under 0.56 (0.75 ×) with positions 2–5 pooled under 30 % of position 1 "
+            "| wrong inputs | recheck item 3's ids |") in table
+    assert "| positions 2–5 pooled under 70 % of position 1 | no TTT | retrain (item 2) |" in table
+    assert "| position 1 at 0.60 (0.8 ×) or more | a healthy draft | item 6 decides |" in table
+    # the incident's level profile: what diagnose ranks for it, in its order
+    assert [f.cause for f in diagnose(per_position=[0.43] * 5, standalone_acc=0.747)][:3] == [
+        "quantization", "distribution_shift", "wiring"]
+    assert ("| anything else, e.g. 0.43–0.46 at every position, one reading of the incident's accept lengths | a quantized "
+            "target, then prompts unlike the training data, then the ids (item 3) | check them in that order |") in table
+    assert known_box.profile_case([0.43] * 5, 0.747) == known_box.profile_case([0.46] * 5, 0.747) == "quantization"

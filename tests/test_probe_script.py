@@ -170,6 +170,9 @@ def test_the_script_prints_what_bench_prints_on_the_lab_server(script, lab_serve
     assert mine["prompts_note"] == "1 line(s) of lab.jsonl left out (not valid JSON: 1)"
     assert f"prompts: the first {n} of 7 in {prompts}" in out.stderr
     assert len(mine["per_position"]) == K and mine["per_position_n"][0] == mine["verify_steps"] > 0
+    later = list(zip(mine["per_position"], mine["per_position_n"]))[1:]
+    assert mine["pooled_after_position_1"] == pytest.approx(sum(r * n for r, n in later) / sum(n for _, n in later),
+                                                            abs=1e-3)
     L, S = mine["accept_length"], mine["tokens_per_s"]  # the step cost is the script's own arithmetic
     assert mine["step_cost"]["step_cost"] == mine["step_cost"]["break_even_accept_length"] == L * baseline / S
     assert mine["speedup"] == S / baseline
@@ -200,6 +203,7 @@ def test_the_script_prints_what_bench_prints_on_vllm(script, vllm_healthy, ci_la
     assert mine["histogram_field"] == "metrics.speculative_decoding.acceptance_histogram"
     assert mine["warnings"] == []  # the replies' histograms add up to the /metrics window
     assert mine["per_position_n"] == [mine["verify_steps"]] * K and mine["verify_steps"] > 0
+    assert mine["pooled_after_position_1"] is None  # unconditional rates: no pooled tail to read
     text = probe(script, "--url", vllm_healthy.url, "--prompts", prompts, "--num-prompts", n,
                  "--max-new-tokens", tokens)
     assert main(["bench", "--url", vllm_healthy.url, "--prompts", str(prompts), "--num-prompts", str(n),
@@ -323,6 +327,13 @@ def test_either_histogram_name_is_read_and_a_release_without_one_is_said(script,
     # steps by drafts accepted, summed: [7, 3, 4, 9]; reached 23, 16, 13, 9: c_i = 16/23, 13/16, 9/13
     assert mine["per_position"] == [round(16 / 23, 4), round(13 / 16, 4), round(9 / 13, 4)]
     assert mine["per_position_n"] == [23, 16, 13]
+    # positions 2.. pooled, accepted over reached: (13 + 9) / (16 + 13), the tail the diagnosis and the post-mortem's
+    # table of profiles read (acceptance_signature), printed beside position 1
+    from eagle3lab.acceptance.diagnosis.diagnose import acceptance_signature
+
+    assert mine["pooled_after_position_1"] == round(22 / 29, 4)
+    assert acceptance_signature([16 / 23, 13 / 16, 9 / 13])["tail"] == pytest.approx(22 / 29)
+    assert "  positions 2-3 pooled: 0.759, accepted / reached (109% of position 1)" in text.stdout
     assert mine["histogram_field"] == fields[0]  # the newer name where both come
     assert all(f"meta_info[{f!r}]" in mine["histogram_field_expected"] for f in fields)
 

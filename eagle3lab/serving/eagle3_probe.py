@@ -4,8 +4,8 @@
     python3 eagle3_probe.py --url URL --prompts FILE [--num-prompts N] [--max-new-tokens M]
                             [--baseline-tps B] [--json]
 
-Python 3.8+, standard library only. Against SGLang (or eagle3lab's lab server, which speaks
-SGLang's HTTP API) or vLLM's OpenAI server it
+Python 3.8+, standard library only. Against SGLang (or eagle3lab's lab server, which speaks SGLang's HTTP API)
+or vLLM's OpenAI server it
 1. says what runs: version and speculative settings as the server resolved them (SGLang:
    /server_info, else /get_server_info; vLLM: /version, /metrics, /server_info in dev mode);
 2. sends the first N prompts of FILE one at a time, greedy, FILE read as `eagle3lab bench
@@ -18,15 +18,14 @@ SGLang's HTTP API) or vLLM's OpenAI server it
    conditional, P(accept i | 1..i-1 accepted). vLLM: its /metrics spec-decode counters
    differenced around the run; rates unconditional, P(at least i accepted), intervals from each
    reply's histogram (a server started with --per-request-spec-decode-metrics summary);
-4. prints the accept length and per-position rates with 95 % intervals over requests (eagle3lab's:
-   a leave-one-request-out jackknife-t widened to the exact binomial interval) and, given B
-   (--baseline-tps: the same server's tokens/s without speculation, measured the same way), the
-   step cost C = L x B / S in no-speculation steps, which is also the break-even accept length.
+4. prints the accept length and per-position rates with 95 % intervals over requests (eagle3lab's: a
+   leave-one-request-out jackknife-t widened to the exact binomial interval), SGLang's positions 2.. pooled
+   and, given B (--baseline-tps: the same server's tokens/s without speculation, measured the same way),
+   the step cost C = L x B / S in no-speculation steps, which is also the break-even accept length.
 --json prints one JSON line; `accept_length`, `accept_length_ci95`, `per_position` and
 `per_position_ci95` as `eagle3lab bench --url ... --json` names and shapes them.
-Exit codes: 0 measured; 1 requests failed (what completed is reported); 2 bad arguments or
-prompts file; 3 no readable server at --url; 4 no speculative decoding there (its tokens/s is
-printed: the B of --baseline-tps).
+Exit codes: 0 measured; 1 requests failed (what completed is reported); 2 bad arguments or prompts file;
+3 no readable server at --url; 4 no speculative decoding there (its tokens/s is printed: the B of --baseline-tps).
 """
 
 from __future__ import annotations
@@ -56,7 +55,6 @@ NETWORK_ERRORS = (OSError, ValueError, HTTPException)  # refused, reset, timed o
 class ProbeError(Exception):
     """A one-line reason to stop; args: (message, exit code)."""
     code = property(lambda self: self.args[1] if len(self.args) > 1 else EXIT_NO_SERVER)
-
 
 # --------------------------------------------------------------------------- the prompts file
 
@@ -130,7 +128,6 @@ def load_prompts(path, num_prompts, say=print):
 def counted(reasons):
     return "; ".join(f"{why}: {count}" for why, count in reasons.most_common())
 
-
 # --------------------------------------------------------------------------- HTTP
 
 def check_url(url):
@@ -173,7 +170,6 @@ def why_unreachable(exc):
     return ("nothing answers there (connection refused)" if isinstance(reason, ConnectionRefusedError)
             else "no answer in time" if isinstance(reason, (socket.timeout, TimeoutError))
             else f"cannot reach it ({type(reason).__name__}: {reason})")
-
 
 # --------------------------------------------------------------------------- who answers
 
@@ -237,7 +233,6 @@ def histogram_fields_of(version):
                 "no per-request histogram (the first release with one is 0.5.9)"
     return "(a release after 0.5.23, the last read: `spec_correct_drafts_histogram` there)"
 
-
 # --------------------------------------------------------------------------- vLLM's /metrics
 
 SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
@@ -284,7 +279,6 @@ def settled(url, before, done):
             return after
         time.sleep(0.05)
 
-
 # --------------------------------------------------------------------------- the requests
 
 def request_once(srv, prompt, max_new_tokens):
@@ -326,7 +320,6 @@ def send_all(srv, prompts, max_new_tokens, progress=None):
         if progress:
             progress(i + 1, len(prompts))
     return rows, time.perf_counter() - t0
-
 
 # --------------------------------------------------------------------------- statistics
 # The arithmetic of eagle3lab.acceptance.stats (jackknife_interval, exact_binomial_interval,
@@ -459,7 +452,6 @@ def check_histogram(value, max_accepted, verify_ct):
            if number(verify_ct) is not None and sum(counts) != int(number(verify_ct)) else None)
     return (None, why) if why else (counts, None)
 
-
 # --------------------------------------------------------------------------- acceptance
 
 def sglang_acceptance(srv, done):
@@ -532,7 +524,6 @@ def vllm_acceptance(before, after, done):
                                "(other traffic reached the server during the run)")
     return out
 
-
 # --------------------------------------------------------------------------- the run
 
 def probe(args, say):
@@ -562,10 +553,14 @@ def probe(args, say):
             else sglang_acceptance(srv, done)
     table, conditional = acc.pop("table", None), acc.pop("conditional", None)
     result.update({"accept_length": None, "accept_length_ci95": None, **acc}, per_position=None,
-                  per_position_ci95=None, per_position_n=None, per_position_conditional=conditional)
+                  per_position_ci95=None, per_position_n=None, per_position_conditional=conditional,
+                  pooled_after_position_1=None)
     if table is not None:
         result.update(per_position=[round(r["rate"], 4) for r in table], per_position_n=[r["n"] for r in table],
                       per_position_ci95=[[round(r["lo"], 4), round(r["hi"], 4)] for r in table])
+        later = [(r["rate"] * r["n"], r["n"]) for r in table[1:] if r["n"]] if conditional and table[0]["rate"] else []
+        result["pooled_after_position_1"] = (round(sum(a for a, _ in later) / sum(n for _, n in later), 4)
+                                             if later else None)
     if args.baseline_tps is not None:
         result.update(step_cost(result, args.baseline_tps))
     return result, table  # the table unrounded: printed as eagle3lab prints it
@@ -582,7 +577,6 @@ def step_cost(result, baseline):
         "assumptions": "B measured like S: the same server and prompts without speculation, one request at "
                        "a time, the same --max-new-tokens, wall-clock tokens/s (this script prints it against "
                        "that server); one step costs the same whatever share of the draft is kept."}}
-
 
 # --------------------------------------------------------------------------- printing
 
@@ -626,6 +620,9 @@ def report_lines(r, table=None):
         for i, row in enumerate(table):
             span = "" if row["lo"] != row["lo"] else f" [{row['lo']:.2f}, {row['hi']:.2f}]"
             lines.append(f"  position {i + 1}: {fmt(row['rate'])}{span}  (n = {row['n']})")
+        if r.get("pooled_after_position_1") is not None:  # the post-mortem's table of profiles reads it
+            lines.append(f"  positions 2-{len(table)} pooled: {fmt(r['pooled_after_position_1'])}, accepted / reached "
+                         f"({r['pooled_after_position_1'] / table[0]['rate']:.0%} of position 1)")
     elif sg and not r.get("accepted_distribution"):
         lines.append("per-position acceptance: none (no usable per-request histogram; SGLang returns one from "
                      "0.5.9 as `spec_accept_histogram`, from 0.5.12 also as `spec_correct_drafts_histogram`, "

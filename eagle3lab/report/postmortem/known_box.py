@@ -59,6 +59,8 @@ REPEATS = 3  # runs per configuration in item 6's keep rule: kept only if its sl
 STEP = {"version": 1, "training": 2, "ids": 3, "baseline": 4, "per_position": 5, "chains": 6}  # do_next_lines' order
 IDS_KEY = "eagle_config.eagle_aux_hidden_state_layer_ids"  # where SGLang reads the ids (eagle3lab.doctor.formats)
 PATCH_LINE = "eagle3lab patch sglang --apply --sglang-dir SGLANG_DIR"  # eagle3lab.commands.patch
+WIRING_LINE = ("eagle3lab wiring --draft DRAFT_DIR --target TARGET_DIR --train B,B,B "
+               "--serve sglang==VERSION")  # eagle3lab.commands.wiring: its "fix:" line names the ids
 
 
 def launch_line(chain: str = "5/1/6") -> str:
@@ -189,25 +191,70 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
     return [
         f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The logged accept rate {rate.text()} points to "
         f"{RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f} for these accept lengths.",
-        "**Check the draft's training**: its boundaries, and training-time test or not (SpecForge's `ttt_length` 1: "
-        "none), from its training script or its weights; without TTT, the fix is a retrain, not the server:<br>"
+        "**Check the draft's training**: its boundaries and whether it used training-time test, from its training "
+        "script (in SpecForge, `ttt_length` 1 means none); without TTT, the fix is a retrain, not the server. Its config "
+        "against the target's:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}; on another release, "
          "its row below" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
-         f"draft's `config.json` (`{IDS_KEY}`)") + ". \"With the patch\": SGLang's embedding capture patched first, "
-        f"as the write-up did or with `{PATCH_LINE}` ({_nb03('its diff', present)}).",
+         f"draft's `config.json` (`{IDS_KEY}`)") + ". \"With the patch\": SGLang's embedding capture patched, as "
+        f"the write-up did or with `{PATCH_LINE}` ({_nb03('its diff', present)}).",
         f"**Measure B**, your tok/s without speculation (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]} "
         f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
-        f"<br>then run<br>`{line} --baseline-tps B`<br>Position 1 high and a collapse after it: a draft without "
-        f"TTT, retrain (item {STEP['training']}); every position low: recheck item {STEP['ids']}'s ids, else the "
-        "target's numerics or prompts unlike the training data.",
-        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way (steps S, draft tokens S + 1), and a public "
-        "draft, " + " or ".join(f"`{d}`" for d in public_drafts()) + f"; run each, and B, {REPEATS} times and keep the "
-        "fastest only if its slowest run beats B's fastest, else serve without speculation. The script sends one "
-        "request at a time: check the winner at your load.",
+        f"<br>then run<br>`{line} --baseline-tps B`",
+        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, and a public draft ("
+        + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep the fastest "
+        "only if its slowest run beats B's fastest, else serve without speculation. The script sends one request at "
+        "a time: check the winner at your load.",
     ]
+
+
+def profile_case(rates, acc: float) -> str:
+    """Which row of `profile_table` a per-position profile falls in, as the diagnosis' cause it names
+    (`acceptance.diagnosis.cause_rules`: its stages in order, the first that fits;
+    tests/test_postmortem.py checks it against `diagnose` on a grid of profiles)."""
+    from eagle3lab.acceptance.diagnosis.cause_rules import THRESHOLDS as T
+    from eagle3lab.acceptance.diagnosis.diagnose import acceptance_signature
+
+    sig = acceptance_signature(rates, acc)
+    if sig["keep1"] < T["dead"] or (sig["tail_drop"] < T["collapse"] and sig["keep1"] < T["first_ok"]):
+        return "wiring"
+    if sig["tail_drop"] < T["sag"]:
+        return "multi_step"
+    return "healthy" if sig["keep1"] >= T["healthy"] else "quantization"
+
+
+def profile_table(rec) -> str:
+    """What item 5's per-position profile calls for: the diagnosis' thresholds
+    (`acceptance.diagnosis.cause_rules.THRESHOLDS`, set on eagle3lab's lab) as multiples of the
+    draft's training accuracy, the incident's figures beside them, a row per verdict in the order the
+    diagnosis tries them (cold reads 34-36: a level, middling profile, which the incident's accept
+    lengths imply, had no row; thresholds a reader can scale to their own draft)."""
+    from eagle3lab.acceptance.diagnosis.cause_rules import THRESHOLDS as T
+    from eagle3lab.acceptance.diagnosis.diagnose import diagnose
+    from eagle3lab.cost.costchecks import incident_profiles
+    from eagle3lab.report.postmortem.tables import CAUSE_WORDS, markdown_table
+
+    acc = rec.figure("validation_accuracy").mid
+    steps = rec.config("after_fix")["num_steps"]
+    lo, hi = incident_profiles()["incident"][0].rate_range
+    level = [f.cause for f in diagnose(per_position=[lo] * steps, standalone_acc=acc)][:3]
+    at = lambda k: f"{T[k] * acc:.2f} ({T[k]:g} ×)"  # noqa: E731
+    later = f"positions 2–{steps} pooled"
+    rows = [
+        (f"position 1 under {at('dead')}; or under {at('first_ok')} with {later} under "
+         f"{100 * T['collapse']:.0f} % of position 1", "wrong inputs", f"recheck item {STEP['ids']}'s ids"),
+        (f"{later} under {100 * T['sag']:.0f} % of position 1", "no TTT", f"retrain (item {STEP['training']})"),
+        (f"position 1 at {at('healthy')} or more", "a healthy draft", f"item {STEP['chains']} decides"),
+        (f"anything else, e.g. {lo:.2f}–{hi:.2f} at every position, one reading of the incident's accept lengths", ", then ".join(CAUSE_WORDS[c] for c in level).replace(
+             CAUSE_WORDS["wiring"], f"the ids (item {STEP['ids']})"), "check them in that order"),
+    ]
+    head = ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the "
+            f"draft's validation accuracy, {100 * acc:.1f} % here (use your draft's own); `{PROBE}` prints positions "
+            f"2–{steps} pooled, their drafts accepted over reached:")
+    return head + "\n\n" + markdown_table([dict(zip(("profile at 5/1/6", "reads as", "do"), r)) for r in rows])
 
 
 def graph_reset_fixed_in() -> str:
@@ -243,12 +290,26 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     lines = [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev, present), 1)]
     table = release_table(ev, rec, present, brief=True)  # after the item that sets the ids (the list resumes after it)
-    cut = STEP["ids"] if table else len(lines)
-    parts += lines[:cut] + (["", table, ""] if table else []) + lines[cut:]
+    cut = STEP["ids"] if table else 0
+    ids_fold = folded(f"Your release's ids, for a draft trained on {rec.model['trained_boundaries']}: open the table", table)
+    parts += lines[:cut] + (["", ids_fold, ""] if table else []) + lines[cut:STEP["per_position"]]
+    parts += ["", folded("What each profile calls for: open the table, once you have one", profile_table(rec)), ""]
+    parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
                   "traffic, one per line, text or JSON with a `\"text\"`, sent as written: use your model's chat "
                   "format."]
     return "\n".join(parts)
+
+
+def folded(summary: str, body: str) -> str:
+    """A look-up table of the box, folded under a line that says what it holds: a reader opens it when
+    acting on its item, not on a first read (cold reads 35-38: 12-15 minutes, slowed most by the
+    tables of releases and ids). One HTML block with no blank line, as `render.terms_details` makes
+    the glossary's: the page's renderer closes a `<details>` at the end of its block."""
+    import mistune
+
+    html = "\n".join(line for line in mistune.html(body).splitlines() if line.strip())
+    return f"<details><summary>{summary}</summary>\n{html}\n</details>"
 
 
 # 0.5.10.post1, the newest release the logged accept rate allows, has 0.5.10's files byte for byte where
@@ -272,13 +333,14 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
     first = first_serving_release(rec)
     why_none = "" if brief else " (its model file has no EAGLE-3 capture)"
     notes = (f"; none before {first} serves this draft{why_none}" if first else "") + (
-        f"; {POST_SAME[0]} reads as {POST_SAME[1]}: the same files"
+        f"; {POST_SAME[0]} behaves as {POST_SAME[1]}, the same files"
         if any(r["SGLang"].endswith(f"– {POST_SAME[1]}") for r in rows) else "")
     if not brief:
         return f"By SGLang release, from each wheel's code ({_nb03('03', present)}){notes}:\n\n" + markdown_table(rows)
     keep = [c for i, c in enumerate(rows[0]) if i in (0, 1, len(rows[0]) - 1)]
-    return (f"The ids to set by SGLang release, for the boundaries {rec.model['trained_boundaries']} the write-up "
-            f"reports, from each wheel's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}:\n\n"
+    return (f"The ids for a draft trained on {rec.model['trained_boundaries']}, as the incident's, read in each "
+            f"release's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}. For other boundaries, "
+            f"`{WIRING_LINE}` prints them:\n\n"
             + markdown_table([{c: r[c] for c in keep} for r in rows]))
 
 

@@ -73,13 +73,16 @@ def why_section(rec=None) -> str:
 
 def union_sentences(rec=None) -> str:
     """Why a verify pass costs so much on this target, in two sentences (the index's first cause):
-    the union of experts it reads, and the H200 layer timings that show it."""
+    the union of experts it reads, and the H200 layer timings that show it (`h200_sentence` in full)."""
     tgt = costchecks.kimi_model().target
     k1 = t.incident_cost(rec)["k"] + 1
-    return (f"{rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
-            f"{tgt.moe_layers} MoE layers, so a verify pass of {k1} tokens reads about "
-            f"{expected_union(tgt.experts, tgt.active, k1):.1f} experts per layer against {tgt.active} for a plain "
-            f"step. " + h200_sentence(k1))
+    rows = costchecks.h200_verify_rows()
+    moe, dense = _h200(rows, "kimi", k1, "measured"), _h200(rows, "llama", k1, "measured")
+    return (f"A verify pass of {k1} tokens reads the union of their experts, about "
+            f"{expected_union(tgt.experts, tgt.active, k1):.1f} of {tgt.experts} per MoE layer against {tgt.active} for "
+            f"a plain step: on an H200, measured for this project and not in this run, a {rec_target(rec)}-shaped MoE "
+            f"layer took {moe:.2f}× as long for {k1} tokens as for 1, a dense Llama-3.1-8B-shaped one {dense:.2f}× "
+            f"([details](details.html#{LAYERS_ANCHOR})).")
 
 
 WHY_ANCHOR = "Why-one-step-cost-2.9-plain-steps"  # the details page's heading (page.details_markdown)
@@ -133,21 +136,20 @@ def _public_band() -> tuple[float, float] | None:
 
 
 def misses_sentence() -> str:
-    """The bytes model's error band in one sentence (the index's advice), in the direction the details
-    page gives it: how far below the model the costs others published and the incident's 15/1/16
-    launch came out (cold read 32: "4-48 % above" the model would have been wrong), how far above
-    it the 1/1/2 launch."""
+    """The bytes model's error band (the index's advice), in the direction the details page gives
+    it: how far below the model the costs others published and the incident's 15/1/16 launch came
+    out (cold read 32: "4-48 % above" the model would have been wrong), how far above it the 1/1/2
+    launch (the table's † caps that row)."""
     band = _public_band()
     miss = incident_misses()
-    long_ = f"the incident's {miss['long']} launch, if that accepted as 5/1/6 did"
-    if band is None:
-        return (f"The model's step cost errs both ways: {long_}, cost {miss['long_below'][0]:.0f}–"
-                f"{miss['long_below'][1]:.0f} % less than it; the {miss['short']} launch at least "
-                f"{miss['short_above']} % more, so that row is too high.")
-    lo, hi = min(band[0], miss["long_below"][0]), max(band[1], miss["long_below"][1])
-    return (f"The model's step cost errs both ways: the costs others published and {long_}, came out "
-            f"{lo:.0f}–{hi:.0f} % below it; the {miss['short']} launch at least {miss['short_above']} % above it, so "
-            f"that row is too high ([in full](details.html#{LAYERS_ANCHOR})).")
+    lo, hi = miss["long_below"]
+    long_ = f"the {miss['long']} launch's if it accepted as 5/1/6 did"
+    who = f"{long_[0].upper()}{long_[1:]}" if band is None else f"others' published step costs, and {long_},"
+    if band is not None:
+        lo, hi = min(band[0], lo), max(band[1], hi)
+    return (f"The model errs both ways: {who} came out {lo:.0f}–{hi:.0f} % below it, so tok/s may be higher than "
+            f"shown; the {miss['short']} launch's came out at least {miss['short_above']} % above, hence the † "
+            f"([in full](details.html#{LAYERS_ANCHOR})).")
 
 
 def incident_misses() -> dict:
@@ -279,40 +281,66 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
 
 def _advice_brief(rec, own: list[dict], beats: list[dict], base: float, floor: dict | None, profiles: dict,
                   tied: list[dict], best_pub: dict) -> str:
-    """The index's advice: a table of configuration x acceptance profile, predicted tok/s, and the
-    verdict in one sentence (cold read 29 asked for a table, not a chained sentence)."""
+    """The index's advice: a table of configuration x how the draft accepts, predicted tok/s, and the
+    verdict (cold read 29 asked for a table, not a chained sentence). A cell the first launch caps
+    shows the cap alone (cold read 34 read "114 …; at most 105" as a contradiction); the column of a
+    draft accepting at position 1 only is filled at every chain (cold read 35: computable)."""
     from eagle3lab.report.postmortem.known_box import items
 
-    lo, hi = collapse_at_112(own, floor, base)
     public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
-    incident = "the incident's acceptance"
-    rows = [{"configuration": r["configuration"], incident: r["incident's acceptance: tok/s"],
-             "accepts at position 1 only": f"at most {lo:.0f}–{hi:.0f} †" if r["configuration"] == "1/1/2" else "–",
-             "as good as the public drafts": r["public Kimi-K2.5 drafts: tok/s"]} for r in advice_rows(rec)]
-    dagger = (f"; †: at most, at the first launch's step cost of at least {base:g} ÷ {floor['tokens_per_s']:g} = "
-              f"{floor['step_cost_at_least']:.2f}" if floor else "")
+    rate_lo, rate_hi = profiles["incident"][0].rate_range
+    cols = {"incident": f"as the incident's, spread evenly: {rate_lo:.2f}–{rate_hi:.2f} at each position",
+            "position 1": "all at position 1 (no TTT)", "public": f"as the public drafts' model cards: {public}"}
+    floors = costchecks.incident_floors()
+    rows, first = {}, {}
+    for r in costchecks.incident_advice():
+        row = rows.setdefault(r["configuration"], {"configuration": r["configuration"], cols["incident"]: "",
+                                                   cols["position 1"]: "", cols["public"]: ""})
+        row[cols["incident" if r["profile"] == "incident" else "public"]] = _brief_cell(r, base)
+        if r["profile"] == "incident":
+            capped = floors.get(r["configuration"]) if r.get("tokens_per_s_at_most") else None
+            point, low, high = first[r["configuration"]] = position1_only(r, capped, base)
+            row[cols["position 1"]] = (f"at most {low:.0f}–{high:.0f} †" if capped else _brief_cell(
+                {**r, "tokens_per_s": point, "tokens_per_s_range": [low, high]}, base))
+    reach = " or ".join(c for c, (_, _, high) in first.items() if high > base) or "no chain"
+    dagger = (f" †: at most: the first launch ran 1/1/2 at {floor['tokens_per_s']:g} tok/s, so a 1/1/2 step costs at "
+              f"least {base:g} ÷ {floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f} plain steps." if floor else "")
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay at the incident's acceptance"
                if beats else "At the incident's acceptance nothing clearly pays")
     return "\n".join([
-        f"Predicted tok/s, one request at a time, against {base:g} without speculation, by a bytes model of the step "
-        f"cost (bytes read per step, nothing fitted; {_fit_words(rec)}). Parentheses: over the accept lengths and "
-        f"draft vocabularies{dagger}; –: not predicted. Acceptance as the incident's, "
-        f"{_iid_words(profiles['incident'][0])}; "
-        f"as a draft without training-time test, all at position 1; as the public drafts' model cards, {public}.",
+        f"Predicted tok/s, one request at a time, against {base:g} without speculation, by how the draft accepts. "
+        f"The step cost is a bytes model's (bytes read per step), nothing fitted: {_fit_words(rec)}, the range set by the draft's "
+        f"vocabulary, {costchecks.DRAFT_VOCABS[0] / 1000:.0f} k to {costchecks.DRAFT_VOCABS[1] / 1000:.0f} k tokens, whose "
+        f"output layer every step reads. Parentheses: the range over that and the accept lengths.{dagger}",
         "",
-        t.markdown_table(rows),
+        t.markdown_table(list(rows.values())),
         "",
-        f"{verdict}; a draft as good as the public ones would, about {best_pub['tokens_per_s']:.0f} tok/s at "
-        f"{' or '.join(r['configuration'] for r in tied)}. " + misses_sentence() + " So these are a shortlist to "
+        f"{verdict}; a draft accepting all at position 1 could pay only at {reach}, whose ranges reach above {base:g}; "
+        f"one as good as the public drafts would, about {best_pub['tokens_per_s']:.0f} tok/s at "
+        f"{' or '.join(r['configuration'] for r in tied)}. " + misses_sentence() + f" So these are a shortlist to "
         f"measure ({items('chains')} of *Do next*), not a forecast ([every figure](details.html#{ADVICE_ANCHOR})).",
     ])
 
 
+def _brief_cell(r: dict, base: float) -> str:
+    """An advice cell for the index: the prediction and its range, the write-up's figure where it
+    reports one, or the first launch's cap alone (its range over the accept lengths) where that is
+    lower than the range (the † rows)."""
+    at_most = r.get("tokens_per_s_at_most")
+    if at_most and at_most < r["tokens_per_s_range"][1]:
+        low = base * r["accept_length_range"][0] / r["step_cost_at_least"]
+        return f"at most {low:.0f}–{at_most:.0f} †"
+    cell = f"{r['tokens_per_s']:.0f} ({r['tokens_per_s_range'][0]:.0f}–{r['tokens_per_s_range'][1]:.0f})"
+    return cell + (f"; reported {r['measured_tokens_per_s']:g}" if r.get("measured_tokens_per_s") else "")
+
+
 def _fit_words(rec=None) -> str:
-    """How close the bytes model comes to the incident's own 5/1/6 step cost."""
+    """How close the bytes model comes to the incident's own 5/1/6 step cost, over the draft
+    vocabularies (cold read 35: the 32 k end alone, 2 %, picked the best case)."""
     cost = t.incident_cost(rec)
-    step = costchecks.kimi_model().parts(5, 1, 6).step_cost
-    return f"{step:.2f} at 5/1/6, within {100 * abs(step / cost['cost'] - 1):.0f} % of the incident's {cost['cost']:.2f}"
+    lo, hi = (costchecks.kimi_model(v).parts(5, 1, 6).step_cost for v in costchecks.DRAFT_VOCABS)
+    off = [100 * (c / cost["cost"] - 1) for c in (lo, hi)]
+    return f"{lo:.2f}–{hi:.2f} at 5/1/6, {off[0]:.0f}–{off[1]:.0f} % above the incident's {cost['cost']:.2f}"
 
 
 ADVICE_ANCHOR = "Which-configuration-would-pay"
@@ -340,13 +368,21 @@ def collapse_at_112(own: list[dict], floor: dict | None, base: float) -> tuple[f
     """Predicted tok/s at 1/1/2 if the incident's draft accepts only at position 1 (no TTT): the
     whole logged accept length kept at 1/1/2's step cost (the model's range, raised at both ends
     to the first launch's measured floor where that is higher)."""
+    row = next(r for r in own if r["configuration"] == "1/1/2")
+    return position1_only(row, floor, base)[1:]
+
+
+def position1_only(row: dict, floor: dict | None, base: float) -> tuple[float, float, float]:
+    """Predicted tok/s at `row`'s configuration if the incident's draft accepts only at position 1
+    (no TTT): every chain then keeps the whole logged accept length, at its own step cost (the
+    model's, raised to a launch's measured floor where one is given and higher): (point, low, high)."""
     from eagle3lab.report import incident as incident_record
 
     fig = incident_record.load().figure("after_fix_accept_length")
-    row = next(r for r in own if r["configuration"] == "1/1/2")
     lo_cost, hi_cost = row["step_cost_range"]
     least = floor["step_cost_at_least"] if floor else 0.0  # the incident's own server cost no less there
-    return base * fig.low / max(hi_cost, least), base * fig.high / max(lo_cost, least)
+    return (base * fig.mid / max(row["step_cost"], least), base * fig.low / max(hi_cost, least),
+            base * fig.high / max(lo_cost, least))
 
 
 def _collapse_sentence(own: list[dict], floor: dict | None, base: float) -> str:

@@ -38,14 +38,15 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
     lines = [
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation** at every "
-        f"setting tried, before and after a wiring fix: {f('after_fix_tps').text()} against {f('baseline_tps').text()} "
-        f"at the end, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
+        f"setting tried, before and after a wiring fix, ending at {f('after_fix_tps').text()} against "
+        f"{f('baseline_tps').text()} without it, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
         f"**Why.** On this sparse MoE each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps (**calculated**), "
         f"so it pays only above an accept length of {cost['cost']:.1f}; the draft reached "
         f"{f('after_fix_accept_length').text()}. A config override (**verified**) cut the first launch to 2 draft "
         "tokens; a wiring mismatch was patched, the fix **not confirmed**. Why acceptance stayed near "
-        f"{cost['accept_length']:.1f} is **open**; the draft's training layers are a **candidate** cause.",
+        f"{cost['accept_length']:.1f} is **open**: a draft trained without TTT fits the arithmetic; the draft's training "
+        "layers are a **candidate** cause.",
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
@@ -55,15 +56,12 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
 
 
 def do_first(ev: dict, rec) -> str:
-    """The decision first (no speculation until a measured configuration beats it), then the way
-    there: the box's items in a sentence, with the simplest wiring fix (`known_box.upgrade_words`)."""
-    from eagle3lab.report.postmortem.known_box import CHAINS, STEP, recommended_row, upgrade_words
+    """The decision first (no speculation until a measured configuration beats it), then where the
+    way there is: the box's items (the simplest wiring fix is item 3's, not repeated here)."""
+    from eagle3lab.report.postmortem.known_box import STEP
 
-    fewest = f" ({upgrade_words(ev, brief=True)})" if recommended_row(ev) else ""
-    return ("Serve without speculation until a configuration measures faster than B, your tok/s without it. "
-            f"*Do next* gets there in {len(STEP)} items: read the release, check the training, set your "
-            f"release's ids{fewest}, then measure B, acceptance per position at {CHAINS[-1]} and "
-            f"{len(CHAINS) - 1} shorter chains.")
+    return ("Serve without speculation until a configuration measures faster than B, your tok/s without it; "
+            f"*Do next* below says how, in {len(STEP)} items.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -109,17 +107,17 @@ def clue_fit(ev: dict, rec) -> tuple | None:
 
 
 def wiring_brief(ev: dict, rec, present=None) -> str:
-    """The wiring cause in two sentences (the index): what the patched server fed hangs on two
-    unstated facts; the reasoning is on the details page."""
+    """The wiring cause in a sentence (the index): what the patched server fed hangs on two unstated
+    facts; the reasoning is on the details page."""
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(rec.model["trained_boundaries"]):
         return version_caveat(ev, rec, present)
     versions, _, on = fit
-    return (f"Whether the patch took depends on the SGLang release and CUDA graphs, neither stated. The write-up's "
-            f"clues fit only {versions} with graphs off, where the patch took, but its served "
-            f"{rec.model['served_boundaries_before_fix']} was read in SGLang's code, not off the server; with graphs "
-            f"on, the default, the draft got boundaries {on['fix_feeds']} before and after "
-            f"([the reasoning](details.html#{CAUSES_ANCHOR})).")
+    return (f"Whether the patch took depends on the SGLang release and on CUDA graphs, neither stated. The write-up's "
+            f"two clues, its accept rate and the served {rec.model['served_boundaries_before_fix']}, fit only "
+            f"{versions} with graphs off, where the patch works. But it read the served boundaries in SGLang's code, "
+            f"not off the server: with graphs on, the default, those releases fed the draft {on['fix_feeds']} before "
+            f"and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -302,19 +300,19 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
               f"the accept length of low, middle and high layers; on {rec.model['target']}, unknown"
               if gap.get("ratio") else "")
     return [
-        f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f}, the mean logged accept length, "
+        f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f} (the mean logged accept length) "
         f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
-        + moe_cost.union_sentences(rec) + " If the speculative runs had CUDA graphs off, the setting where cause 3's "
-        f"clues fit, and the {f('baseline_tps').text()} had them on, part of the cost is the graphs "
-        "([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a shorter chain or a draft that accepts more "
-        "([which would pay](#Which-configuration-would-pay)).",
+        + moe_cost.union_sentences(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
+        "runs without, the setting the wiring cause's clues point to, part of the 2.93 is the graphs, not the experts "
+        "([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a shorter chain or a draft that accepts "
+        "more ([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
         f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
         f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
         + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
-        f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
-        f"only at position 1, gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
+        f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without TTT, accepting only at position 1, "
+        f"gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
         "arithmetic, not evidence. " + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows, brief=True)
         + f" *Next:* {box_items('per_position')} of *Do next*.",
         f"**Training slice: {slice_status}.** Training took the first 3 of 4 captured states, without the deepest"
@@ -431,21 +429,13 @@ def trust_section(ev: dict, present=None) -> str:
         wrong = (": wrong about the cause (the draft is weak at every depth, and a low acc@2 reads as no TTT), "
                  "which is why the blind score below is what to trust" if ttt and top == "multi_step" else "")
         lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, {built}, the diagnosis "
-                     f"ranks *{CAUSE_WORDS.get(top, top)}* (`{top}`) first ({_link('04', present)}){wrong}.")
+                     f"ranks *{t.CAUSE_WORDS.get(top, top)}* (`{top}`) first ({_link('04', present)}){wrong}.")
     if score:
         lines.append(f"- **What to trust is its blind score**: on a lab built after the diagnosis' rules were frozen "
                      f"(\"{score['lab']}\", built {score['built']}), whose drafts' faults were hidden from it, it named "
                      f"the right fault first for **{score['right']} of {score['of']}** drafts ({score['top1']} %; "
                      f"95 % interval {score['ci'][0]}–{score['ci'][1]} %; `{score['file']}`, not re-measured in this run).")
     return "\n".join(lines)
-
-
-# the diagnosis' causes (eagle3lab.acceptance.diagnosis.cause_rules.CAUSES) in words
-CAUSE_WORDS = {"config_adjusted": "the server adjusted the configuration", "wiring": "a wiring mismatch",
-               "vocab_mapping": "a broken vocabulary map", "multi_step": "a draft trained one step deep (no TTT)",
-               "quantization": "a quantized target", "distribution_shift": "prompts unlike the training data",
-               "context_length": "contexts longer than training", "sampling": "the sampling settings",
-               "healthy": "no fault"}
 
 
 # what each notebook shows, in a few words (the index's one line of links; PAGES has the questions)
@@ -477,7 +467,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     hyp_rows = t.hypothesis_rows(ev, rec)
     parts = [
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
-        header(run_info),
+        header(run_info, index=True),
         "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
         "## Known, unknown, do next", known_box.box(rec, ev, present),
         "## Causes and their status", causes_list(ev, rec, hyp_rows, present, brief=True)
@@ -488,10 +478,14 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def header(run_info: dict) -> str:
+def header(run_info: dict, index: bool = False) -> str:
+    """What the figures are and the page's notation, once; `index`: the lab's figures are mostly on the
+    details page (cold reads 35-40 found the index's label covering almost nothing)."""
+    where = ", most of them on the details page," if index else ""
     return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
-            f"figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
+            f"figures{where}: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
             "otherwise. 5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
+            "TTT: training-time test, a draft trained on its own guesses several positions deep. "
             "Brackets: 95 % intervals. Boundaries: points between layers, 0 the embedding; ids: the draft config's "
             "numbers that pick them; [more terms](#Terms).*")
 

@@ -538,3 +538,11 @@ def training_slice_text(ev: dict) -> str:
             f"{fmt(b.get('accept_length'), b.get('accept_length_ci95'))} for the same recipe on low, middle and high "
             f"layers (ratio {fmt(gap.get('ratio'), gap.get('ratio_ci95'))}): {said}. If it matters, the fix is a "
             f"retrain on the intended boundaries; no server setting changes it.")
+
+
+# the diagnosis' causes (eagle3lab.acceptance.diagnosis.cause_rules.CAUSES) in words
+CAUSE_WORDS = {"config_adjusted": "the server adjusted the configuration", "wiring": "a wiring mismatch",
+               "vocab_mapping": "a broken vocabulary map", "multi_step": "a draft trained one step deep (no TTT)",
+               "quantization": "a quantized target", "distribution_shift": "prompts unlike the training data",
+               "context_length": "contexts longer than training", "sampling": "the sampling settings",
+               "healthy": "no fault"}
