@@ -248,8 +248,9 @@ def profile_table(rec) -> str:
          f"{100 * T['collapse']:.0f} % of position 1", "wrong inputs", f"recheck item {STEP['ids']}'s ids"),
         (f"{later} under {100 * T['sag']:.0f} % of position 1", "no TTT", f"retrain (item {STEP['training']})"),
         (f"position 1 at {at('healthy')} or more", "a healthy draft", f"item {STEP['chains']} decides"),
-        (f"anything else, e.g. {lo:.2f}–{hi:.2f} at every position, one reading of the incident's accept lengths", ", then ".join(CAUSE_WORDS[c] for c in level).replace(
-             CAUSE_WORDS["wiring"], f"the ids (item {STEP['ids']})"), "check them in that order"),
+        (f"anything else, e.g. {lo:.2f}–{hi:.2f} at every position, one reading of the incident's accept lengths",
+         ", then ".join(CAUSE_WORDS[c] for c in level).replace(CAUSE_WORDS["wiring"], f"the ids (item {STEP['ids']})"),
+         "check them in that order"),
     ]
     head = ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the "
             f"draft's validation accuracy, {100 * acc:.1f} % here (use your draft's own); `{PROBE}` prints positions "
@@ -291,7 +292,8 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     lines = [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev, present), 1)]
     table = release_table(ev, rec, present, brief=True)  # after the item that sets the ids (the list resumes after it)
     cut = STEP["ids"] if table else 0
-    ids_fold = folded(f"Your release's ids, for a draft trained on {rec.model['trained_boundaries']}: open the table", table)
+    ids_fold = folded(f"Your release's ids, for a draft trained on {rec.model['trained_boundaries']}: open the table",
+                      table)
     parts += lines[:cut] + (["", ids_fold, ""] if table else []) + lines[cut:STEP["per_position"]]
     parts += ["", folded("What each profile calls for: open the table, once you have one", profile_table(rec)), ""]
     parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table

@@ -225,14 +225,6 @@ def advice_rows(rec=None) -> list[dict]:
     return list(rows.values())
 
 
-def _iid_words(profile) -> str:
-    """The incident's acceptance as the advice carries it: one per-token rate, the same at every
-    draft position, that gives its logged accept lengths at its configuration."""
-    lo, hi = profile.rate_range
-    at = profile.measured_at
-    return f"{lo:.2f}–{hi:.2f} per token at each position, from its logged accept lengths at {at[0]}/{at[1]}/{at[2]}"
-
-
 def _range(point: float, rng) -> str:
     lo, hi = rng
     return f"{point:.2f}" if abs(hi - lo) < 0.005 else f"{point:.2f}–{hi:.2f}"
@@ -259,7 +251,7 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
                     f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
     if brief:
-        return _advice_brief(rec, own, beats, base, floor, profiles, tied, best_pub)
+        return _advice_brief(rec, beats, base, floor, profiles, tied, best_pub)
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -279,8 +271,8 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _advice_brief(rec, own: list[dict], beats: list[dict], base: float, floor: dict | None, profiles: dict,
-                  tied: list[dict], best_pub: dict) -> str:
+def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],
+                  best_pub: dict) -> str:
     """The index's advice: a table of configuration x how the draft accepts, predicted tok/s, and the
     verdict (cold read 29 asked for a table, not a chained sentence). A cell the first launch caps
     shows the cap alone (cold read 34 read "114 …; at most 105" as a contradiction); the column of a
@@ -304,14 +296,16 @@ def _advice_brief(rec, own: list[dict], beats: list[dict], base: float, floor: d
                 {**r, "tokens_per_s": point, "tokens_per_s_range": [low, high]}, base))
     reach = " or ".join(c for c, (_, _, high) in first.items() if high > base) or "no chain"
     dagger = (f" †: at most: the first launch ran 1/1/2 at {floor['tokens_per_s']:g} tok/s, so a 1/1/2 step costs at "
-              f"least {base:g} ÷ {floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f} plain steps." if floor else "")
+              f"least {base:g} ÷ {floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f} plain steps."
+              if floor else "")
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay at the incident's acceptance"
                if beats else "At the incident's acceptance nothing clearly pays")
     return "\n".join([
         f"Predicted tok/s, one request at a time, against {base:g} without speculation, by how the draft accepts. "
-        f"The step cost is a bytes model's (bytes read per step), nothing fitted: {_fit_words(rec)}, the range set by the draft's "
-        f"vocabulary, {costchecks.DRAFT_VOCABS[0] / 1000:.0f} k to {costchecks.DRAFT_VOCABS[1] / 1000:.0f} k tokens, whose "
-        f"output layer every step reads. Parentheses: the range over that and the accept lengths.{dagger}",
+        f"The step cost is a bytes model's (bytes read per step), nothing fitted: {_fit_words(rec)}, the range set "
+        f"by the draft's vocabulary, {costchecks.DRAFT_VOCABS[0] / 1000:.0f} k to "
+        f"{costchecks.DRAFT_VOCABS[1] / 1000:.0f} k tokens, whose output layer every step reads. Parentheses: the "
+        f"range over that and the accept lengths.{dagger}",
         "",
         t.markdown_table(list(rows.values())),
         "",

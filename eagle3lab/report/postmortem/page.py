@@ -303,7 +303,8 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
         f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f} (the mean logged accept length) "
         f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
         + moe_cost.union_sentences(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
-        "runs without, the setting the wiring cause's clues point to, part of the 2.93 is the graphs, not the experts "
+        f"runs without, the setting the wiring cause's clues point to, part of the {cost['cost']:.2f} is the graphs, "
+        "not the experts "
         "([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a shorter chain or a draft that accepts "
         "more ([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
