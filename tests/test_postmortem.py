@@ -234,7 +234,10 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # the relaunch with the fix comes once the boundaries are known, where speculation is measured again
     assert "relaunch at 5/1/6 with item 3's ids and your other flags" in steps[3]
     # the script and the predictions are one request at a time; production load is the reader's to check
-    assert steps[4].endswith("The script sends one request at a time: check the winner at your load.")
+    assert steps[4].endswith("The script sends one request at a time: check the winner at your load, where SGLang "
+                             "holds at most 48 requests in flight with speculation unless `--max-running-requests` "
+                             "says otherwise.")  # SGLang's "Max running requests is reset to 48" (cold reads 37, 40)
+    assert known_box.speculative_cap() == 48
     # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
     # a keep rule a reader can apply without statistics (cold read 30): repeats, slowest against fastest
     assert ("and a public draft (`lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`); run each, "
@@ -448,7 +451,13 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert ("The ids for a draft trained on [0, 3, 31], as the incident's, read in each release's code "
             "([what each fed](details.html#What-each-SGLang-release-fed-the-draft)); none before 0.5.4.post2 serves "
             "this draft; 0.5.10.post1 behaves as 0.5.10, the same files. For other boundaries, `eagle3lab wiring "
-            "--draft DRAFT_DIR --target TARGET_DIR --train B,B,B --serve sglang==VERSION` prints them:") in table
+            "--draft DRAFT_DIR --target TARGET_DIR --train B,B,B --serve sglang==VERSION` prints them (`--serve "
+            "vllm==VERSION` for vLLM). vLLM, read up to 0.33.0, cannot serve this draft (TypeError capturing the "
+            "embedding):") in table
+    # vLLM's DeepSeek model file captures `hidden_states + residual` before layer 0, residual None (vllm_capture);
+    # a draft without the embedding is served there with its boundaries as ids
+    assert known_box.vllm_words(type(rec)(**{**rec.__dict__, "model": {**rec.model, "trained_boundaries": [2, 30, 58]}})) \
+        == "vLLM, read up to 0.33.0: ids [2, 30, 58], no patch"
     from eagle3lab.cli import build_parser
 
     args = build_parser().parse_args(known_box.WIRING_LINE.split()[1:])

@@ -207,8 +207,18 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, and a public draft ("
         + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep the fastest "
         "only if its slowest run beats B's fastest, else serve without speculation. The script sends one request at "
-        "a time: check the winner at your load.",
+        f"a time: check the winner at your load, where SGLang holds at most {speculative_cap()} requests in flight "
+        "with speculation unless `--max-running-requests` says otherwise.",
     ]
+
+
+def speculative_cap() -> int:
+    """The requests in flight SGLang allows with speculation when `--max-running-requests` is unset:
+    what its rules (checked against 0.5.23's own resolver, tests/test_config_sglang.py) make of the
+    box's 5/1/6 launch line (cold reads 37, 40 found it only in notebook 01's warnings)."""
+    from eagle3lab.engines.effective import SpecConfig
+
+    return SpecConfig.from_cli(launch_line(CHAINS[-1]).split()[3:]).resolve().max_running_requests
 
 
 def profile_case(rates, acc: float) -> str:
@@ -342,8 +352,29 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
     keep = [c for i, c in enumerate(rows[0]) if i in (0, 1, len(rows[0]) - 1)]
     return (f"The ids for a draft trained on {rec.model['trained_boundaries']}, as the incident's, read in each "
             f"release's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}. For other boundaries, "
-            f"`{WIRING_LINE}` prints them:\n\n"
+            f"`{WIRING_LINE}` prints them (`--serve vllm==VERSION` for vLLM). {vllm_words(rec)}:\n\n"
             + markdown_table([{c: r[c] for c in keep} for r in rows]))
+
+
+def vllm_words(rec) -> str:
+    """Whether the newest vLLM read feeds the draft's trained boundaries, and with which ids
+    (eagle3lab.engines.vllm.vllm_capture, read in vLLM's source: docs/sources.md section 2; cold reads
+    37, 39 and 40 asked for vLLM's ids)."""
+    from eagle3lab import engines
+    from eagle3lab.wiring.conventions import CaptureError, ids_for, serve_boundaries
+
+    latest = engines.get("vllm").capture_versions[-1]
+    want, arch, n = rec.model["trained_boundaries"], rec.model["architecture"], rec.model["target_layers"]
+    try:
+        return f"vLLM, read up to {latest}: ids {ids_for(want, 'vllm', latest, arch, n)}, no patch"
+    except CaptureError:
+        pass
+    try:  # vLLM reads ids as boundaries: why the boundaries themselves fail says why no ids serve them
+        serve_boundaries("vllm", latest, arch, list(want), n)
+        why = "no ids feed them"
+    except CaptureError as exc:
+        why = exc.short
+    return f"vLLM, read up to {latest}, cannot serve this draft ({why})"
 
 
 def histogram_sentence() -> str:
