@@ -482,7 +482,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 def header(run_info: dict, index: bool = False) -> str:
     """What the figures are and the page's notation, once; `index`: the lab's figures are mostly on the
     details page (cold reads 35-40 found the index's label covering almost nothing)."""
-    where = ", most of them on the details page," if index else ""
+    where = ", most of them on the details page" if index else ""
     return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
             f"figures{where}: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
             "otherwise. 5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
