@@ -310,7 +310,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
     # each column says its acceptance in its head; a cell the first launch caps shows the cap alone (cold read 34
     # read "114 (106–118); at most 105 †" as a contradiction)
-    assert ("| configuration | as the incident's, spread evenly: 0.43–0.46 at each position | all at position 1 (no TTT) "
+    assert ("| configuration | as the incident's, the same rate at each position: 0.43–0.46 | all at position 1 (no TTT) "
             "| as the public drafts' model cards: accept length 2.69–3.20 at 3/1/4 |\n"
             "|---|---|---|---|\n"
             "| 1/1/2 | at most 81–83 † | at most 98–105 † | at most 99–105 † |\n"
@@ -416,7 +416,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
     assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. Whether the patch took depends on "
                      "the SGLang release and on CUDA graphs, neither stated. The write-up's two clues, its accept rate and "
-                     "the served [3, 31, 59], fit only 0.5.4.post2 – 0.5.10 with graphs off, where the patch works. But it "
+                     "the served [3, 31, 59], fit only 0.5.4.post2 – 0.5.10 with graphs off, where the patch works and the "
+                     "wiring cannot explain the accept length left. But it "
                      "read the served boundaries in SGLang's code, not off the server: with graphs on, the default, those "
                      "releases fed the draft [2, 30, 58] before and after ([the reasoning](details.html#Causes-in-full)). "
                      "*Fix:* your release's ids (item 3 of *Do next*).")
@@ -453,7 +454,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "this draft; 0.5.10.post1 behaves as 0.5.10, the same files. For other boundaries, `eagle3lab wiring "
             "--draft DRAFT_DIR --target TARGET_DIR --train B,B,B --serve sglang==VERSION` prints them (`--serve "
             "vllm==VERSION` for vLLM). vLLM, read up to 0.33.0, cannot serve this draft (TypeError capturing the "
-            "embedding):") in table
+            "embedding in `model_executor/models/deepseek_v2.py`, its file for DeepseekV3ForCausalLM):") in table
     # vLLM's DeepSeek model file captures `hidden_states + residual` before layer 0, residual None (vllm_capture);
     # a draft without the embedding is served there with its boundaries as ids
     assert known_box.vllm_words(type(rec)(**{**rec.__dict__, "model": {**rec.model, "trained_boundaries": [2, 30, 58]}})) \

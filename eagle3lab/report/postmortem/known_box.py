@@ -369,12 +369,14 @@ def vllm_words(rec) -> str:
         return f"vLLM, read up to {latest}: ids {ids_for(want, 'vllm', latest, arch, n)}, no patch"
     except CaptureError:
         pass
+    from eagle3lab.engines.vllm.vllm_capture import model_path
+
     try:  # vLLM reads ids as boundaries: why the boundaries themselves fail says why no ids serve them
         serve_boundaries("vllm", latest, arch, list(want), n)
         why = "no ids feed them"
     except CaptureError as exc:
         why = exc.short
-    return f"vLLM, read up to {latest}, cannot serve this draft ({why})"
+    return f"vLLM, read up to {latest}, cannot serve this draft ({why} in `{model_path(arch)}`, its file for {arch})"
 
 
 def histogram_sentence() -> str:

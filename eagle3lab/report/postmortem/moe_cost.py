@@ -281,7 +281,7 @@ def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profi
 
     public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
     rate_lo, rate_hi = profiles["incident"][0].rate_range
-    cols = {"incident": f"as the incident's, spread evenly: {rate_lo:.2f}–{rate_hi:.2f} at each position",
+    cols = {"incident": f"as the incident's, the same rate at each position: {rate_lo:.2f}–{rate_hi:.2f}",
             "position 1": "all at position 1 (no TTT)", "public": f"as the public drafts' model cards: {public}"}
     floors = costchecks.incident_floors()
     rows, first = {}, {}

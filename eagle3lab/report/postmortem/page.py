@@ -115,7 +115,8 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     versions, _, on = fit
     return (f"Whether the patch took depends on the SGLang release and on CUDA graphs, neither stated. The write-up's "
             f"two clues, its accept rate and the served {rec.model['served_boundaries_before_fix']}, fit only "
-            f"{versions} with graphs off, where the patch works. But it read the served boundaries in SGLang's code, "
+            f"{versions} with graphs off, where the patch works and the wiring cannot explain the accept length left. "
+            "But it read the served boundaries in SGLang's code, "
             f"not off the server: with graphs on, the default, those releases fed the draft {on['fix_feeds']} before "
             f"and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
 
