@@ -236,7 +236,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # the script and the predictions are one request at a time; production load is the reader's to check
     assert steps[4].endswith("The script sends one request at a time: check the winner at your load, where SGLang "
                              "holds at most 48 requests in flight with speculation unless `--max-running-requests` "
-                             "says otherwise.")  # SGLang's "Max running requests is reset to 48" (cold reads 37, 40)
+                             "says otherwise (its rules, read in the wheels).")  # "reset to 48" (cold reads 37, 40, 43)
     assert known_box.speculative_cap() == 48
     # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
     # a keep rule a reader can apply without statistics (cold read 30): repeats, slowest against fastest

@@ -208,7 +208,7 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep the fastest "
         "only if its slowest run beats B's fastest, else serve without speculation. The script sends one request at "
         f"a time: check the winner at your load, where SGLang holds at most {speculative_cap()} requests in flight "
-        "with speculation unless `--max-running-requests` says otherwise.",
+        "with speculation unless `--max-running-requests` says otherwise (its rules, read in the wheels).",
     ]
 
 
