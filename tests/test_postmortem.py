@@ -108,13 +108,15 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 1.783 (the mean logged accept length) "
                                "× 90 ÷ 54.8 tok/s = 2.93 plain steps per 5/1/6 step. A verify pass of 6 tokens reads "
-                               "the union of their experts, about 45.6 of 384 per MoE layer against 8 for a plain step: "
-                               "on an H200, measured for this project and not in this run, a Kimi-K2.5-shaped MoE layer "
-                               "took 4.32× as long for 6 tokens as for 1, a dense Llama-3.1-8B-shaped one 1.21×")
+                               "the union of their experts, about 46 of 384 per MoE layer against 8 for a plain step "
+                               "([why, with layer timings](details.html#Why-one-step-cost-2.9-plain-steps)).")
+    assert "4.32 times as long for 6 tokens" in details  # the H200 layer timings: the details page
     # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without
     # ... and joined to the wiring cause's graphs-off case (cold reads 29, 31 found the two apart)
-    assert ("If the 90 tok/s ran with CUDA graphs and the speculative runs without, the setting the wiring cause's "
-            "clues point to, part of the 2.93 is the graphs, not the experts") in items[0]
+    # said in full on the details page; the index keeps the step cost's arithmetic and its why (cold reads 44, 45
+    # read the caveat twice there, before the wiring cause it leans on)
+    assert ("unless the 90 tok/s ran with CUDA graphs and the speculative runs without") in details
+    assert "CUDA graphs and the speculative" not in items[0]
     items = items[1:]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
     assert "2, not the 16 asked, at the first launch" in items[0]
@@ -125,7 +127,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert "*Fix:* the ids [03](03_embedding_fix.html) lists for your release." in items[1]  # EVIDENCE has no table
     assert ("**Set the ids** [notebook 03](03_embedding_fix.html) lists for your release in the draft's `config.json`"
             in text) and "By SGLang release" not in text and "The table below" not in text  # no table recorded
-    assert "no SGLang server or GPU ran for this page" in text.split("## Summary")[0]  # said once, first
+    assert "no SGLang server ran for this page" in text.split("## Summary")[0]  # said once, first
     assert "*Next:* item 5 of *Do next*." in items[2]  # items, not steps: a step is a decode or verify pass
 
 
@@ -222,7 +224,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
         assert args.command == command.split()[1], command
     assert build_parser().parse_args(known_box.PATCH_LINE.split()[1:]).apply
     steps = steps[:2] + steps[3:]  # the measurements, as before the ids had an item of their own
-    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "later releases print 0.15–0.17 for these accept lengths" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "later releases define it differently and print 0.15–0.17 for these accept lengths" in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
@@ -234,13 +236,14 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # the relaunch with the fix comes once the boundaries are known, where speculation is measured again
     assert "relaunch at 5/1/6 with item 3's ids and your other flags" in steps[3]
     # the script and the predictions are one request at a time; production load is the reader's to check
-    assert steps[4].endswith("The script sends one request at a time: check the winner at your load, where SGLang "
-                             "holds at most 48 requests in flight with speculation unless `--max-running-requests` "
-                             "says otherwise (its rules, read in the wheels).")  # "reset to 48" (cold reads 37, 40, 43)
+    # "caps speculation at 48" read as speculation switching off above 48 (cold reads 46-48)
+    assert steps[4].endswith("Then check it at your load: the script sends one request at a time, and with "
+                             "speculation on SGLang lowers its limit on running requests to 48 unless "
+                             "`--max-running-requests` is set.")  # "reset to 48" (cold reads 37, 40, 43)
     assert known_box.speculative_cap() == 48
     # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
     # a keep rule a reader can apply without statistics (cold read 30): repeats, slowest against fastest
-    assert ("and a public draft (`lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`); run each, "
+    assert ("and at each a public draft (`lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`); run each, "
             "and B, 3 times; keep the fastest only if its slowest run beats B's fastest") in steps[4]
     # the launch line is SGLang's own flags for 5/1/6, as SGLang's resolver reads them (engines.effective)
     from eagle3lab.engines.effective import parse_launch_flags
@@ -251,7 +254,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     assert (flags["num_steps"], flags["topk"], flags["num_draft_tokens"]) == (5, 1, 6), flags
     assert "relaunch without speculative flags, CUDA graphs as you will serve, and run" in steps[2]
     assert known_box.release_rows({}, rec) == []  # a run that recorded no table of releases: no table
-    assert "64 or more prompts like your traffic" in text and "sent as written: use your model's chat format" in text
+    assert "64 or more prompts like your traffic" in text and "one per line, in your model's chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4] and "else serve without speculation" in steps[4]
@@ -260,13 +263,21 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do():
     # what the per-position profile says to do, on the index (cold reads 23, 31, 33 found it only on details.html)
     # ... as a table right after item 5, in the diagnosis' own thresholds (test_the_box_reads_a_profile_as_...)
     # folded: a look-up table, opened when acting on item 5 (cold reads 35-38: the tables slowed a first read most)
-    fold = "<details><summary>What each profile calls for: open the table, once you have one</summary>"
+    fold = "<details><summary>What each profile calls for: open the table</summary>"
     assert text.index("5. **Measure acceptance per draft position**") < text.index(fold) \
         < text.index("<th>profile at 5/1/6</th>") < text.index("</details>") < text.index("6. **Measure chain lengths**")
     assert "\n\n" not in text[text.index(fold):text.index("</details>")]  # one HTML block: the renderer keeps it whole
     assert ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the draft's "
             "validation accuracy, 74.7 % here (use your draft's own); `eagle3_probe.py` prints positions 2–5 pooled, "
             "their drafts accepted over reached:") in known_box.profile_table(rec)
+    # how to check the write-up's INT4 guess (cold reads 41-44): the served checkpoint's bits, read from its
+    # quantization_config (data/cost/targets/kimi-k2.5.json: compressed-tensors, 4-bit int, group 32), in the fold
+    assert known_box.quantized_words() == (
+        "A quantized target: Kimi-K2.5's checkpoint stores its routed experts in 4-bit integers (its "
+        "`quantization_config`, compressed-tensors); if the draft's training states came from a bf16 copy, the served "
+        "target feeds it other values (item 2).")
+    assert known_box.profile_table(rec).endswith(known_box.quantized_words())
+    assert "the checkpoint its states came from" in steps[1]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
     assert "`spec_accept_histogram`" in nm and "`spec_correct_drafts_histogram`" in nm  # both names, by release
@@ -291,12 +302,11 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     brief = moe_cost.advice_markdown(brief=True)
     # in the details page's direction: others' costs below the model, by 4-48 % (not the model 4-48 % above them:
     # 1 / (1 - 0.48) is 1.92; cold read 32)
-    assert ("The model errs both ways: others' published step costs, and the 15/1/16 launch's if it accepted as 5/1/6 "
-            "did, came out 4–48 % below it, so tok/s may be higher than shown; the 1/1/2 launch's came out at least 7 % "
-            "above, hence the † ([in full]"
+    assert ("Step costs measured by others and at the incident's other launches came out from 48 % below the model "
+            "to at least 7 % above it ([in full]"
             "(details.html#The-step-cost:-layers-measured,-and-what-others-measured)).") in brief
     # both ends of the model's 5/1/6 cost, by draft vocabulary (cold read 35: the 32 k end alone picked the best case)
-    assert "nothing fitted: 2.98–3.26 at 5/1/6, 2–11 % above the incident's 2.93" in brief
+    assert "nothing fitted): 2.98–3.26 plain steps at 5/1/6, 2–11 % above the incident's 2.93" in brief
     assert "**The 15/1/16 launch does not fit the model.** There it puts a step at 6.42 plain steps" in moe_cost.public_markdown()  # Qwen3-30B-A3B 4 %, DeepSeek-V3 MTP 37–48 %
     assert "cost 2.59 plain steps" in moe_cost.public_markdown() and "cost 1.42–1.70" in moe_cost.public_markdown()  # details
     rows = {r["configuration"]: r for r in moe_cost.advice_rows()}
@@ -310,22 +320,35 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # the incident's acceptance carried as one i.i.d. rate: 1 + a + ... + a^5 = 1.73 at a = 0.425, 1.85 at 0.465
     # each column says its acceptance in its head; a cell the first launch caps shows the cap alone (cold read 34
     # read "114 (106–118); at most 105 †" as a contradiction)
-    assert ("| configuration | as the incident's, the same rate at each position: 0.43–0.46 | all at position 1 (no TTT) "
-            "| as the public drafts' model cards: accept length 2.69–3.20 at 3/1/4 |\n"
+    assert ("| configuration | as the incident's: 0.43–0.46 accepted at each position | all at position 1 (no TTT) "
+            "| the public drafts' model cards: accept length 2.69–3.20 at 3/1/4 |\n"
             "|---|---|---|---|\n"
             "| 1/1/2 | at most 81–83 † | at most 98–105 † | at most 99–105 † |\n"
             "| 2/1/3 | 81 (75–83) | 88 (81–92) | 121 (106–128) |\n| 3/1/4 | 70 (64–73) | 73 (65–75) | 120 (102–130) |\n"
             "| 5/1/6 | 54 (48–56); reported 54.8 | 54 (48–56); reported 54.8 | 111 (89–126) |") in brief
     # one request at a time, and a shortlist to measure rather than a forecast (cold reads 19, 20)
-    assert ("Predicted tok/s, one request at a time, against 90 without speculation, by how the draft accepts. The step "
-            "cost is a bytes model's (bytes read per step), nothing fitted: 2.98–3.26 at 5/1/6, 2–11 % above the incident's 2.93, the range set "
-            "by the draft's vocabulary, 32 k to 164 k tokens, whose output layer every step reads. Parentheses: the range "
-            "over that and the accept lengths.") in brief
-    assert ("At the incident's acceptance nothing clearly pays; a draft accepting all at position 1 could pay only at "
-            "1/1/2 or 2/1/3, whose ranges reach above 90; one as good as the public drafts would, about 121 tok/s at "
-            "2/1/3 or 3/1/4.") in brief
-    assert ("So these are a shortlist to measure (item 6 of *Do next*), not a forecast ([every figure](details.html#"
-            "Which-configuration-would-pay)).") in brief
+    assert ("Predicted tok/s, one request at a time, against 90 without speculation, by how the draft accepts, each "
+            "step's cost from a bytes model (bytes read per step, nothing fitted): 2.98–3.26 plain steps at 5/1/6, 2–11 % "
+            "above the incident's 2.93. Parentheses: the range over the accept lengths and the draft's vocabulary, "
+            "whose output layer each step reads.") in brief
+    assert ("At the incident's acceptance nothing clearly pays; a draft as good as the public ones would, about 121 "
+            "tok/s at 2/1/3 or 3/1/4.") in brief
+    assert "A shortlist to measure (item 6 of the post-mortem's *Do next*), not a forecast; every figure below." in brief
+    # the index says the verdicts in a paragraph; the table by acceptance and the full table are on the details
+    # page (cold reads 44-47: 10-15 minutes for the index, slowed by its numbers more than its words)
+    verdict = moe_cost.advice_verdict()
+    assert verdict == (
+        "Predicted, one request at a time, against 90 tok/s without speculation. If the incident's draft accepts at "
+        "the same rate at each position, nothing clearly pays; if only at position 1 (no TTT), 1/1/2 reaches at most "
+        "98–105 tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say would reach about 121 at 2/1/3 "
+        "or 3/1/4. The cost model behind it (bytes read per step) has erred both ways: measured step costs came out up to 48 % below its own "
+        "(tok/s could be higher) and, at 1/1/2, at least 7 % above it (lower). A shortlist to measure (item 6 of *Do "
+        "next*), not a forecast: [the table by acceptance, and every figure](details.html#Which-configuration-would-pay).")
+    info = {"what": "the ci lab", "when": "today", "runs_ok": {}}
+    index = index_markdown(EVIDENCE, info)
+    assert index.split("## Which configuration would pay\n\n")[1].split("\n\n## ")[0] == verdict
+    assert "| configuration |" not in index
+    assert brief in details_markdown(EVIDENCE, info) and moe_cost.advice_markdown() in details_markdown(EVIDENCE, info)
     assert "| 6 |" not in brief and "| 4.32 |" in moe_cost.public_markdown()  # the H200 table: details page
     assert "4.22" not in brief + text and "1.44" not in brief + text  # nothing projected from a lab's accept length
 
@@ -382,9 +405,7 @@ def test_advice_says_what_a_draft_accepting_at_position_one_only_would_do():
     # column's "not predicted" cells were computable); at 5/1/6 the same point as the incident's, which measured it
     assert "| 2/1/3 | 81 (75–83) | 88 (81–92) |" in brief and "| 3/1/4 | 70 (64–73) | 73 (65–75) |" in brief
     assert "| 5/1/6 | 54 (48–56); reported 54.8 | 54 (48–56); reported 54.8 |" in brief
-    assert ("†: at most: the first launch ran 1/1/2 at 56.8 tok/s, so a 1/1/2 step costs at least 90 ÷ 56.8 = 1.58 "
-            "plain steps.") in brief
-    assert "a draft accepting all at position 1 could pay only at 1/1/2 or 2/1/3, whose ranges reach above 90" in brief
+    assert "†: at most, as the first launch ran 1/1/2 at 56.8 tok/s." in brief  # 90 ÷ 56.8 = 1.58: details
 
 
 def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it():
@@ -414,13 +435,16 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
     brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
     # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
-    assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. Whether the patch took depends on "
-                     "the SGLang release and on CUDA graphs, neither stated. The write-up's two clues, its accept rate and "
-                     "the served [3, 31, 59], fit only 0.5.4.post2 – 0.5.10 with graphs off, where the patch works and the "
-                     "wiring cannot explain the accept length left. But it "
-                     "read the served boundaries in SGLang's code, not off the server: with graphs on, the default, those "
-                     "releases fed the draft [2, 30, 58] before and after ([the reasoning](details.html#Causes-in-full)). "
-                     "*Fix:* your release's ids (item 3 of *Do next*).")
+    # in one sentence, the cases on the details page (cold reads 44, 45 read the two-way conditional twice)
+    # the graphs-off case carries the step cost's caveat, where the clues that point to it are said (cold reads 44,
+    # 46: before it, in the first cause, it leaned on clues not yet given; without it, the 2.93 looked unconfounded)
+    assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]; whether the patched server fed "
+                     "those depends on the SGLang release and CUDA-graph setting, neither stated. The write-up's accept "
+                     "rate and served [3, 31, 59] fit only 0.5.4.post2 – 0.5.10 with graphs off, where the patch worked; "
+                     "then, if the 90 tok/s ran with graphs, graphs explain part of the 2.93. But it read the served "
+                     "boundaries in SGLang's code, not off the server, and with graphs on, the default, those releases "
+                     "fed [2, 30, 58] before and after ([the reasoning](details.html#Causes-in-full)). *Fix:* your "
+                     "release's ids (item 3 of *Do next*).")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -438,20 +462,23 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "without it; *Do next* below says how, in 6 items.") in summary
     # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
     assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
-            "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; on another "
-            "release, its row below.") in box
+            "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on. On 0.5.4.post2 "
+            "– 0.5.10 with CUDA graphs on, no ids work: upgrade, or `--disable-cuda-graph` with the embedding-capture patch. Other "
+            "releases: the table below.") in box  # the row that decides whether the fix did anything (reads 46-48)
     # the box shows the ids to set; what each release fed is evidence, on the details page (cold read 29)
     table = known_box.release_table(ev, rec, brief=True)  # folded in the box, under a line that says what it holds
     assert "| 0.5.4.post2 – 0.5.10 | off | [-1, 2, 30] with the patch |" in table
     assert "<td>0.5.4.post2 – 0.5.10</td>\n  <td>off</td>\n  <td>[-1, 2, 30] with the patch</td>" in box
-    fold = "<details><summary>Your release's ids, for a draft trained on [0, 3, 31]: open the table</summary>"
+    fold = "<details><summary>The ids by release: open the table</summary>"
     assert box.index("3. **Set the ids**") < box.index(fold) < box.index("<th>SGLang</th>") < box.index("4. **Measure B**")
     assert "| SGLang | CUDA graphs | ids that feed boundaries [0, 3, 31] |" in table
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture); other
     # drafts' ids from the wiring command (cold reads 36-38 asked for a rule beyond this draft's boundaries)
     assert ("The ids for a draft trained on [0, 3, 31], as the incident's, read in each release's code "
             "([what each fed](details.html#What-each-SGLang-release-fed-the-draft)); none before 0.5.4.post2 serves "
-            "this draft; 0.5.10.post1 behaves as 0.5.10, the same files. For other boundaries, `eagle3lab wiring "
+            "this draft; 0.5.10.post1 behaves as 0.5.10, the same files. \"With the patch\": SGLang's embedding "
+            "capture patched, as the write-up did or with `eagle3lab patch sglang --apply --sglang-dir SGLANG_DIR` "
+            "([its diff](03_embedding_fix.html)). For other boundaries, `eagle3lab wiring "
             "--draft DRAFT_DIR --target TARGET_DIR --train B,B,B --serve sglang==VERSION` prints them (`--serve "
             "vllm==VERSION` for vLLM). vLLM, read up to 0.33.0, cannot serve this draft (TypeError capturing the "
             "embedding in `model_executor/models/deepseek_v2.py`, its file for DeepseekV3ForCausalLM):") in table
@@ -522,8 +549,8 @@ def test_the_box_reads_a_profile_as_the_diagnosis_does_at_each_threshold_it_prin
     assert checked == {"wiring", "multi_step", "healthy", "quantization"}  # every row is reached
     rec = incident.load()
     table = known_box.profile_table(rec)
-    assert ("| position 1 under 0.30 (0.4 ×); or under 0.56 (0.75 ×) with positions 2–5 pooled under 30 % of position 1 "
-            "| wrong inputs | recheck item 3's ids |") in table
+    assert ("| position 1 under 0.30 (0.4 ×); or position 1 under 0.56 (0.75 ×) and positions 2–5 pooled under 30 % of "
+            "position 1 | wrong inputs | recheck item 3's ids |") in table
     assert "| positions 2–5 pooled under 70 % of position 1 | no TTT | retrain (item 2) |" in table
     assert "| position 1 at 0.60 (0.8 ×) or more | a healthy draft | item 6 decides |" in table
     # the incident's level profile: what diagnose ranks for it, in its order

@@ -158,6 +158,18 @@ def upgrade_words(ev: dict | None, brief: bool = False) -> str:
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
+def no_ids_words(ev: dict | None, rec) -> str:
+    """The releases and CUDA-graph setting where no ids feed the trained boundaries, said beside the
+    simplest fix (cold reads 46-48: the one fact that decides whether the wiring fix did anything sat
+    in the folded table)."""
+    none = [r for r in release_rows(ev, rec) if r["CUDA graphs"].startswith("on")
+            and list(r.values())[-1].startswith("none")]
+    if not none:
+        return ""
+    return (f" On {', '.join(r['SGLang'] for r in none)} with CUDA graphs on, no ids work: upgrade, or "
+            "`--disable-cuda-graph` with the embedding-capture patch.")
+
+
 def no_patch_ids(row: dict) -> str:
     """The ids of a release's row that need no patch (the first alternative that says so)."""
     from eagle3lab.experiments.fixids import IDS_SEP, NO_PATCH
@@ -190,26 +202,33 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
     table = bool(release_rows(ev, rec))
     return [
         f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The logged accept rate {rate.text()} points to "
-        f"{RATE_OLD_UNTIL} or earlier; later releases print {lo:.2f}–{hi:.2f} for these accept lengths.",
-        "**Check the draft's training**: its boundaries and whether it used training-time test, from its training "
-        "script (in SpecForge, `ttt_length` 1 means none); without TTT, the fix is a retrain, not the server. Its config "
+        f"{RATE_OLD_UNTIL} or earlier; later releases define it differently and print {lo:.2f}–{hi:.2f} for these "
+        "accept lengths.",
+        "**Check the draft's training script**: its boundaries, its TTT (in SpecForge, `ttt_length` 1 means none) "
+        "and the checkpoint its states came from; without TTT, the fix is a retrain, not the server. Its config "
         "against the target's:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
-        (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}; on another release, "
-         "its row below" if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
-         f"draft's `config.json` (`{IDS_KEY}`)") + ". \"With the patch\": SGLang's embedding capture patched, as "
-        f"the write-up did or with `{PATCH_LINE}` ({_nb03('its diff', present)}).",
+        (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}."
+         + no_ids_words(ev, rec) + " Other releases: the table below." if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
+         f"draft's `config.json` (`{IDS_KEY}`). " + patch_words(present)),
         f"**Measure B**, your tok/s without speculation (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]} "
         f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
         f"<br>then run<br>`{line} --baseline-tps B`",
-        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, and a public draft ("
+        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, and at each a public draft ("
         + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep the fastest "
-        "only if its slowest run beats B's fastest, else serve without speculation. The script sends one request at "
-        f"a time: check the winner at your load, where SGLang holds at most {speculative_cap()} requests in flight "
-        "with speculation unless `--max-running-requests` says otherwise (its rules, read in the wheels).",
+        "only if its slowest run beats B's fastest, else serve without speculation. Then check it at your load: the "
+        f"script sends one request at a time, and with speculation on SGLang lowers its limit on running requests to "
+        f"{speculative_cap()} unless `--max-running-requests` is set.",
     ]
+
+
+def patch_words(present=None) -> str:
+    """What "with the patch" means in the table of releases (the box's fold says it beside the rows
+    that need it)."""
+    return (f"\"With the patch\": SGLang's embedding capture patched, as the write-up did or with `{PATCH_LINE}` "
+            f"({_nb03('its diff', present)}).")
 
 
 def speculative_cap() -> int:
@@ -254,7 +273,7 @@ def profile_table(rec) -> str:
     at = lambda k: f"{T[k] * acc:.2f} ({T[k]:g} ×)"  # noqa: E731
     later = f"positions 2–{steps} pooled"
     rows = [
-        (f"position 1 under {at('dead')}; or under {at('first_ok')} with {later} under "
+        (f"position 1 under {at('dead')}; or position 1 under {at('first_ok')} and {later} under "
          f"{100 * T['collapse']:.0f} % of position 1", "wrong inputs", f"recheck item {STEP['ids']}'s ids"),
         (f"{later} under {100 * T['sag']:.0f} % of position 1", "no TTT", f"retrain (item {STEP['training']})"),
         (f"position 1 at {at('healthy')} or more", "a healthy draft", f"item {STEP['chains']} decides"),
@@ -265,7 +284,30 @@ def profile_table(rec) -> str:
     head = ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the "
             f"draft's validation accuracy, {100 * acc:.1f} % here (use your draft's own); `{PROBE}` prints positions "
             f"2–{steps} pooled, their drafts accepted over reached:")
-    return head + "\n\n" + markdown_table([dict(zip(("profile at 5/1/6", "reads as", "do"), r)) for r in rows])
+    return (head + "\n\n" + markdown_table([dict(zip(("profile at 5/1/6", "reads as", "do"), r)) for r in rows])
+            + "\n\n" + quantized_words())
+
+
+def quantized_words() -> str:
+    """What "a quantized target" means for this incident: the served checkpoint's routed-expert bits,
+    read from its `quantization_config` (data/cost/targets, eagle3lab.cost.modelshape), against the
+    states the draft was trained on (cold reads 41-44 asked how to check the write-up's INT4 guess)."""
+    import math
+
+    from eagle3lab.cost import costchecks
+
+    tgt = costchecks.kimi_model().target
+    bits, how = tgt.bits["routed_experts"], tgt.read_from["bits"]
+    if bits >= 16:
+        return ""
+    method = how.split("(", 1)[1].split(":")[0] if "(" in how else "its quantization_config"
+    return (f"A quantized target: {rec_name()}'s checkpoint stores its routed experts in {math.floor(bits)}-bit integers "
+            f"(its `quantization_config`, {method}); if the draft's training states came from a bf16 copy, the "
+            "served target feeds it other values (item 2).")
+
+
+def rec_name() -> str:
+    return incident_record.load().model["target"]
 
 
 def graph_reset_fixed_in() -> str:
@@ -302,14 +344,14 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     lines = [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev, present), 1)]
     table = release_table(ev, rec, present, brief=True)  # after the item that sets the ids (the list resumes after it)
     cut = STEP["ids"] if table else 0
-    ids_fold = folded(f"Your release's ids, for a draft trained on {rec.model['trained_boundaries']}: open the table",
+    ids_fold = folded("The ids by release: open the table",
                       table)
     parts += lines[:cut] + (["", ids_fold, ""] if table else []) + lines[cut:STEP["per_position"]]
-    parts += ["", folded("What each profile calls for: open the table, once you have one", profile_table(rec)), ""]
+    parts += ["", folded("What each profile calls for: open the table", profile_table(rec)), ""]
     parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
-                  "traffic, one per line, text or JSON with a `\"text\"`, sent as written: use your model's chat "
-                  "format."]
+                  "traffic, one per line, in your model's chat format "
+                  "([the format](details.html#The-next-measurement,-in-detail))."]
     return "\n".join(parts)
 
 
@@ -351,7 +393,8 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
         return f"By SGLang release, from each wheel's code ({_nb03('03', present)}){notes}:\n\n" + markdown_table(rows)
     keep = [c for i, c in enumerate(rows[0]) if i in (0, 1, len(rows[0]) - 1)]
     return (f"The ids for a draft trained on {rec.model['trained_boundaries']}, as the incident's, read in each "
-            f"release's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}. For other boundaries, "
+            f"release's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}. {patch_words(present)} "
+            "For other boundaries, "
             f"`{WIRING_LINE}` prints them (`--serve vllm==VERSION` for vLLM). {vllm_words(rec)}:\n\n"
             + markdown_table([{c: r[c] for c in keep} for r in rows]))
 

@@ -72,17 +72,13 @@ def why_section(rec=None) -> str:
 
 
 def union_sentences(rec=None) -> str:
-    """Why a verify pass costs so much on this target, in two sentences (the index's first cause):
-    the union of experts it reads, and the H200 layer timings that show it (`h200_sentence` in full)."""
+    """Why a verify pass costs so much on this target, in a sentence (the index's first cause): the
+    union of experts it reads; the H200 layer timings that show it are on the details page."""
     tgt = costchecks.kimi_model().target
     k1 = t.incident_cost(rec)["k"] + 1
-    rows = costchecks.h200_verify_rows()
-    moe, dense = _h200(rows, "kimi", k1, "measured"), _h200(rows, "llama", k1, "measured")
     return (f"A verify pass of {k1} tokens reads the union of their experts, about "
-            f"{expected_union(tgt.experts, tgt.active, k1):.1f} of {tgt.experts} per MoE layer against {tgt.active} for "
-            f"a plain step: on an H200, measured for this project and not in this run, a {rec_target(rec)}-shaped MoE "
-            f"layer took {moe:.2f}× as long for {k1} tokens as for 1, a dense Llama-3.1-8B-shaped one {dense:.2f}× "
-            f"([details](details.html#{LAYERS_ANCHOR})).")
+            f"{expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} per MoE layer against {tgt.active} for "
+            f"a plain step ([why, with layer timings](details.html#{WHY_ANCHOR})).")
 
 
 WHY_ANCHOR = "Why-one-step-cost-2.9-plain-steps"  # the details page's heading (page.details_markdown)
@@ -135,21 +131,15 @@ def _public_band() -> tuple[float, float] | None:
     return (min(under(qwen["measured"], qwen["model"]), under(hi, dsv3["model"])), under(lo, dsv3["model"]))
 
 
-def misses_sentence() -> str:
-    """The bytes model's error band (the index's advice), in the direction the details page gives
-    it: how far below the model the costs others published and the incident's 15/1/16 launch came
-    out (cold read 32: "4-48 % above" the model would have been wrong), how far above it the 1/1/2
-    launch (the table's † caps that row)."""
+def misses_brief() -> str:
+    """The bytes model's error band in one plain sentence (the index; the details page names each
+    case): from the farthest below it a measured step cost came out to the least above it."""
     band = _public_band()
     miss = incident_misses()
-    lo, hi = miss["long_below"]
-    long_ = f"the {miss['long']} launch's if it accepted as 5/1/6 did"
-    who = f"{long_[0].upper()}{long_[1:]}" if band is None else f"others' published step costs, and {long_},"
-    if band is not None:
-        lo, hi = min(band[0], lo), max(band[1], hi)
-    return (f"The model errs both ways: {who} came out {lo:.0f}–{hi:.0f} % below it, so tok/s may be higher than "
-            f"shown; the {miss['short']} launch's came out at least {miss['short_above']} % above, hence the † "
-            f"([in full](details.html#{LAYERS_ANCHOR})).")
+    far = max(miss["long_below"][1], band[1] if band else 0)
+    who = "by others and at the incident's other launches" if band else "at the incident's other launches"
+    return (f"Step costs measured {who} came out from {far:.0f} % below the model to at least "
+            f"{miss['short_above']} % above it ([in full](details.html#{LAYERS_ANCHOR})).")
 
 
 def incident_misses() -> dict:
@@ -271,6 +261,42 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
     return "\n".join(lines)
 
 
+def advice_verdict(rec=None) -> str:
+    """The index's answer to which configuration would pay, in one paragraph: the verdict under each
+    acceptance profile, the error band in the direction it moves tok/s, and where the table is (cold
+    reads 44-47 put a careful read of the index at 10-15 minutes, slowed by its numbers; the table
+    by acceptance profile is evidence, on the details page)."""
+    from eagle3lab.report.postmortem.known_box import items
+
+    advice = costchecks.incident_advice()
+    own = [r for r in advice if r["profile"] == "incident"]
+    pub = [r for r in advice if r["profile"] != "incident"]
+    base = own[0]["baseline_tokens_per_s"]
+    floors = costchecks.incident_floors()
+    beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
+    best_pub = max(pub, key=lambda r: r["tokens_per_s"])
+    tied = [r for r in pub if r["tokens_per_s"] >= best_pub["tokens_per_s"] - TIE_TPS]
+    first = {r["configuration"]: position1_only(r, floors.get(r["configuration"]) if r.get("tokens_per_s_at_most")
+                                                else None, base) for r in own}
+    best1 = max(first, key=lambda c: first[c][2])
+    _, low1, high1 = first[best1]
+    capped = " at most" if best1 in floors and next(r for r in own if r["configuration"] == best1).get(
+        "tokens_per_s_at_most") else ""
+    verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay" if beats else "nothing clearly pays")
+    miss = incident_misses()
+    band = _public_band()
+    far = max(miss["long_below"][1], band[1] if band else 0)
+    return (f"Predicted, one request at a time, against {base:g} tok/s without speculation. If the incident's draft "
+            f"accepts at the same rate at each position, {verdict}; if only at position 1 (no TTT), {best1} reaches"
+            f"{capped} {low1:.0f}–{high1:.0f} tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say "
+            f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. "
+            "The cost model behind it (bytes read per step) "
+            f"has erred both ways: measured step costs came out up to {far:.0f} % below its own (tok/s could be "
+            f"higher) and, at {miss['short']}, at least {miss['short_above']} % above it (lower). A shortlist to "
+            f"measure ({items('chains')} of *Do next*), not a forecast: [the table by acceptance, and every figure]"
+            f"(details.html#{ADVICE_ANCHOR}).")
+
+
 def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],
                   best_pub: dict) -> str:
     """The index's advice: a table of configuration x how the draft accepts, predicted tok/s, and the
@@ -281,38 +307,33 @@ def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profi
 
     public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]
     rate_lo, rate_hi = profiles["incident"][0].rate_range
-    cols = {"incident": f"as the incident's, the same rate at each position: {rate_lo:.2f}–{rate_hi:.2f}",
-            "position 1": "all at position 1 (no TTT)", "public": f"as the public drafts' model cards: {public}"}
+    cols = {"incident": f"as the incident's: {rate_lo:.2f}–{rate_hi:.2f} accepted at each position",
+            "position 1": "all at position 1 (no TTT)", "public": f"the public drafts' model cards: {public}"}
     floors = costchecks.incident_floors()
-    rows, first = {}, {}
+    rows = {}
     for r in costchecks.incident_advice():
         row = rows.setdefault(r["configuration"], {"configuration": r["configuration"], cols["incident"]: "",
                                                    cols["position 1"]: "", cols["public"]: ""})
         row[cols["incident" if r["profile"] == "incident" else "public"]] = _brief_cell(r, base)
         if r["profile"] == "incident":
             capped = floors.get(r["configuration"]) if r.get("tokens_per_s_at_most") else None
-            point, low, high = first[r["configuration"]] = position1_only(r, capped, base)
+            point, low, high = position1_only(r, capped, base)
             row[cols["position 1"]] = (f"at most {low:.0f}–{high:.0f} †" if capped else _brief_cell(
                 {**r, "tokens_per_s": point, "tokens_per_s_range": [low, high]}, base))
-    reach = " or ".join(c for c, (_, _, high) in first.items() if high > base) or "no chain"
-    dagger = (f" †: at most: the first launch ran 1/1/2 at {floor['tokens_per_s']:g} tok/s, so a 1/1/2 step costs at "
-              f"least {base:g} ÷ {floor['tokens_per_s']:g} = {floor['step_cost_at_least']:.2f} plain steps."
+    dagger = (f" †: at most, as the first launch ran 1/1/2 at {floor['tokens_per_s']:g} tok/s."
               if floor else "")
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay at the incident's acceptance"
                if beats else "At the incident's acceptance nothing clearly pays")
     return "\n".join([
-        f"Predicted tok/s, one request at a time, against {base:g} without speculation, by how the draft accepts. "
-        f"The step cost is a bytes model's (bytes read per step), nothing fitted: {_fit_words(rec)}, the range set "
-        f"by the draft's vocabulary, {costchecks.DRAFT_VOCABS[0] / 1000:.0f} k to "
-        f"{costchecks.DRAFT_VOCABS[1] / 1000:.0f} k tokens, whose output layer every step reads. Parentheses: the "
-        f"range over that and the accept lengths.{dagger}",
+        f"Predicted tok/s, one request at a time, against {base:g} without speculation, by how the draft accepts, "
+        f"each step's cost from a bytes model (bytes read per step, nothing fitted): {_fit_words(rec)}. Parentheses: "
+        f"the range over the accept lengths and the draft's vocabulary, whose output layer each step reads.{dagger}",
         "",
         t.markdown_table(list(rows.values())),
         "",
-        f"{verdict}; a draft accepting all at position 1 could pay only at {reach}, whose ranges reach above {base:g}; "
-        f"one as good as the public drafts would, about {best_pub['tokens_per_s']:.0f} tok/s at "
-        f"{' or '.join(r['configuration'] for r in tied)}. " + misses_sentence() + f" So these are a shortlist to "
-        f"measure ({items('chains')} of *Do next*), not a forecast ([every figure](details.html#{ADVICE_ANCHOR})).",
+        f"{verdict}; a draft as good as the public ones would, about {best_pub['tokens_per_s']:.0f} tok/s at "
+        f"{' or '.join(r['configuration'] for r in tied)}. " + misses_brief() + f" A shortlist to measure "
+        f"({items('chains')} of the post-mortem's *Do next*), not a forecast; every figure below.",
     ])
 
 
@@ -334,7 +355,8 @@ def _fit_words(rec=None) -> str:
     cost = t.incident_cost(rec)
     lo, hi = (costchecks.kimi_model(v).parts(5, 1, 6).step_cost for v in costchecks.DRAFT_VOCABS)
     off = [100 * (c / cost["cost"] - 1) for c in (lo, hi)]
-    return f"{lo:.2f}–{hi:.2f} at 5/1/6, {off[0]:.0f}–{off[1]:.0f} % above the incident's {cost['cost']:.2f}"
+    return (f"{lo:.2f}–{hi:.2f} plain steps at 5/1/6, {off[0]:.0f}–{off[1]:.0f} % above the incident's "
+            f"{cost['cost']:.2f}")
 
 
 ADVICE_ANCHOR = "Which-configuration-would-pay"

@@ -42,11 +42,11 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"{f('baseline_tps').text()} without it, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
         f"**Why.** On this sparse MoE each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps (**calculated**), "
-        f"so it pays only above an accept length of {cost['cost']:.1f}; the draft reached "
+        f"so 5/1/6 pays only above an accept length of {cost['cost']:.1f}; the draft reached "
         f"{f('after_fix_accept_length').text()}. A config override (**verified**) cut the first launch to 2 draft "
         "tokens; a wiring mismatch was patched, the fix **not confirmed**. Why acceptance stayed near "
-        f"{cost['accept_length']:.1f} is **open**: a draft trained without TTT fits the arithmetic; the draft's training "
-        "layers are a **candidate** cause.",
+        f"{cost['accept_length']:.1f} is **open**: a draft trained without TTT is the simplest explanation, not yet "
+        "checked; the draft's training layers are a **candidate** cause.",
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
@@ -109,16 +109,19 @@ def clue_fit(ev: dict, rec) -> tuple | None:
 def wiring_brief(ev: dict, rec, present=None) -> str:
     """The wiring cause in a sentence (the index): what the patched server fed hangs on two unstated
     facts; the reasoning is on the details page."""
+    trained = rec.model["trained_boundaries"]
     fit = clue_fit(ev, rec)
-    if not fit or fit[1]["fix_feeds"] != list(rec.model["trained_boundaries"]):
-        return version_caveat(ev, rec, present)
+    if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
+        return f"Trained on {trained}. " + version_caveat(ev, rec, present)
     versions, _, on = fit
-    return (f"Whether the patch took depends on the SGLang release and on CUDA graphs, neither stated. The write-up's "
-            f"two clues, its accept rate and the served {rec.model['served_boundaries_before_fix']}, fit only "
-            f"{versions} with graphs off, where the patch works and the wiring cannot explain the accept length left. "
-            "But it read the served boundaries in SGLang's code, "
-            f"not off the server: with graphs on, the default, those releases fed the draft {on['fix_feeds']} before "
-            f"and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
+    base = rec.figure("baseline_tps").text()
+    cost = t.incident_cost(rec)["cost"]
+    return (f"Trained on {trained}; whether the patched server fed those depends on the SGLang release and "
+            f"CUDA-graph setting, neither stated. The write-up's accept rate and served "
+            f"{rec.model['served_boundaries_before_fix']} fit only {versions} with graphs off, where the patch worked; "
+            f"then, if the {base} ran with graphs, graphs explain part of the {cost:.2f}. But it read the served "
+            f"boundaries in SGLang's code, not off the server, and with graphs on, the default, those releases fed "
+            f"{on['fix_feeds']} before and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -297,24 +300,20 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
     gap = (ev.get("training_slice") or {}).get("gap") or {}
     slice_status = "candidate cause" + (f", {t.slice_word(ev)}" if gap else ", not measured in this run")
     built = " when it was built" if "manifest" in ((ev.get("training_slice") or {}).get("source") or "") else ""
-    on_lab = (f"; on the lab, measured{built}, that slice reaches {t.fmt(gap['ratio'], gap.get('ratio_ci95'))} of "
-              f"the accept length of low, middle and high layers; on {rec.model['target']}, unknown"
+    on_lab = (f"; on the lab (measured{built}) a draft trained so reaches {t.fmt(gap['ratio'], gap.get('ratio_ci95'))} "
+              f"of the accept length of one trained on low, middle and high layers; on {rec.model['target']}, unknown"
               if gap.get("ratio") else "")
     return [
         f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f} (the mean logged accept length) "
         f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
-        + moe_cost.union_sentences(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
-        f"runs without, the setting the wiring cause's clues point to, part of the {cost['cost']:.2f} is the graphs, "
-        "not the experts "
-        "([in full](details.html#" + moe_cost.WHY_ANCHOR + ")). *Fix:* a shorter chain or a draft that accepts "
+        + moe_cost.union_sentences(rec) + " *Fix:* a shorter chain or a draft that accepts "
         "more ([which would pay](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
         f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
-        f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
-        + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
+        f"**Wiring mismatch: fix not confirmed.** " + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
         f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without TTT, accepting only at position 1, "
-        f"gives 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
+        f"would give 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
         "arithmetic, not evidence. " + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows, brief=True)
         + f" *Next:* {box_items('per_position')} of *Do next*.",
         f"**Training slice: {slice_status}.** Training took the first 3 of 4 captured states, without the deepest"
@@ -474,7 +473,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         "## Known, unknown, do next", known_box.box(rec, ev, present),
         "## Causes and their status", causes_list(ev, rec, hyp_rows, present, brief=True)
         + f"\n\nEach in full, with what it rests on: [the details page](details.html#{CAUSES_ANCHOR}).",
-        "## Which configuration would pay", moe_cost.advice_markdown(rec, brief=True),
+        "## Which configuration would pay", moe_cost.advice_verdict(rec),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
     ]
     return "\n\n".join(p for p in parts if p)
@@ -483,13 +482,13 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 def header(run_info: dict, index: bool = False) -> str:
     """What the figures are and the page's notation, once; `index`: the lab's figures are mostly on the
     details page (cold reads 35-40 found the index's label covering almost nothing)."""
-    where = ", most of them on the details page" if index else ""
-    return (f"*Incident figures: as reported in its write-up; no SGLang server or GPU ran for this page. Lab "
+    where = ", mostly on the details page" if index else ""
+    return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. Lab "
             f"figures{where}: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
             "otherwise. 5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
-            "TTT: training-time test, a draft trained on its own guesses several positions deep. "
-            "Brackets: 95 % intervals. Boundaries: points between layers, 0 the embedding; ids: the draft config's "
-            "numbers that pick them; [more terms](#Terms).*")
+            "TTT: training-time test, training a draft on its own guesses. Brackets: 95 % intervals. Boundaries: "
+            "points between layers, 0 the embedding, picked by the draft config's ids, differently by release; "
+            "[more terms](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
@@ -516,7 +515,8 @@ def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
         *(("## What each SGLang release fed the draft", releases) if releases else ()),
         "## Which hypotheses fit the incident", hypotheses_section(hyp_rows, figure=True),
         "## The next measurement, in detail", next_measurement(hyp_rows),
-        "## Which configuration would pay", moe_cost.advice_markdown(rec),
+        "## Which configuration would pay", moe_cost.advice_markdown(rec, brief=True) + "\n\n"
+        + moe_cost.advice_markdown(rec),
         "## The step cost: layers measured, and what others measured", moe_cost.public_markdown(),
         "## Can the diagnosis be trusted?", trust_section(ev, present),
         "## About this run", (limits + "\n\n" if limits else "") + (run_info.get("about") or ""),
