@@ -76,7 +76,7 @@ def union_sentences(rec=None) -> str:
     union of experts it reads; the H200 layer timings that show it are on the details page."""
     tgt = costchecks.kimi_model().target
     k1 = t.incident_cost(rec)["k"] + 1
-    return (f"A verify pass of {k1} tokens reads the union of their experts, about "
+    return (f"A verify pass of {k1} tokens reads the union of their experts, up to about "
             f"{expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} per MoE layer against {tgt.active} for "
             f"a plain step ([why, with layer timings](details.html#{WHY_ANCHOR})).")
 
@@ -287,14 +287,14 @@ def advice_verdict(rec=None) -> str:
     band = _public_band()
     far = max(miss["long_below"][1], band[1] if band else 0)
     return (f"Predicted, one request at a time, against {base:g} tok/s without speculation. If the incident's draft "
-            f"accepts at the same rate at each position, {verdict}; if only at position 1 (no TTT), {best1} reaches"
-            f"{capped} {low1:.0f}–{high1:.0f} tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say "
+            f"accepts at the same rate at each position, {verdict}; if only at position 1 (no TTT), {best1} could "
+            f"reach{capped} {low1:.0f}–{high1:.0f} tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say "
             f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. "
             "The cost model behind it (bytes read per step) "
             f"has erred both ways: measured step costs came out up to {far:.0f} % below its own (tok/s could be "
-            f"higher) and, at {miss['short']}, at least {miss['short_above']} % above it (lower). A shortlist to "
-            f"measure ({items('chains')} of *Do next*), not a forecast: [the table by acceptance, and every figure]"
-            f"(details.html#{ADVICE_ANCHOR}).")
+            f"higher) and, at {miss['short']}, at least {miss['short_above']} % above it (tok/s lower). A shortlist to "
+            f"measure ({items('chains')} of *Do next*), not a forecast ([the table and every figure]"
+            f"(details.html#{ADVICE_ANCHOR})).")
 
 
 def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],

@@ -46,7 +46,7 @@ def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str
         f"{f('after_fix_accept_length').text()}. A config override (**verified**) cut the first launch to 2 draft "
         "tokens; a wiring mismatch was patched, the fix **not confirmed**. Why acceptance stayed near "
         f"{cost['accept_length']:.1f} is **open**: a draft trained without TTT is the simplest explanation, not yet "
-        "checked; the draft's training layers are a **candidate** cause.",
+        "checked; the layers the draft was trained on are a **candidate** cause.",
         "",
         "**Do first.** " + do_first(ev, rec),
         "",
@@ -109,6 +109,8 @@ def clue_fit(ev: dict, rec) -> tuple | None:
 def wiring_brief(ev: dict, rec, present=None) -> str:
     """The wiring cause in a sentence (the index): what the patched server fed hangs on two unstated
     facts; the reasoning is on the details page."""
+    from eagle3lab.report.postmortem.known_box import items
+
     trained = rec.model["trained_boundaries"]
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
@@ -116,12 +118,12 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     versions, _, on = fit
     base = rec.figure("baseline_tps").text()
     cost = t.incident_cost(rec)["cost"]
-    return (f"Trained on {trained}; whether the patched server fed those depends on the SGLang release and "
-            f"CUDA-graph setting, neither stated. The write-up's accept rate and served "
-            f"{rec.model['served_boundaries_before_fix']} fit only {versions} with graphs off, where the patch worked; "
-            f"then, if the {base} ran with graphs, graphs explain part of the {cost:.2f}. But it read the served "
-            f"boundaries in SGLang's code, not off the server, and with graphs on, the default, those releases fed "
-            f"{on['fix_feeds']} before and after ([the reasoning](details.html#{CAUSES_ANCHOR})).")
+    return (f"Trained on {trained}. The write-up's clues fit only {versions} with CUDA graphs off: there the patch "
+            f"worked and the accept length left is the draft's (if the {base} ran with graphs, graphs explain part of "
+            f"the {cost:.2f}). But its served {rec.model['served_boundaries_before_fix']} is a reading of SGLang's "
+            f"code: with graphs on, the default, those releases fed {on['fix_feeds']} before and after, and the wiring "
+            f"alone can explain the accept length. {items('version').capitalize()} tells which "
+            f"([the reasoning](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -145,7 +147,7 @@ def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
             if lab.get("parameters") else "a tiny target")
-    text = f"The lab re-creates the mechanisms on {size}, on a CPU"
+    text = f"The lab tests the mechanisms on {size}, on a CPU"
     if prompts:
         text += f", {prompts} prompts per hypothesis"
     return text + ": mechanisms, not effect sizes."
@@ -307,7 +309,7 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
         f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f} (the mean logged accept length) "
         f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
         + moe_cost.union_sentences(rec) + " *Fix:* a shorter chain or a draft that accepts "
-        "more ([which would pay](#Which-configuration-would-pay)).",
+        "more ([the next section](#Which-configuration-would-pay)).",
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
         f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
