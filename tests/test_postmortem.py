@@ -452,8 +452,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
                      "0.5.4.post2 – 0.5.10 with CUDA graphs off: there the patch worked and the accept length left is the "
                      "draft's (if the 90 tok/s ran with graphs, graphs explain part of the 2.93). But its served "
                      "[3, 31, 59] is a reading of SGLang's code: with graphs on, the default, those releases fed "
-                     "[2, 30, 58] before and after, and the wiring alone can explain the accept length. Item 1 tells "
-                     "which ([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of *Do "
+                     "[2, 30, 58] before and after, and the wiring alone can explain the accept length. Item 1, on the "
+                     "incident's server, tells which ([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of *Do "
                      "next*).")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
@@ -566,6 +566,6 @@ def test_the_box_reads_a_profile_as_the_diagnosis_does_at_each_threshold_it_prin
     # the incident's level profile: what diagnose ranks for it, in its order
     assert [f.cause for f in diagnose(per_position=[0.43] * 5, standalone_acc=0.747)][:3] == [
         "quantization", "distribution_shift", "wiring"]
-    assert ("| anything else, e.g. 0.43–0.46 at every position, one reading of the incident's accept lengths | a quantized "
+    assert ("| anything else, e.g. 0.43–0.46 at every position, as the incident's accept lengths allow | a quantized "
             "target, then prompts unlike the training data, then the ids (item 3) | check them in that order |") in table
     assert known_box.profile_case([0.43] * 5, 0.747) == known_box.profile_case([0.46] * 5, 0.747) == "quantization"

@@ -209,7 +209,8 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         "against the target's:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}."
-         + no_ids_words(ev, rec) + " Other releases: the table below." if table else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
+         + no_ids_words(ev, rec) + " Other releases: the table below." if table
+         else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
          f"draft's `config.json` (`{IDS_KEY}`). " + patch_words(present)),
         f"**Measure B**, your tok/s without speculation (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
@@ -277,7 +278,7 @@ def profile_table(rec) -> str:
          f"{100 * T['collapse']:.0f} % of position 1", "wrong inputs", f"recheck item {STEP['ids']}'s ids"),
         (f"{later} under {100 * T['sag']:.0f} % of position 1", "no TTT", f"retrain (item {STEP['training']})"),
         (f"position 1 at {at('healthy')} or more", "a healthy draft", f"item {STEP['chains']} decides"),
-        (f"anything else, e.g. {lo:.2f}–{hi:.2f} at every position, one reading of the incident's accept lengths",
+        (f"anything else, e.g. {lo:.2f}–{hi:.2f} at every position, as the incident's accept lengths allow",
          ", then ".join(CAUSE_WORDS[c] for c in level).replace(CAUSE_WORDS["wiring"], f"the ids (item {STEP['ids']})"),
          "check them in that order"),
     ]

@@ -122,8 +122,8 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
             f"worked and the accept length left is the draft's (if the {base} ran with graphs, graphs explain part of "
             f"the {cost:.2f}). But its served {rec.model['served_boundaries_before_fix']} is a reading of SGLang's "
             f"code: with graphs on, the default, those releases fed {on['fix_feeds']} before and after, and the wiring "
-            f"alone can explain the accept length. {items('version').capitalize()} tells which "
-            f"([the reasoning](details.html#{CAUSES_ANCHOR})).")
+            f"alone can explain the accept length. {items('version').capitalize()}, on the incident's server, tells "
+            f"which ([the reasoning](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
