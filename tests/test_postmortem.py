@@ -272,11 +272,11 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
             "their drafts accepted over reached:") in known_box.profile_table(rec)
     # how to check the write-up's INT4 guess (cold reads 41-44): the served checkpoint's bits, read from its
     # quantization_config (data/cost/targets/kimi-k2.5.json: compressed-tensors, 4-bit int, group 32), in the fold
-    assert known_box.quantized_words() == (
+    assert known_box.quantized_words(rec) == (
         "A quantized target: Kimi-K2.5's checkpoint stores its routed experts in 4-bit integers (its "
         "`quantization_config`, compressed-tensors); if the draft's training states came from a bf16 copy, the served "
         "target feeds it other values (item 2).")
-    assert known_box.profile_table(rec).endswith(known_box.quantized_words())
+    assert known_box.profile_table(rec).endswith("\n\n" + known_box.quantized_words())
     # the rule's known miss beside it, where this run's diagnosis made it (cold reads 44-53 found it on notebook 04)
     from eagle3lab.report import labwords
 
@@ -284,8 +284,13 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     for ttt in (True, False):  # the real-model lab's seed draft was trained with TTT; the ci lab's was not
         monkeypatch.setattr(labwords, "seed_ttt", lambda ttt=ttt: ttt)
         said = known_box.misread_words({"acceptance": {"diagnosis": ["multi_step"]}})
-        assert said == ((" Before a retrain, confirm item 2: on the lab, this rule read a draft trained with TTT, weak "
+        assert said == (("Before a retrain, confirm item 2: on the lab, this rule read a draft trained with TTT, weak "
                          "at every position, as one without.") if ttt else "")
+    # its own paragraph in the fold, after the table and the quantized-target note (an appended sentence would join
+    # the table's last row)
+    monkeypatch.setattr(labwords, "seed_ttt", lambda: True)
+    fold = known_box.box(rec, {**EVIDENCE, "acceptance": {"diagnosis": ["multi_step"]}})
+    assert "</table>\n<p>A quantized target:" in fold and "(item 2).</p>\n<p>Before a retrain, confirm item 2" in fold
     assert "the checkpoint its states came from" in steps[1]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]

@@ -285,8 +285,9 @@ def profile_table(rec) -> str:
     head = ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the "
             f"draft's validation accuracy, {100 * acc:.1f} % here (use your draft's own); `{PROBE}` prints positions "
             f"2–{steps} pooled, their drafts accepted over reached:")
+    notes = quantized_words(rec)
     return (head + "\n\n" + markdown_table([dict(zip(("profile at 5/1/6", "reads as", "do"), r)) for r in rows])
-            + "\n\n" + quantized_words())
+            + (f"\n\n{notes}" if notes else ""))
 
 
 def misread_words(ev: dict | None) -> str:
@@ -297,11 +298,11 @@ def misread_words(ev: dict | None) -> str:
     top = (((ev or {}).get("acceptance") or {}).get("diagnosis") or [None])[0]
     if top != "multi_step" or not labwords.seed_ttt():
         return ""
-    return (" Before a retrain, confirm item 2: on the lab, this rule read a draft trained with TTT, weak at every "
-            "position, as one without.")
+    return (f"Before a retrain, confirm item {STEP['training']}: on the lab, this rule read a draft trained with TTT, "
+            "weak at every position, as one without.")
 
 
-def quantized_words() -> str:
+def quantized_words(rec=None) -> str:
     """What "a quantized target" means for this incident: the served checkpoint's routed-expert bits,
     read from its `quantization_config` (data/cost/targets, eagle3lab.cost.modelshape), against the
     states the draft was trained on (cold reads 41-44 asked how to check the write-up's INT4 guess)."""
@@ -314,13 +315,10 @@ def quantized_words() -> str:
     if bits >= 16:
         return ""
     method = how.split("(", 1)[1].split(":")[0] if "(" in how else "its quantization_config"
-    return (f"A quantized target: {rec_name()}'s checkpoint stores its routed experts in {math.floor(bits)}-bit integers "
+    target = (rec or incident_record.load()).model["target"]
+    return (f"A quantized target: {target}'s checkpoint stores its routed experts in {math.floor(bits)}-bit integers "
             f"(its `quantization_config`, {method}); if the draft's training states came from a bf16 copy, the "
-            "served target feeds it other values (item 2).")
-
-
-def rec_name() -> str:
-    return incident_record.load().model["target"]
+            f"served target feeds it other values (item {STEP['training']}).")
 
 
 def graph_reset_fixed_in() -> str:
@@ -360,7 +358,8 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     ids_fold = folded("The ids by release: open the table",
                       table)
     parts += lines[:cut] + (["", ids_fold, ""] if table else []) + lines[cut:STEP["per_position"]]
-    parts += ["", folded("What each profile calls for: open the table", profile_table(rec) + misread_words(ev)), ""]
+    profiles = "\n\n".join(x for x in (profile_table(rec), misread_words(ev)) if x)
+    parts += ["", folded("What each profile calls for: open the table", profiles), ""]
     parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
                   "traffic, one per line, in your model's chat format "
