@@ -221,8 +221,9 @@ def _range(point: float, rng) -> str:
 
 
 def advice_markdown(rec=None, brief: bool = False) -> str:
-    """What the advice table says, in numbers: the whole table with its notes (the details page), or
-    `brief`, a table of configuration x acceptance profile and its verdict (the index)."""
+    """What the advice table says, in numbers: the whole table with its notes, or `brief`, a table of
+    configuration x acceptance profile and its verdict (both on the details page; the index says the
+    verdicts in a paragraph, `advice_verdict`)."""
     advice = costchecks.incident_advice()
     floors = costchecks.incident_floors()
     own = [r for r in advice if r["profile"] == "incident"]
@@ -299,10 +300,11 @@ def advice_verdict(rec=None) -> str:
 
 def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],
                   best_pub: dict) -> str:
-    """The index's advice: a table of configuration x how the draft accepts, predicted tok/s, and the
-    verdict (cold read 29 asked for a table, not a chained sentence). A cell the first launch caps
-    shows the cap alone (cold read 34 read "114 …; at most 105" as a contradiction); the column of a
-    draft accepting at position 1 only is filled at every chain (cold read 35: computable)."""
+    """The table by acceptance profile: configuration x how the draft accepts, predicted tok/s, and
+    the verdict (cold read 29 asked for a table, not a chained sentence; the details page, above the
+    full table). A cell the first launch caps shows the cap alone (cold read 34 read "114 …; at most
+    105" as a contradiction); the column of a draft accepting at position 1 only is filled at every
+    chain (cold read 35: computable)."""
     from eagle3lab.report.postmortem.known_box import items
 
     public = profiles['public Kimi-K2.5 drafts'][1].split(': ', 1)[1].split(' (')[0]

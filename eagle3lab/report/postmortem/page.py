@@ -313,7 +313,7 @@ def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -
         f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
         f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
-        f"**Wiring mismatch: fix not confirmed.** " + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
+        "**Wiring mismatch: fix not confirmed.** " + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
         f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without TTT, accepting only at position 1, "
         f"would give 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
         "arithmetic, not evidence. " + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows, brief=True)
