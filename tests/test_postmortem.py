@@ -449,7 +449,6 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
     brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
     # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
-    # in one sentence, the cases on the details page (cold reads 44, 45 read the two-way conditional twice)
     # the graphs-off case carries the step cost's caveat, where the clues that point to it are said (cold reads 44,
     # 46: before it, in the first cause, it leaned on clues not yet given; without it, the 2.93 looked unconfounded)
     # an either/or with its decider (cold reads 50, 51 read the stacked conditionals three times)
