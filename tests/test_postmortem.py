@@ -273,9 +273,9 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     # how to check the write-up's INT4 guess (cold reads 41-44): the served checkpoint's bits, read from its
     # quantization_config (data/cost/targets/kimi-k2.5.json: compressed-tensors, 4-bit int, group 32), in the fold
     assert known_box.quantized_words(rec) == (
-        "A quantized target: Kimi-K2.5's checkpoint stores its routed experts in 4-bit integers (its "
-        "`quantization_config`, compressed-tensors); if the draft's training states came from a bf16 copy, the served "
-        "target feeds it other values (item 2).")
+        "A quantized target: Kimi-K2.5's checkpoint stores its routed experts at 4.5 bits per weight, scales included "
+        "(its `quantization_config`); if the draft's training states came from a bf16 copy, the served target feeds it "
+        "other values (item 2).")
     assert known_box.profile_table(rec).endswith("\n\n" + known_box.quantized_words())
     # the rule's known miss beside it, where this run's diagnosis made it (cold reads 44-53 found it on notebook 04)
     from eagle3lab.report import labwords
@@ -480,6 +480,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "– 0.5.10 with CUDA graphs on, no ids work: upgrade, or `--disable-cuda-graph` with the embedding-capture patch. Other "
             "releases: the table below.") in box  # the row that decides whether the fix did anything (reads 46-48)
     # the box shows the ids to set; what each release fed is evidence, on the details page (cold read 29)
+    # its second way out only where graphs off serve those releases (notebook 03's graphs-off table)
+    assert known_box.no_ids_words({"fix_ids": {**ev["fix_ids"], "rows_graphs_off": []}}, rec) == ""
     table = known_box.release_table(ev, rec, brief=True)  # folded in the box, under a line that says what it holds
     assert "| 0.5.4.post2 – 0.5.10 | off | [-1, 2, 30] with the patch |" in table
     assert "<td>0.5.4.post2 – 0.5.10</td>\n  <td>off</td>\n  <td>[-1, 2, 30] with the patch</td>" in box

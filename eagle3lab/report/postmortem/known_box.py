@@ -162,12 +162,15 @@ def no_ids_words(ev: dict | None, rec) -> str:
     """The releases and CUDA-graph setting where no ids feed the trained boundaries, said beside the
     simplest fix (cold reads 46-48: the one fact that decides whether the wiring fix did anything sat
     in the folded table)."""
-    none = [r for r in release_rows(ev, rec) if r["CUDA graphs"].startswith("on")
-            and list(r.values())[-1].startswith("none")]
-    if not none:
-        return ""
-    return (f" On {', '.join(r['SGLang'] for r in none)} with CUDA graphs on, no ids work: upgrade, or "
-            "`--disable-cuda-graph` with the embedding-capture patch.")
+    fix = (ev or {}).get("fix_ids") or {}
+    off = fix.get("rows_graphs_off") or []
+    none = [(r["versions"], covering_row(off, r["versions"])) for r in fix.get("rows") or [] if r.get("ids") == "none"]
+    if not none or not all(twin and twin.get("ids", "none") != "none" for _, twin in none):
+        return ""  # graphs off must serve those releases for the sentence's second way out to hold
+    how = ("with the embedding-capture patch" if all("with the patch" in twin["ids"] for _, twin in none)
+           else "and its graphs-off ids in the table")
+    return (f" On {', '.join(v for v, _ in none)} with CUDA graphs on, no ids work: upgrade, or "
+            f"`--disable-cuda-graph` {how}.")
 
 
 def no_patch_ids(row: dict) -> str:
@@ -293,32 +296,34 @@ def profile_table(rec) -> str:
 def misread_words(ev: dict | None) -> str:
     """The rule's known miss, beside the table (cold reads 44-53 found it only on notebook 04): on the
     lab the diagnosis read a draft trained with TTT, weak at every depth, as one without."""
-    from eagle3lab.report import labwords
-
-    top = (((ev or {}).get("acceptance") or {}).get("diagnosis") or [None])[0]
-    if top != "multi_step" or not labwords.seed_ttt():
+    if not seed_misread(ev):
         return ""
     return (f"Before a retrain, confirm item {STEP['training']}: on the lab, this rule read a draft trained with TTT, "
             "weak at every position, as one without.")
+
+
+def seed_misread(ev: dict | None) -> bool:
+    """Whether this run's diagnosis ranked no TTT first for the lab's seed-like draft, which was
+    trained with TTT (the page's method check and the profile fold say so)."""
+    from eagle3lab.report import labwords
+
+    top = ((((ev or {}).get("acceptance") or {}).get("diagnosis")) or [None])[0]
+    return top == "multi_step" and labwords.seed_ttt()
 
 
 def quantized_words(rec=None) -> str:
     """What "a quantized target" means for this incident: the served checkpoint's routed-expert bits,
     read from its `quantization_config` (data/cost/targets, eagle3lab.cost.modelshape), against the
     states the draft was trained on (cold reads 41-44 asked how to check the write-up's INT4 guess)."""
-    import math
-
     from eagle3lab.cost import costchecks
 
-    tgt = costchecks.kimi_model().target
-    bits, how = tgt.bits["routed_experts"], tgt.read_from["bits"]
+    bits = costchecks.kimi_model().target.bits["routed_experts"]
     if bits >= 16:
         return ""
-    method = how.split("(", 1)[1].split(":")[0] if "(" in how else "its quantization_config"
     target = (rec or incident_record.load()).model["target"]
-    return (f"A quantized target: {target}'s checkpoint stores its routed experts in {math.floor(bits)}-bit integers "
-            f"(its `quantization_config`, {method}); if the draft's training states came from a bf16 copy, the "
-            f"served target feeds it other values (item {STEP['training']}).")
+    return (f"A quantized target: {target}'s checkpoint stores its routed experts at {bits:g} bits per weight, "
+            f"scales included (its `quantization_config`); if the draft's training states came from a bf16 copy, "
+            f"the served target feeds it other values (item {STEP['training']}).")
 
 
 def graph_reset_fixed_in() -> str:

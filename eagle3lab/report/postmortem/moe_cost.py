@@ -134,12 +134,17 @@ def _public_band() -> tuple[float, float] | None:
 def misses_brief() -> str:
     """The bytes model's error band in one plain sentence (the index; the details page names each
     case): from the farthest below it a measured step cost came out to the least above it."""
-    band = _public_band()
     miss = incident_misses()
-    far = max(miss["long_below"][1], band[1] if band else 0)
-    who = "by others and at the incident's other launches" if band else "at the incident's other launches"
-    return (f"Step costs measured {who} came out from {far:.0f} % below the model to at least "
+    who = "by others and at the incident's other launches" if _public_band() else "at the incident's other launches"
+    return (f"Step costs measured {who} came out from {_farthest_below(miss):.0f} % below the model to at least "
             f"{miss['short_above']} % above it ([in full](details.html#{LAYERS_ANCHOR})).")
+
+
+def _farthest_below(miss: dict) -> float:
+    """How far below the bytes model the farthest measured step cost came out, in percent: others'
+    published costs and the incident's long launch (`incident_misses`)."""
+    band = _public_band()
+    return max(miss["long_below"][1], band[1] if band else 0)
 
 
 def incident_misses() -> dict:
@@ -220,29 +225,42 @@ def _range(point: float, rng) -> str:
     return f"{point:.2f}" if abs(hi - lo) < 0.005 else f"{point:.2f}–{hi:.2f}"
 
 
+def _advice_facts() -> dict:
+    """The advice's rows split by acceptance profile, with what every rendering of it reads: the
+    baseline, the first launch's floors, the chains that beat the baseline at the incident's
+    acceptance, and the public drafts' best (with those within TIE_TPS of it)."""
+    advice = costchecks.incident_advice()
+    own = [r for r in advice if r["profile"] == "incident"]
+    pub = [r for r in advice if r["profile"] != "incident"]
+    base = own[0]["baseline_tokens_per_s"]
+    best_pub = max(pub, key=lambda r: r["tokens_per_s"])
+    return {"own": own, "pub": pub, "base": base, "floors": costchecks.incident_floors(), "best_pub": best_pub,
+            "beats": [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")],
+            "tied": [r for r in pub if r["tokens_per_s"] >= best_pub["tokens_per_s"] - TIE_TPS]}
+
+
+def _position1_cap(row: dict, floors: dict) -> dict | None:
+    """The first launch's floor on `row`'s step cost, where it caps the row's prediction (the † rows)."""
+    return floors.get(row["configuration"]) if row.get("tokens_per_s_at_most") else None
+
+
 def advice_markdown(rec=None, brief: bool = False) -> str:
     """What the advice table says, in numbers: the whole table with its notes, or `brief`, a table of
     configuration x acceptance profile and its verdict (both on the details page; the index says the
     verdicts in a paragraph, `advice_verdict`)."""
-    advice = costchecks.incident_advice()
-    floors = costchecks.incident_floors()
-    own = [r for r in advice if r["profile"] == "incident"]
-    pub = [r for r in advice if r["profile"] != "incident"]
-    best_pub = max(pub, key=lambda r: r["tokens_per_s"])
-    base = own[0]["baseline_tokens_per_s"]
-    floor = floors.get("1/1/2")
-    model_112 = next(r["step_cost"] for r in own if r["configuration"] == "1/1/2")
+    facts = _advice_facts()
     profiles = costchecks.incident_profiles()
-    beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
+    if brief:
+        return _advice_brief(rec, facts, profiles)
+    own, pub, base, beats, tied, best_pub = (facts[k] for k in ("own", "pub", "base", "beats", "tied", "best_pub"))
+    floor = facts["floors"].get("1/1/2")
+    model_112 = next(r["step_cost"] for r in own if r["configuration"] == "1/1/2")
     near = [r for r in own if r["tokens_per_s"] > base and r not in beats]
     own_sentence = "**If the incident's acceptance holds at every depth**, " + _own_verdict(beats, near, base, floor) + "."
     longest = pub[-1]
-    tied = [r for r in pub if r["tokens_per_s"] >= best_pub["tokens_per_s"] - TIE_TPS]
     pub_sentence = (f"**A draft as good as the public ones** does best at {' or '.join(r['configuration'] for r in tied)}, "
                     f"about {best_pub['tokens_per_s']:.0f} tok/s; {longest['configuration']} gives "
                     f"{longest['tokens_per_s']:.0f}, since each further draft token adds experts to every verify pass.")
-    if brief:
-        return _advice_brief(rec, beats, base, floor, profiles, tied, best_pub)
     lines = [
         f"Predicted tok/s against {base:g} without speculation, with the bytes model, for two acceptance profiles "
         f"carried to other depths as an i.i.d. per-token rate: the incident's, "
@@ -269,24 +287,16 @@ def advice_verdict(rec=None) -> str:
     by acceptance profile is evidence, on the details page)."""
     from eagle3lab.report.postmortem.known_box import items
 
-    advice = costchecks.incident_advice()
-    own = [r for r in advice if r["profile"] == "incident"]
-    pub = [r for r in advice if r["profile"] != "incident"]
-    base = own[0]["baseline_tokens_per_s"]
-    floors = costchecks.incident_floors()
-    beats = [r for r in own if r["tokens_per_s_range"][0] > base and not r.get("tokens_per_s_at_most")]
-    best_pub = max(pub, key=lambda r: r["tokens_per_s"])
-    tied = [r for r in pub if r["tokens_per_s"] >= best_pub["tokens_per_s"] - TIE_TPS]
-    first = {r["configuration"]: position1_only(r, floors.get(r["configuration"]) if r.get("tokens_per_s_at_most")
-                                                else None, base) for r in own}
-    best1 = max(first, key=lambda c: first[c][2])
-    _, low1, high1 = first[best1]
-    capped = " at most" if best1 in floors and next(r for r in own if r["configuration"] == best1).get(
-        "tokens_per_s_at_most") else ""
+    facts = _advice_facts()
+    base, beats, best_pub, tied = facts["base"], facts["beats"], facts["best_pub"], facts["tied"]
+    best1 = max(facts["own"], key=lambda r: position1_only(r, _position1_cap(r, facts["floors"]), base)[2])
+    cap = _position1_cap(best1, facts["floors"])
+    _, low1, high1 = position1_only(best1, cap, base)
+    capped = " at most" if cap else ""
+    best1 = best1["configuration"]
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay" if beats else "nothing clearly pays")
     miss = incident_misses()
-    band = _public_band()
-    far = max(miss["long_below"][1], band[1] if band else 0)
+    far = _farthest_below(miss)
     return (f"Predicted, one request at a time, against {base:g} tok/s without speculation. If the incident's draft "
             f"accepts at the same rate at each position, {verdict}; if only at position 1 (no TTT), {best1} could "
             f"reach{capped} {low1:.0f}–{high1:.0f} tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say "
@@ -298,8 +308,7 @@ def advice_verdict(rec=None) -> str:
             f"(details.html#{ADVICE_ANCHOR})).")
 
 
-def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profiles: dict, tied: list[dict],
-                  best_pub: dict) -> str:
+def _advice_brief(rec, facts: dict, profiles: dict) -> str:
     """The table by acceptance profile: configuration x how the draft accepts, predicted tok/s, and
     the verdict (cold read 29 asked for a table, not a chained sentence; the details page, above the
     full table). A cell the first launch caps shows the cap alone (cold read 34 read "114 …; at most
@@ -311,16 +320,17 @@ def _advice_brief(rec, beats: list[dict], base: float, floor: dict | None, profi
     rate_lo, rate_hi = profiles["incident"][0].rate_range
     cols = {"incident": f"as the incident's: {rate_lo:.2f}–{rate_hi:.2f} accepted at each position",
             "position 1": "all at position 1 (no TTT)", "public": f"the public drafts' model cards: {public}"}
-    floors = costchecks.incident_floors()
+    base, floors, floor = facts["base"], facts["floors"], facts["floors"].get("1/1/2")
+    beats, best_pub, tied = facts["beats"], facts["best_pub"], facts["tied"]
     rows = {}
-    for r in costchecks.incident_advice():
+    for r in facts["own"] + facts["pub"]:
         row = rows.setdefault(r["configuration"], {"configuration": r["configuration"], cols["incident"]: "",
                                                    cols["position 1"]: "", cols["public"]: ""})
         row[cols["incident" if r["profile"] == "incident" else "public"]] = _brief_cell(r, base)
         if r["profile"] == "incident":
-            capped = floors.get(r["configuration"]) if r.get("tokens_per_s_at_most") else None
-            point, low, high = position1_only(r, capped, base)
-            row[cols["position 1"]] = (f"at most {low:.0f}–{high:.0f} †" if capped else _brief_cell(
+            cap = _position1_cap(r, floors)
+            point, low, high = position1_only(r, cap, base)
+            row[cols["position 1"]] = (f"at most {low:.0f}–{high:.0f} †" if cap else _brief_cell(
                 {**r, "tokens_per_s": point, "tokens_per_s_range": [low, high]}, base))
     dagger = (f" †: at most, as the first launch ran 1/1/2 at {floor['tokens_per_s']:g} tok/s."
               if floor else "")

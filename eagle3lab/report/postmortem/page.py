@@ -426,11 +426,11 @@ def trust_section(ev: dict, present=None) -> str:
         lines.append("- *The diagnosis* (notebook 04) ranks causes from per-position acceptance and the draft's "
                      "standalone accuracy; the incident has no per-position data, so it was not run on it.")
         from eagle3lab.report import labwords
+        from eagle3lab.report.postmortem.known_box import seed_misread
 
-        ttt = labwords.seed_ttt()
-        built = "which was trained with TTT (its manifest)" if ttt else "which lacks TTT by construction"
+        built = "which was trained with TTT (its manifest)" if labwords.seed_ttt() else "which lacks TTT by construction"
         wrong = (": wrong about the cause (the draft is weak at every depth, and a low acc@2 reads as no TTT), "
-                 "which is why the blind score below is what to trust" if ttt and top == "multi_step" else "")
+                 "which is why the blind score below is what to trust" if seed_misread(ev) else "")
         lines.append(f"- **A check of the method, not a finding:** on {t.DRAFTS['seed']}, {built}, the diagnosis "
                      f"ranks *{t.CAUSE_WORDS.get(top, top)}* (`{top}`) first ({_link('04', present)}){wrong}.")
     if score:
