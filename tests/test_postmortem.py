@@ -83,52 +83,55 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     details = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
     heads = [line for line in text.splitlines() if line.startswith("## ")]
-    assert heads == ["## Summary", "## Known, unknown, do next", "## Causes and their status",
-                     "## Which configuration would pay", "## The evidence"]
+    # the causes are the summary's (cold reads 44-55: 10-15 minutes with a "why" paragraph and the causes
+    # again below the box)
+    assert heads == ["## Summary", "## Known, unknown, do next", "## Which configuration would pay", "## The evidence"]
     # the step cost's arithmetic and its why are in the first cause; in full on the details page
     assert "## Why one step cost 2.9 plain steps" in details and "## Causes in full" in details
     rec = incident.load()
     for fid in ("baseline_tps", "first_tps", "steps15_tps", "after_fix_tps", "validation_accuracy"):
         assert rec.figure(fid).text() in text, fid
+    # the lab's verdict on the hypotheses is on the details page (cold reads 56-57: the index's causes in a line or two)
     assert "Of the 4 hypotheses the lab tested at 5/1/6 (one at a time, on the lab), 2 give an accept length " \
-           "the incident's does not exclude" in text and "python3 eagle3_probe.py --url" in text
+           "the incident's does not exclude" in details and "python3 eagle3_probe.py --url" in text
+    assert "hypotheses the lab tested" not in text
     assert "alt=\"Accept length at 5/1/6" in details and "alt=" not in text  # the figure is on the details page
-    # the lab's limits are said on the first screen, with the run's prompt count
-    summary = text.split("## Known")[0]
-    assert "6 prompts per hypothesis" in summary and "step cost **2.93** plain decode steps (**calculated**)" in summary
-    # five causes, each with its status, in the order the summary names them; the verify cost first: the
-    # cold reads of 2026-12-05 (21-24) named it the main reason and missed it among the causes
-    causes = text.split("## Causes and their status")[1].split("## ")[0]
-    items = [line for line in causes.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
+    # the lab's limits are said on the first screen, in the header; its results are on the details page
+    head, summary = text.split("## Summary")[0], text.split("## Known")[0]
+    assert ("Lab results, on the details page: measured in this run (today) on a tiny target, on a CPU, decoded by the "
+            "lab server: mechanisms, not effect sizes.") in head
+    assert "Brackets" not in head and "Brackets: 95 % intervals." in details  # the index has no interval
+    # five causes, each with its status, in the summary; the verify cost first: the cold reads of 2026-12-05
+    # (21-24) named it the main reason and missed it among the causes
+    items = [line for line in summary.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
     assert [i[:2] for i in items] == ["1.", "2.", "3.", "4.", "5."]
     statuses = ["calculated", "verified", "fix not confirmed", "open", "candidate"]
     assert all(f"{word}" in item.split(".**")[0] for word, item in zip(statuses, items)), items
-    said = [summary.index(f"**{word}**") for word in ("calculated", "verified", "not confirmed", "open", "candidate")]
-    assert said == sorted(said)
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
-    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** 1.783 (the mean logged accept length) "
-                               "× 90 ÷ 54.8 tok/s = 2.93 plain steps per 5/1/6 step. A verify pass of 6 tokens reads "
-                               "the union of their experts, up to about 46 of 384 per MoE layer against 8 for a plain step "
-                               "([why, with layer timings](details.html#Why-one-step-cost-2.9-plain-steps)).")
+    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **2.93** plain "
+                               "decode steps (1.783, the mean logged accept length, × 90 ÷ 54.8 tok/s), so 5/1/6 pays "
+                               "only above an accept length of 2.9: verifying 6 tokens reads the union of their "
+                               "experts, on average about 46 of 384 per MoE layer if they route independently, a "
+                               "plain step 8 "
+                               "([why](details.html#Why-one-step-cost-2.9-plain-steps)). If the 90 tok/s ran with "
+                               "CUDA graphs and the speculative runs without, the graphs explain part of the 2.93.")
     assert "4.32 times as long for 6 tokens" in details  # the H200 layer timings: the details page
-    # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without
-    # ... and joined to the wiring cause's graphs-off case (cold reads 29, 31 found the two apart)
-    # said in full on the details page; the index keeps the step cost's arithmetic and its why (cold reads 44, 45
-    # read the caveat twice there, before the wiring cause it leans on)
+    # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without;
+    # in full on the details page, in a sentence on the index (cold reads 46, 47: without it the 2.93 looked
+    # unconfounded)
     assert ("unless the 90 tok/s ran with CUDA graphs and the speculative runs without") in details
-    assert "CUDA graphs and the speculative" not in items[0]
     items = items[1:]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
-    assert "2, not the 16 asked, at the first launch" in items[0]
+    assert "SGLang ran 2 draft tokens, not the 16 asked, at the first launch" in items[0]
     # the index gives each cause in a sentence or two (cold read 29: 15 minutes); the details page in full
     full = details.split("## Causes in full")[1].split("\n## ")[0]
     assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in full and "Later launches" not in text
-    assert "[the details page](details.html#Causes-in-full)" in causes
+    assert "([each in full](details.html#Causes-in-full))" in summary
     assert "*Fix:* the ids [03](03_embedding_fix.html) lists for your release." in items[1]  # EVIDENCE has no table
     assert ("**Set the ids** [notebook 03](03_embedding_fix.html) lists for your release in the draft's `config.json`"
             in text) and "By SGLang release" not in text and "The table below" not in text  # no table recorded
     assert "no SGLang server ran for this page" in text.split("## Summary")[0]  # said once, first
-    assert "*Next:* item 5 of *Do next*." in items[2]  # items, not steps: a step is a decode or verify pass
+    assert "*Next:* items 2 and 5." in items[2]  # items, not steps: a step is a decode or verify pass
 
 
 def test_hypotheses_are_grouped_by_their_rate_at_the_separating_position():
@@ -224,9 +227,9 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
         assert args.command == command.split()[1], command
     assert build_parser().parse_args(known_box.PATCH_LINE.split()[1:]).apply
     steps = steps[:2] + steps[3:]  # the measurements, as before the ids had an item of their own
-    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "For the incident: its logged accept rate 0.29–0.30 points to 0.5.10.post1 or earlier; later releases define it differently and would print 0.15–0.17." in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    assert "Read `version` and `disable_cuda_graph`" in steps[0] and "The incident's logged accept rate 0.29–0.30 points to 0.5.10.post1 or earlier: later releases define it differently and would print 0.15–0.17." in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
-    assert "(SGLang 0.5.9 or later)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
+    assert "(SGLang 0.5.9 or later; before it, the script prints the accept length only)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
     assert "eagle3lab doctor --draft" in steps[1]
     # the same line in steps 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
@@ -238,13 +241,14 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     # the script and the predictions are one request at a time; production load is the reader's to check
     # "caps speculation at 48" read as speculation switching off above 48 (cold reads 46-48)
     assert steps[4].endswith("Then check it at your load: the script sends one request at a time, and with "
-                             "speculation on SGLang lowers its limit on running requests to 48 unless "
+                             "speculation on, SGLang lowers its limit on running requests to 48 unless "
                              "`--max-running-requests` is set.")  # "reset to 48" (cold reads 37, 40, 43)
     assert known_box.speculative_cap() == 48
     # a keep rule above the noise, and the public drafts the advice quotes (data/cost/public-figures.json)
     # a keep rule a reader can apply without statistics (cold read 30): repeats, slowest against fastest
-    assert ("and at each a public draft (`lightseekorg/kimi-k2.5-eagle3` or `lightseekorg/kimi-k2.5-eagle3-mla`); run each, "
-            "and B, 3 times; keep the fastest only if its slowest run beats B's fastest") in steps[4]
+    assert ("the same way, with your draft and with a public one (`lightseekorg/kimi-k2.5-eagle3` or "
+            "`lightseekorg/kimi-k2.5-eagle3-mla`); run each, and B, 3 times; keep the fastest only if its slowest run "
+            "beats B's fastest.") in steps[4]
     # the launch line is SGLang's own flags for 5/1/6, as SGLang's resolver reads them (engines.effective)
     from eagle3lab.engines.effective import parse_launch_flags
 
@@ -254,16 +258,16 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert (flags["num_steps"], flags["topk"], flags["num_draft_tokens"]) == (5, 1, 6), flags
     assert "relaunch without speculative flags, CUDA graphs as you will serve, and run" in steps[2]
     assert known_box.release_rows({}, rec) == []  # a run that recorded no table of releases: no table
-    assert "64 or more prompts like your traffic" in text and "one per line, in your model's chat format" in text
+    assert "64 or more prompts like your traffic" in text and "one per line, in your chat format" in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
-    assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4] and "else serve without speculation" in steps[4]
+    assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4]  # the fallback is "Do first"'s
     # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
-    assert "without TTT, the fix is a retrain, not the server" in steps[1]
+    assert "without TTT, retrain rather than patch the server" in steps[1]
     # what the per-position profile says to do, on the index (cold reads 23, 31, 33 found it only on details.html)
     # ... as a table right after item 5, in the diagnosis' own thresholds (test_the_box_reads_a_profile_as_...)
     # folded: a look-up table, opened when acting on item 5 (cold reads 35-38: the tables slowed a first read most)
-    fold = "<details><summary>What each profile calls for: open the table</summary>"
+    fold = "<details><summary>Reading item 5's result: open the table</summary>"
     assert text.index("5. **Measure acceptance per draft position**") < text.index(fold) \
         < text.index("<th>profile at 5/1/6</th>") < text.index("</details>") < text.index("6. **Measure chain lengths**")
     assert "\n\n" not in text[text.index(fold):text.index("</details>")]  # one HTML block: the renderer keeps it whole
@@ -352,12 +356,12 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # page (cold reads 44-47: 10-15 minutes for the index, slowed by its numbers more than its words)
     verdict = moe_cost.advice_verdict()
     assert verdict == (
-        "Predicted, one request at a time, against 90 tok/s without speculation. If the incident's draft accepts at "
-        "the same rate at each position, nothing clearly pays; if only at position 1 (no TTT), 1/1/2 could reach at most "
-        "98–105 tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say would reach about 121 at 2/1/3 "
-        "or 3/1/4. The cost model behind it (bytes read per step) has erred both ways: measured step costs came out up to 48 % below its own "
-        "(tok/s could be higher) and, at 1/1/2, at least 7 % above it (tok/s lower). A shortlist to measure (item 6 of *Do "
-        "next*), not a forecast ([the table and every figure](details.html#Which-configuration-would-pay)).")
+        "Predicted for one request at a time, against 90 tok/s: if the incident's draft accepts at the same rate at each "
+        "position, nothing clearly pays; if only at position 1 (no TTT), 1/1/2 could reach at most 98–105 tok/s; a draft "
+        "as good as the public drafts' model cards say, about 121 at 2/1/3 or 3/1/4. The bytes-per-step model behind "
+        "these has erred both ways. Others' published MoE step costs and the incident's 15/1/16 launch came out up to "
+        "48 % below it: tok/s could be higher. The incident's 1/1/2 launch came out at least 7 % above it: tok/s could "
+        "be lower. A shortlist for item 6, not a forecast ([the table](details.html#Which-configuration-would-pay)).")
     info = {"what": "the ci lab", "when": "today", "runs_ok": {}}
     index = index_markdown(EVIDENCE, info)
     assert index.split("## Which configuration would pay\n\n")[1].split("\n\n## ")[0] == verdict
@@ -449,16 +453,13 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
     brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
     # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
-    # the graphs-off case carries the step cost's caveat, where the clues that point to it are said (cold reads 44,
-    # 46: before it, in the first cause, it leaned on clues not yet given; without it, the 2.93 looked unconfounded)
-    # an either/or with its decider (cold reads 50, 51 read the stacked conditionals three times)
-    assert brief == ("3. **Wiring mismatch: fix not confirmed.** Trained on [0, 3, 31]. The write-up's clues fit only "
-                     "0.5.4.post2 – 0.5.10 with CUDA graphs off: there the patch worked and the accept length left is the "
-                     "draft's (if the 90 tok/s ran with graphs, graphs explain part of the 2.93). But its served "
-                     "[3, 31, 59] is a reading of SGLang's code: with graphs on, the default, those releases fed "
-                     "[2, 30, 58] before and after, and the wiring alone can explain the accept length. Item 1, on the "
-                     "incident's server, tells which ([the reasoning](details.html#Causes-in-full)). *Fix:* your release's ids (item 3 of *Do "
-                     "next*).")
+    # an either/or with its decider (cold reads 50, 51 read the stacked conditionals three times); the step
+    # cost's CUDA-graph caveat is the first cause's, said without leaning on these clues (cold reads 44, 46)
+    # the index says what the fix hangs on, the reasoning a link away (cold reads 56, 57: 10-15 minutes)
+    assert brief == ("3. **Wiring mismatch: fix not confirmed.** On 0.5.4.post2 – 0.5.10, the releases the write-up's "
+                     "clues fit, the patch fed the trained [0, 3, 31] only with CUDA graphs off, and the wiring then "
+                     "cannot explain the accept length left; with graphs on, the default, the patch never reached the draft "
+                     "([why](details.html#Causes-in-full)). *Next:* item 1, on the incident's server; *fix:* item 3.")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -468,12 +469,13 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
         ["0.5.13", "either", [2, 30, 58], [0, 2, 30], "[-1, 3, 31] with the patch"],
         ["0.5.14 – 0.5.23", "either", [2, 30, 58], [0, 2, 30], "[0, 3, 31] (no patch)"]]
     page = index_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}})
-    summary, box = page.split("## Known")[0], page.split("## Known")[1].split("## Causes")[0]
+    summary, box = page.split("## Known")[0], page.split("## Known")[1].split("## Which")[0]
     # one recommended path first (cold reads 17, 18): the newest rows whose ids need no patch, graphs on
     assert known_box.recommended_row(ev)["versions"] == "0.5.14 – 0.5.23"
-    # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook)
-    assert ("**Do first.** Serve without speculation until a configuration measures faster than B, your tok/s "
-            "without it; *Do next* below says how, in 6 items.") in summary
+    # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook); B defined
+    # before it is used (cold reads 59, 60)
+    assert ("**Do first.** Serve without speculation. Measure your tok/s without it, B (item 4 of *Do next*), and "
+            "switch only to a configuration that measures faster.") in summary
     # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
     assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
             "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on. On 0.5.4.post2 "

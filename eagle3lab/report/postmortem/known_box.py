@@ -204,11 +204,11 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
     line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts {NUM_PROMPTS} --max-new-tokens 256"
     table = bool(release_rows(ev, rec))
     return [
-        f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. For the incident: its logged accept rate "
-        f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier; later releases define it differently and would print "
+        f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The incident's logged accept rate "
+        f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier: later releases define it differently and would print "
         f"{lo:.2f}–{hi:.2f}.",
         "**Check the draft's training script**: its boundaries, its TTT (in SpecForge, `ttt_length` 1 means none) "
-        "and the checkpoint its states came from; without TTT, the fix is a retrain, not the server. Its config "
+        "and the checkpoint its states came from; without TTT, retrain rather than patch the server. Its config "
         "against the target's:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         (f"**Set the ids** in the draft's `config.json` (`{IDS_KEY}`): {upgrade_words(ev)}."
@@ -217,13 +217,14 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
          f"draft's `config.json` (`{IDS_KEY}`). " + patch_words(present)),
         f"**Measure B**, your tok/s without speculation (the incident's {base} came from an unknown benchmark): "
         f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
-        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later): relaunch at {CHAINS[-1]} "
+        f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later; before it, the script prints "
+        f"the accept length only): relaunch at {CHAINS[-1]} "
         f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
         f"<br>then run<br>`{line} --baseline-tps B`",
-        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, and at each a public draft ("
-        + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep the fastest "
-        "only if its slowest run beats B's fastest, else serve without speculation. Then check it at your load: the "
-        f"script sends one request at a time, and with speculation on SGLang lowers its limit on running requests to "
+        f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and with a "
+        "public one (" + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep "
+        "the fastest only if its slowest run beats B's fastest. Then check it at your load: the script sends one "
+        f"request at a time, and with speculation on, SGLang lowers its limit on running requests to "
         f"{speculative_cap()} unless `--max-running-requests` is set.",
     ]
 
@@ -364,11 +365,10 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
                       table)
     parts += lines[:cut] + (["", ids_fold, ""] if table else []) + lines[cut:STEP["per_position"]]
     profiles = "\n\n".join(x for x in (profile_table(rec), misread_words(ev)) if x)
-    parts += ["", folded("What each profile calls for: open the table", profiles), ""]
+    parts += ["", folded(f"Reading item {STEP['per_position']}'s result: open the table", profiles), ""]
     parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
-                  "traffic, one per line, in your model's chat format "
-                  "([the format](details.html#The-next-measurement,-in-detail))."]
+                  "traffic, one per line, in your chat format ([the format](details.html#The-next-measurement,-in-detail))."]
     return "\n".join(parts)
 
 

@@ -41,7 +41,7 @@ def union_table(model) -> str:
 
 
 def why_section(rec=None) -> str:
-    """The details page's section (the index says it in its first cause: `union_sentences`)."""
+    """The details page's section (the index says it in its first cause: `union_brief`)."""
     cost = t.incident_cost(rec)
     model = costchecks.kimi_model()
     tgt = model.target
@@ -71,14 +71,14 @@ def why_section(rec=None) -> str:
     return "\n".join(text)
 
 
-def union_sentences(rec=None) -> str:
-    """Why a verify pass costs so much on this target, in a sentence (the index's first cause): the
+def union_brief(rec=None) -> str:
+    """Why a verify pass costs so much on this target, in a clause (the index's first cause): the
     union of experts it reads; the H200 layer timings that show it are on the details page."""
     tgt = costchecks.kimi_model().target
     k1 = t.incident_cost(rec)["k"] + 1
-    return (f"A verify pass of {k1} tokens reads the union of their experts, up to about "
-            f"{expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} per MoE layer against {tgt.active} for "
-            f"a plain step ([why, with layer timings](details.html#{WHY_ANCHOR})).")
+    return (f"verifying {k1} tokens reads the union of their experts, on average about "
+            f"{expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} per MoE layer if they route "
+            f"independently, a plain step {tgt.active} ([why](details.html#{WHY_ANCHOR})).")
 
 
 WHY_ANCHOR = "Why-one-step-cost-2.9-plain-steps"  # the details page's heading (page.details_markdown)
@@ -297,15 +297,21 @@ def advice_verdict(rec=None) -> str:
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay" if beats else "nothing clearly pays")
     miss = incident_misses()
     far = _farthest_below(miss)
-    return (f"Predicted, one request at a time, against {base:g} tok/s without speculation. If the incident's draft "
-            f"accepts at the same rate at each position, {verdict}; if only at position 1 (no TTT), {best1} could "
-            f"reach{capped} {low1:.0f}–{high1:.0f} tok/s. A draft as good as the public Kimi-K2.5 drafts' model cards say "
-            f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. "
-            "The cost model behind it (bytes read per step) "
-            f"has erred both ways: measured step costs came out up to {far:.0f} % below its own (tok/s could be "
-            f"higher) and, at {miss['short']}, at least {miss['short_above']} % above it (tok/s lower). A shortlist to "
-            f"measure ({items('chains')} of *Do next*), not a forecast ([the table and every figure]"
-            f"(details.html#{ADVICE_ANCHOR})).")
+    return (f"Predicted for one request at a time, against {base:g} tok/s: if the incident's draft accepts at the same "
+            f"rate at each position, {verdict}; if only at position 1 (no TTT), {best1} could reach{capped} "
+            f"{low1:.0f}–{high1:.0f} tok/s; a draft as good as the public drafts' model cards say, about "
+            f"{best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. The bytes-per-step "
+            f"model behind these has erred both ways. {_below_who(miss)} came out up to {far:.0f} % "
+            f"below it: tok/s could be higher. The incident's {miss['short']} launch came out at least "
+            f"{miss['short_above']} % above it: tok/s could be lower. A shortlist for {items('chains')}, not a forecast "
+            f"([the table](details.html#{ADVICE_ANCHOR})).")
+
+
+def _below_who(miss: dict) -> str:
+    """Whose step costs came out below the bytes model: others' published ones, where the public
+    figures hold both cases, and the incident's long launch."""
+    own = f"the incident's {miss['long']} launch"
+    return f"Others' published MoE step costs and {own}" if _public_band() else own[0].upper() + own[1:]
 
 
 def _advice_brief(rec, facts: dict, profiles: dict) -> str:

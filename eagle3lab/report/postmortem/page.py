@@ -30,38 +30,32 @@ def _link(nb: str, present=None) -> str:
     return f"[{nb}]({name}.html)"
 
 
-def summary(ev: dict, rec, hyp_rows: list[dict], lab: dict | None = None) -> str:
-    """The answer in five short paragraphs: what happened, the causes with their status, what to do
-    first, why it cost so much, what the lab can say. The box, the causes and the evidence follow."""
+def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
+    """The answer: what happened, the causes with their status and fix (one or two sentences each, the
+    reasoning on the details page), what to do first. The box follows. (Cold reads 44-55 put the index
+    at 10-15 minutes with a "why" paragraph here and the causes again below the box.)"""
     f = rec.figure
-    cost = t.incident_cost(rec)
-    lines = [
+    return "\n".join([
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation** at every "
         f"setting tried, before and after a wiring fix, ending at {f('after_fix_tps').text()} against "
         f"{f('baseline_tps').text()} without it, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
-        f"**Why.** On this sparse MoE each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps (**calculated**), "
-        f"so 5/1/6 pays only above an accept length of {cost['cost']:.1f}; the draft reached "
-        f"{f('after_fix_accept_length').text()}. A config override (**verified**) cut the first launch to 2 draft "
-        "tokens; a wiring mismatch was patched, the fix **not confirmed**. Why acceptance stayed near "
-        f"{cost['accept_length']:.1f} is **open**: a draft trained without TTT is the simplest explanation, not yet "
-        "checked; the layers the draft was trained on are a **candidate** cause.",
+        f"**The causes, with their status** ([each in full](details.html#{CAUSES_ANCHOR})):",
+        "",
+        causes_list(ev, rec, hyp_rows, present, brief=True),
         "",
         "**Do first.** " + do_first(ev, rec),
-        "",
-        "**The lab.** " + lab_caveat(ev, lab, hyp_rows),
-    ]
-    return "\n".join(lines)
+    ])
 
 
 def do_first(ev: dict, rec) -> str:
     """The decision first (no speculation until a measured configuration beats it), then where the
     way there is: the box's items (the simplest wiring fix is item 3's, not repeated here)."""
-    from eagle3lab.report.postmortem.known_box import STEP
+    from eagle3lab.report.postmortem.known_box import items
 
-    return ("Serve without speculation until a configuration measures faster than B, your tok/s without it; "
-            f"*Do next* below says how, in {len(STEP)} items.")
+    return (f"Serve without speculation. Measure your tok/s without it, B ({items('baseline')} of *Do next*), and "
+            "switch only to a configuration that measures faster.")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -114,43 +108,36 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     trained = rec.model["trained_boundaries"]
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
-        return f"Trained on {trained}. " + version_caveat(ev, rec, present)
+        return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
     versions, _, on = fit
-    base = rec.figure("baseline_tps").text()
-    cost = t.incident_cost(rec)["cost"]
-    return (f"Trained on {trained}. The write-up's clues fit only {versions} with CUDA graphs off: there the patch "
-            f"worked and the accept length left is the draft's (if the {base} ran with graphs, graphs explain part of "
-            f"the {cost:.2f}). But its served {rec.model['served_boundaries_before_fix']} is a reading of SGLang's "
-            f"code: with graphs on, the default, those releases fed {on['fix_feeds']} before and after, and the wiring "
-            f"alone can explain the accept length. {items('version').capitalize()}, on the incident's server, tells "
-            f"which ([the reasoning](details.html#{CAUSES_ANCHOR})).")
+    return (f"On {versions}, the releases the write-up's clues fit, the patch fed the trained {trained} only with CUDA "
+            "graphs off, and the wiring then cannot explain the accept length left; with graphs on, the default, the "
+            f"patch never reached the draft ([why](details.html#{CAUSES_ANCHOR})). "
+            f"*Next:* {items('version')}, on the incident's server; *fix:* {items('ids')}.")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
 
 
-def wiring_fix(ev: dict, present=None) -> str:
-    """Where the fix is: the box's table, a row per release and CUDA-graph setting (notebook 03)."""
+def wiring_fix(ev: dict, present=None, brief: bool = False) -> str:
+    """Where the fix is: the box's table, a row per release and CUDA-graph setting (notebook 03);
+    `brief` (the index, where the box is): the item alone."""
     from eagle3lab.report.postmortem.known_box import items
 
     if (ev.get("fix_ids") or {}).get("rows"):
-        return f"*Fix:* your release's ids ({items('ids')} of *Do next*)."
+        return f"*Fix:* {items('ids')}'s ids." if brief else f"*Fix:* your release's ids ({items('ids')} of *Do next*)."
     return f"*Fix:* the ids {_link('03', present)} lists for your release."
 
 
-def lab_caveat(ev: dict, lab: dict | None, hyp_rows: list[dict]) -> str:
-    """The lab's limits in two sentences, from its manifest and what the run measured: a reader
-    must not take a lab figure for the incident's (the details page says more)."""
+def lab_caveat(lab: dict | None) -> str:
+    """What the lab is, in a clause of the header, from its manifest: a reader must not take a lab
+    figure for the incident's (the details page says more)."""
     lab = lab or {}
-    prompts = t.prompts_text(hyp_rows)
     size = (f"{lab['name']}, a pretrained dense chat model"
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
             if lab.get("parameters") else "a tiny target")
-    text = f"The lab tests the mechanisms on {size}, on a CPU"
-    if prompts:
-        text += f", {prompts} prompts per hypothesis"
-    return text + ": mechanisms, not effect sizes."
+    return f"on {size}, on a CPU"
 
 
 def lab_limits(ev: dict, lab: dict | None) -> str:
@@ -195,10 +182,8 @@ def weak_reference(hyp_rows: list[dict]) -> str:
             "explains the incident's level; what a row shows is its profile against the reference's.")
 
 
-def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | None = None,
-                  brief: bool = False) -> str:
-    """What the lab's hypotheses say about the open cause; `brief` (the index): a weak lab without its
-    reference draft's figure, which the details page gives."""
+def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | None = None) -> str:
+    """What the lab's hypotheses say about the open cause (the details page's causes)."""
     if not tested:
         return "No hypothesis was measured in this run."
     where = f"Of the {len(tested)} hypotheses the lab tested at 5/1/6 (one at a time, on the lab)"
@@ -206,8 +191,7 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
     if weak_reference(hyp_rows or []):
         row = ref["_row"]
         guess = ", the write-up's INT4 guess among them" if any(r["name"] == WRITEUP_GUESS for r in tested) else ""
-        figure = ("" if brief else
-                  f": the lab's fault-free draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}")
+        figure = f": the lab's fault-free draft accepts {t.fmt(row['accept_length'], row.get('accept_length_ci95'))}"
         return f"The lab's drafts are too weak to rank the {len(tested)} hypotheses it tested{guess}{figure} ({DETAILS_LINK})."
     if not fits:
         return f"{where}, none fits the incident's accept length."
@@ -261,7 +245,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
                 if check else "SGLang's rules, read in its wheels, say so")
     measured = (ev.get("training_slice") or {}).get("gap")
     if brief:
-        return _numbered(_brief_causes(ev, rec, hyp_rows, present, resolver))
+        return _numbered(_brief_causes(ev, rec, present, resolver))
     items = [
         f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain steps per 5/1/6 step: mostly the "
         "verify pass reading the union of its tokens' experts (next section), unless "
@@ -291,38 +275,35 @@ def _numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
 
-def _brief_causes(ev: dict, rec, hyp_rows: list[dict], present, resolver: str) -> list[str]:
-    """The index's causes: status, the one fact it rests on, the fix; each in full on the details page."""
+def _brief_causes(ev: dict, rec, present, resolver: str) -> list[str]:
+    """The index's causes: status, the fact it rests on, the fix or the next item, a line or two each;
+    the reasoning in full on the details page (cold reads 56, 57 put the index at 10-15 minutes with
+    each cause's reasoning on it)."""
     from eagle3lab.report.postmortem import moe_cost
     from eagle3lab.report.postmortem.known_box import items as box_items
 
     f = rec.figure
     cost = t.incident_cost(rec)
-    tested = [r for r in hyp_rows if r["name"] != t.REFERENCE]
     gap = (ev.get("training_slice") or {}).get("gap") or {}
     slice_status = "candidate cause" + (f", {t.slice_word(ev)}" if gap else ", not measured in this run")
-    built = " when it was built" if "manifest" in ((ev.get("training_slice") or {}).get("source") or "") else ""
-    on_lab = (f"; on the lab (measured{built}) a draft trained so reaches {t.fmt(gap['ratio'], gap.get('ratio_ci95'))} "
-              f"of the accept length of one trained on low, middle and high layers; on {rec.model['target']}, unknown"
-              if gap.get("ratio") else "")
+    full = f"details.html#{CAUSES_ANCHOR}"
     return [
-        f"**Verify cost on a sparse MoE: calculated.** {cost['accept_length']:.3f} (the mean logged accept length) "
-        f"× {cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = {cost['cost']:.2f} plain steps per 5/1/6 step. "
-        + moe_cost.union_sentences(rec) + " *Fix:* a shorter chain or a draft that accepts "
-        "more ([the next section](#Which-configuration-would-pay)).",
-        f"**Config override: verified in SGLang's code.** With topk 1, SGLang runs steps + 1 draft tokens: "
-        f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch ({resolver}: "
-        f"{_link('01', present)}). *Fix:* draft tokens = steps + 1.",
-        "**Wiring mismatch: fix not confirmed.** " + wiring_brief(ev, rec, present) + " " + wiring_fix(ev, present),
-        f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without TTT, accepting only at position 1, "
-        f"would give 1 + {f('validation_accuracy').mid:.3f} = {1 + f('validation_accuracy').mid:.2f}: "
-        "arithmetic, not evidence. " + _fit_sentence(t.consistent(hyp_rows), tested, hyp_rows, brief=True)
-        + f" *Next:* {box_items('per_position')} of *Do next*.",
-        f"**Training slice: {slice_status}.** Training took the first 3 of 4 captured states, without the deepest"
-        f"{on_lab}. *Fix:* retrain on low, middle and high layers; no server patch.",
+        f"**Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps "
+        f"({cost['accept_length']:.3f}, the mean logged accept length, × {cost['baseline_tps']:g} ÷ "
+        f"{cost['spec_tps']:g} tok/s), so 5/1/6 pays only above an accept length of {cost['cost']:.1f}: "
+        + moe_cost.union_brief(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
+        f"runs without, the graphs explain part of the {cost['cost']:.2f}. *Fix:* a shorter chain or a draft that accepts more.",
+        f"**Config override: verified in SGLang's code.** With topk 1, SGLang ran "
+        f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked, at the first launch "
+        f"({resolver}: {_link('01', present)}). *Fix:* draft tokens = steps + 1.",
+        "**Wiring mismatch: fix not confirmed.** " + wiring_brief(ev, rec, present),
+        f"**Acceptance near {cost['accept_length']:.1f}: open.** Most simply, a draft trained without TTT: accepting "
+        f"only at position 1, at its training accuracy, it would give 1 + {f('validation_accuracy').mid:.3f} = "
+        f"{1 + f('validation_accuracy').mid:.2f}. Not yet checked. *Next:* {box_items('training', 'per_position')}.",
+        f"**Training slice: {slice_status}.** Training took the first 3 of the 4 captured states, leaving out the "
+        f"deepest, layer {rec.model['served_boundaries_before_fix'][-1]}'s ([on the lab]({full})). *Fix:* if "
+        f"{box_items('training')} confirms the slice, retrain on low, middle and high layers; no server patch.",
     ]
-
-
 
 
 # docs/sources.md section 7: 0.5.23 tokenizer_manager.py sets it for every finished request with a
@@ -454,9 +435,9 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
     for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
         failed = " (**failed in this run**)" if ok is False else ""
         links.append(f"[{name[:2]} · {SHORT.get(name, name)}]({name}.html){failed}")
-    lines = [f"- [The evidence in detail]({DETAILS}.html)"] if details else []
-    lines.append("- The notebooks, with code: " + "; ".join(links))
-    return "\n".join(lines)
+    if details:  # the index: one line
+        return f"[The causes in full, with their evidence]({DETAILS}.html). The notebooks, with code: " + "; ".join(links) + "."
+    return "- The notebooks, with code: " + "; ".join(links)
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
@@ -471,10 +452,8 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     parts = [
         f"# EAGLE-3 post-mortem: {rec.model['target']} speculative decoding slower than none",
         header(run_info, index=True),
-        "## Summary", summary(ev, rec, hyp_rows, run_info.get("lab")),
+        "## Summary", summary(ev, rec, hyp_rows, present),
         "## Known, unknown, do next", known_box.box(rec, ev, present),
-        "## Causes and their status", causes_list(ev, rec, hyp_rows, present, brief=True)
-        + f"\n\nEach in full, with what it rests on: [the details page](details.html#{CAUSES_ANCHOR}).",
         "## Which configuration would pay", moe_cost.advice_verdict(rec),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
     ]
@@ -482,15 +461,22 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 
 
 def header(run_info: dict, index: bool = False) -> str:
-    """What the figures are and the page's notation, once; `index`: the lab's figures are mostly on the
-    details page (cold reads 35-40 found the index's label covering almost nothing)."""
-    where = ", mostly on the details page" if index else ""
-    return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. Lab "
-            f"figures{where}: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said "
-            "otherwise. 5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
-            "TTT: training-time test, training a draft on its own guesses. Brackets: 95 % intervals. Boundaries: "
-            "points between layers, 0 the embedding, picked by the draft config's ids, differently by release; "
-            "[more terms](#Terms).*")
+    """What the figures are and the page's notation, once; `index`: what the lab is, its results being
+    on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
+    intervals, so no brackets to define (its brackets are lists of boundaries)."""
+    if index:
+        lab = (f"Lab results, on the details page: measured in this run ({run_info.get('when', '')}) "
+               f"{lab_caveat(run_info.get('lab'))}, decoded by {run_info.get('by', 'the lab server')}: mechanisms, not "
+               "effect sizes. ")
+        brackets = ""
+    else:
+        lab = f"Lab figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said otherwise. "
+        brackets = "Brackets: 95 % intervals. "
+    return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
+            "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
+            f"TTT: training-time test, training a draft on its own guesses. {brackets}Boundaries: the points between "
+            "layers where a draft's hidden states are taken, 0 the embedding output, k the input of layer k; a "
+            "config's ids name them, differently by release. [More terms](#Terms).*")
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
