@@ -109,7 +109,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert all(f"{word}" in item.split(".**")[0] for word, item in zip(statuses, items)), items
     assert all("*Fix:*" in i or "*Next:*" in i for i in items)
     assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **2.93** plain "
-                               "decode steps (1.783, the mean logged accept length, × 90 ÷ 54.8 tok/s), so 5/1/6 pays "
+                               "decode steps (1.783, the mean of the logged accept lengths 1.73, 1.77 and 1.85, × 90 ÷ 54.8 tok/s), so 5/1/6 pays "
                                "only above an accept length of 2.9: verifying 6 tokens reads the union of their "
                                "experts, on average about 46 of 384 per MoE layer if they route independently, a "
                                "plain step 8 "
@@ -259,6 +259,9 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert "relaunch without speculative flags, CUDA graphs as you will serve, and run" in steps[2]
     assert known_box.release_rows({}, rec) == []  # a run that recorded no table of releases: no table
     assert "64 or more prompts like your traffic" in text and "one per line, in your chat format" in text
+    # where the eagle3lab commands come from (cold reads 55-64: "the page never says how to install it")
+    assert ("The `eagle3lab` commands (item 2 and the table of item 3) need this project's package, not on PyPI: "
+            "`pip install -e .` in a checkout of its repository.") in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4]  # the fallback is "Do first"'s

@@ -368,7 +368,9 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     parts += ["", folded(f"Reading item {STEP['per_position']}'s result: open the table", profiles), ""]
     parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table
     parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
-                  "traffic, one per line, in your chat format ([the format](details.html#The-next-measurement,-in-detail))."]
+                  "traffic, one per line, in your chat format ([the format](details.html#The-next-measurement,-in-detail)). "
+                  f"The `eagle3lab` commands ({items('training')} and the table of {items('ids')}) need this project's "
+                  "package, not on PyPI: `pip install -e .` in a checkout of its repository."]
     return "\n".join(parts)
 
 

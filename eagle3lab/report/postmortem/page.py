@@ -271,6 +271,12 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
     return _numbered(items)
 
 
+def _and(values) -> str:
+    """`1.73, 1.77 and 1.85`: a figure's values as the page lists them."""
+    said = [f"{v:g}" for v in values]
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
+
 def _numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
@@ -289,7 +295,8 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[str]:
     full = f"details.html#{CAUSES_ANCHOR}"
     return [
         f"**Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps "
-        f"({cost['accept_length']:.3f}, the mean logged accept length, × {cost['baseline_tps']:g} ÷ "
+        f"({cost['accept_length']:.3f}, the mean of the logged accept lengths "
+        f"{_and(f('after_fix_accept_length').value)}, × {cost['baseline_tps']:g} ÷ "
         f"{cost['spec_tps']:g} tok/s), so 5/1/6 pays only above an accept length of {cost['cost']:.1f}: "
         + moe_cost.union_brief(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
         f"runs without, the graphs explain part of the {cost['cost']:.2f}. *Fix:* a shorter chain or a draft that accepts more.",

@@ -277,7 +277,7 @@ def timeline_brief(rec=None) -> list[dict]:
               f"launched at {label('first')}, which ran {f('draft_tokens_run_first').value} draft tokens: "
               f"{tps('first_tps')} against {f('baseline_tps').text()} without speculation",
               f"relaunched at {label('steps15')}: {tps('steps15_tps')}, slower still",
-              f"wiring found off: trained on {m['trained_boundaries']}, served {m['served_boundaries_before_fix']}; "
+              f"wiring found off: trained on boundaries {m['trained_boundaries']}, served {m['served_boundaries_before_fix']}; "
               f"standalone test with the right inputs {f('standalone_accuracy').text()}",
               f"embedding capture patched, ids {m['config_ids_before_fix']} → {m['config_ids_after_fix']}",
               f"relaunched at {label('after_fix')}: {tps('after_fix_tps')}, accept length "
