@@ -272,7 +272,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
 
 
 def _and(values) -> str:
-    """`1.73, 1.77 and 1.85`: a figure's values as the page lists them."""
+    """A figure's values as the page lists them: "a, b and c"."""
     said = [f"{v:g}" for v in values]
     return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
 
