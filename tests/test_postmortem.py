@@ -323,8 +323,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     brief = moe_cost.advice_markdown(brief=True)
     # in the details page's direction: others' costs below the model, by 4-48 % (not the model 4-48 % above them:
     # 1 / (1 - 0.48) is 1.92; cold read 32)
-    assert ("Step costs measured by others and at the incident's other launches came out from 48 % below the model "
-            "to at least 7 % above it ([in full]"
+    # whose costs, named as the index names them (moe_cost._below_who)
+    assert ("Others' published MoE step costs and the incident's 15/1/16 launch came out up to 48 % below the model, "
+            "the incident's 1/1/2 launch at least 7 % above it ([in full]"
             "(details.html#The-step-cost:-layers-measured,-and-what-others-measured)).") in brief
     # both ends of the model's 5/1/6 cost, by draft vocabulary (cold read 35: the 32 k end alone picked the best case)
     assert "nothing fitted): 2.98–3.26 plain steps at 5/1/6, 2–11 % above the incident's 2.93" in brief

@@ -135,9 +135,8 @@ def misses_brief() -> str:
     """The bytes model's error band in one plain sentence (the index; the details page names each
     case): from the farthest below it a measured step cost came out to the least above it."""
     miss = incident_misses()
-    who = "by others and at the incident's other launches" if _public_band() else "at the incident's other launches"
-    return (f"Step costs measured {who} came out from {_farthest_below(miss):.0f} % below the model to at least "
-            f"{miss['short_above']} % above it ([in full](details.html#{LAYERS_ANCHOR})).")
+    return (f"{_below_who(miss)} came out up to {_farthest_below(miss):.0f} % below the model, the incident's "
+            f"{miss['short']} launch at least {miss['short_above']} % above it ([in full](details.html#{LAYERS_ANCHOR})).")
 
 
 def _farthest_below(miss: dict) -> float:

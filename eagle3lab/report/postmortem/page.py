@@ -202,11 +202,6 @@ def _fit_sentence(fits: list[dict], tested: list[dict], hyp_rows: list[dict] | N
 WRITEUP_GUESS = "quant-int4"  # the write-up's own guess: an INT4 target at serving, unquantized in training
 
 
-def _names(rows: list[dict]) -> str:
-    names = [f"*{t.short(r['name'])}*" for r in rows]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def _topk1_since() -> str:
     """The release from which every SGLang release read sets draft tokens = steps + 1 under topk 1
     (the rules as read in the wheels, oldest first)."""
@@ -271,10 +266,9 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
     return _numbered(items)
 
 
-def _and(values) -> str:
-    """A figure's values as the page lists them: "a, b and c"."""
-    said = [f"{v:g}" for v in values]
-    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+def _and(words: list[str]) -> str:
+    """Words as the page lists them: "a, b and c"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _numbered(items: list[str]) -> str:
@@ -296,7 +290,7 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[str]:
     return [
         f"**Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps "
         f"({cost['accept_length']:.3f}, the mean of the logged accept lengths "
-        f"{_and(f('after_fix_accept_length').value)}, × {cost['baseline_tps']:g} ÷ "
+        f"{_and([f'{v:g}' for v in f('after_fix_accept_length').value])}, × {cost['baseline_tps']:g} ÷ "
         f"{cost['spec_tps']:g} tok/s), so 5/1/6 pays only above an accept length of {cost['cost']:.1f}: "
         + moe_cost.union_brief(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
         f"runs without, the graphs explain part of the {cost['cost']:.2f}. *Fix:* a shorter chain or a draft that accepts more.",
