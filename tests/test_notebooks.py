@@ -52,7 +52,14 @@ def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
     assert (ci_report.out_dir / "eagle3_probe.py").is_file()  # the next measurement, next to the pages
     # the evidence in full is the second page, linked from the first
     details = (ci_report.out_dir / "details.html").read_text()
+    runbook = (ci_report.out_dir / "runbook.html").read_text()  # the box's items in full
     assert 'href="details.html"' in index and 'href="index.html"' in details
+    assert 'href="runbook.html"' in index and 'href="index.html"' in runbook
+    assert [h.rstrip("¶") for h in re.findall(r"<h2[^>]*>(.*?)<", runbook)][:7] == [
+        "What you need", "Item 1: confirm the SGLang version and CUDA graphs", "Item 2: check how the draft was trained",
+        "Item 3: set the ids", "Item 4: measure B", "Item 5: measure acceptance per draft position",
+        "Item 6: measure chain lengths"]
+    assert not re.search(r'class="[^"]*jp-CodeCell', runbook), "the runbook shows code cells"
     assert not re.search(r'class="[^"]*jp-CodeCell', details), "the details page shows code cells"
     assert re.findall(r"<h2[^>]*>(.*?)<", details)[:6] == [
         "Timeline, figure by figure", "Causes in full", "Why one step cost 2.9 plain steps",
@@ -63,7 +70,7 @@ def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
 
 
 def test_the_index_links_resolve_and_carry_no_local_path(ci_report):
-    for page in (ci_report.index_path, ci_report.out_dir / "details.html"):
+    for page in (ci_report.index_path, ci_report.out_dir / "details.html", ci_report.out_dir / "runbook.html"):
         html = page.read_text()
         assert report.broken_links(html, folder=ci_report.out_dir) == [], page.name
         assert report.local_paths(html) == [], page.name
@@ -88,7 +95,8 @@ def test_every_page_defines_terms_before_use_and_intervals_hold(ci_report):
     assert used <= defined, used - defined  # a post-mortem defines its terms once, in its last section
     pages = [blocks_of(run.html_path.read_text()) for run in ci_report.runs]  # read in order, 01 to 05
     assert glossary.undefined_before_use([b for page in pages for b in page], slack=2) == []
-    for path in [ci_report.index_path, ci_report.out_dir / "details.html"] + [run.html_path for run in ci_report.runs]:
+    post = [ci_report.index_path, ci_report.out_dir / "details.html", ci_report.out_dir / "runbook.html"]
+    for path in post + [run.html_path for run in ci_report.runs]:
         # every "x [lo, hi]" a sentence prints has its estimate inside its interval
         plain = re.sub(r"<[^>]+>", "", path.read_text()).replace("**", "")
         for point, lo, hi in re.findall(r"(\d+\.\d+)×? \[(\d+\.\d+), (\d+\.\d+)\]", plain):

@@ -8,7 +8,7 @@ import pytest
 from eagle3lab.report import incident
 from eagle3lab.acceptance import predict
 from eagle3lab.report.postmortem import tables as t
-from eagle3lab.report.postmortem.page import details_markdown, index_markdown
+from eagle3lab.report.postmortem.page import details_markdown, index_markdown, runbook_markdown
 
 
 def _row(L, ci, sp=1.0, sp_ci=(0.9, 1.1), base=100.0, pp=(0.8, 0.1, 0.0, None, None), n=(400, 320, 30, 0, 0)):
@@ -98,40 +98,48 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert "alt=\"Accept length at 5/1/6" in details and "alt=" not in text  # the figure is on the details page
     # the lab's limits are said on the first screen, in the header; its results are on the details page
     head, summary = text.split("## Summary")[0], text.split("## Known")[0]
-    assert ("Lab results, on the details page: measured in this run (today) on a tiny target, on a CPU, decoded by the "
-            "lab server: mechanisms, not effect sizes.") in head
+    assert ("Lab results are on the details page, from a tiny target, on a CPU, decoded by the lab server: mechanisms, "
+            "not effect sizes.") in head
     assert "Brackets" not in head and "Brackets: 95 % intervals." in details  # the index has no interval
     # five causes, each with its status, in the summary; the verify cost first: the cold reads of 2026-12-05
     # (21-24) named it the main reason and missed it among the causes
-    items = [line for line in summary.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.")]
-    assert [i[:2] for i in items] == ["1.", "2.", "3.", "4.", "5."]
-    statuses = ["calculated", "verified", "fix not confirmed", "open", "candidate"]
-    assert all(f"{word}" in item.split(".**")[0] for word, item in zip(statuses, items)), items
-    assert all("*Fix:*" in i or "*Next:*" in i for i in items)
-    assert items[0].startswith("1. **Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **2.93** plain "
-                               "decode steps (1.783, the mean of the logged accept lengths 1.73, 1.77 and 1.85, × 90 ÷ 54.8 tok/s), so 5/1/6 pays "
-                               "only above an accept length of 2.9: verifying 6 tokens reads the union of their "
-                               "experts, on average about 46 of 384 per MoE layer if they route independently, a "
-                               "plain step 8 "
-                               "([why](details.html#Why-one-step-cost-2.9-plain-steps)). If the 90 tok/s ran with "
-                               "CUDA graphs and the speculative runs without, the graphs explain part of the 2.93.")
+    # a table, a row each: cause, status, what shows it, fix or next (cold reads 56-68: 9-18 minutes with the
+    # arithmetic and the version ranges inline; cold read 67 asked for this table)
+    rows = [line for line in summary.splitlines() if line.startswith("| ")]
+    assert rows[0] == "| cause | status | what shows it | fix, or next |" and len(rows) == 6, rows
+    items = [[c.strip() for c in r.strip("|").split(" | ")] for r in rows[1:]]
+    assert [i[1] for i in items] == ["calculated", "verified in SGLang's code", "fix not confirmed", "open",
+                                     "candidate cause, not measured in this run"], items  # EVIDENCE has no slice
+    assert items[0][2] == ("Each 5/1/6 step cost **2.93** plain decode steps ([how](details.html#Causes-in-full)), so "
+                           "it pays only above an accept length of 2.9; the logged ones were 1.73–1.85. Verifying 6 "
+                           "tokens reads about 46 of 384 experts per MoE layer if they route independently, a "
+                           "plain step 8 "
+                           "([why](details.html#Why-one-step-cost-2.9-plain-steps)).")
+    assert items[0][3] == "a shorter chain or a better draft"
+    # why: the union of experts if they route independently, and the CUDA-graph alternative (cold reads 44, 46)
+    why = details.split("## Why one step cost 2.9 plain steps")[1].split("\n## ")[0]
+    assert ("Part of the 2.93 may be CUDA graphs: if the 90 tok/s ran with them and the speculative runs without (the "
+            "write-up does not say).") in why and "about 45.6 per layer on average if they route independently" in why
+    # the arithmetic one click away (cold read 64 could not derive 1.783 from the range)
+    assert ("2.93 plain steps per 5/1/6 step (1.783, the mean of the logged accept lengths 1.73, 1.77 and 1.85, × 90 "
+            "÷ 54.8 tok/s)") in details
     assert "4.32 times as long for 6 tokens" in details  # the H200 layer timings: the details page
     # an alternative the page's own graphs-off case raises (cold reads 25, 26): B with graphs, speculation without;
     # in full on the details page, in a sentence on the index (cold reads 46, 47: without it the 2.93 looked
     # unconfounded)
     assert ("unless the 90 tok/s ran with CUDA graphs and the speculative runs without") in details
-    items = items[1:]
+    items = [" | ".join(i) for i in items[1:]]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
-    assert "SGLang ran 2 draft tokens, not the 16 asked, at the first launch" in items[0]
+    assert "The first launch ran 2 draft tokens, not the 16 asked" in items[0]
     # the index gives each cause in a sentence or two (cold read 29: 15 minutes); the details page in full
     full = details.split("## Causes in full")[1].split("\n## ")[0]
     assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in full and "Later launches" not in text
     assert "([each in full](details.html#Causes-in-full))" in summary
     assert "*Fix:* the ids [03](03_embedding_fix.html) lists for your release." in items[1]  # EVIDENCE has no table
-    assert ("**Set the ids** [notebook 03](03_embedding_fix.html) lists for your release in the draft's `config.json`"
-            in text) and "By SGLang release" not in text and "The table below" not in text  # no table recorded
+    assert ("[**Set the ids**](runbook.html#Item-3:-set-the-ids) [notebook 03](03_embedding_fix.html) lists for your "
+            "release in the draft's `config.json`." in text) and "By SGLang release" not in text and "The table below" not in text  # no table recorded
     assert "no SGLang server ran for this page" in text.split("## Summary")[0]  # said once, first
-    assert "*Next:* items 2 and 5." in items[2]  # items, not steps: a step is a decode or verify pass
+    assert items[2].endswith(" | items 2 and 5")  # items, not steps: a step is a decode or verify pass
 
 
 def test_hypotheses_are_grouped_by_their_rate_at_the_separating_position():
@@ -213,16 +221,38 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert known_box.WIRING_QUOTE in rec.text and known_box.SERVED_QUOTE in rec.text  # the write-up's own words
     for u in rec.unstated:
         assert u["what"] in text
-    steps = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.", "6.")]
-    assert [s[:2] for s in steps] == ["1.", "2.", "3.", "4.", "5.", "6."]
+    brief = [line for line in text.splitlines() if line[:2] in ("1.", "2.", "3.", "4.", "5.", "6.")]
+    assert [s[:2] for s in brief] == ["1.", "2.", "3.", "4.", "5.", "6."]
     assert list(known_box.STEP.values()) == [1, 2, 3, 4, 5, 6]  # the order the causes and the advice refer to
+    # on the index each item is a line or two with its command, its name linking to its section of the runbook,
+    # where it is in full with its tables open (cold reads 56-66: 9-15 minutes with them on the index, folded)
+    runbook = known_box.runbook_sections(rec)
+    assert [h for h, _ in runbook] == [known_box.item_heading(n) for n in known_box.STEP]
+    for (heading, _), line in zip(runbook, brief):
+        assert f"(runbook.html#{heading.replace(' ', '-')})" in line, line
+    assert brief[0] == ("1. [**Confirm the SGLang version and CUDA graphs**](runbook.html#Item-1:-confirm-the-SGLang-"
+                        "version-and-CUDA-graphs): `curl -s http://HOST:30000/get_server_info`. The incident's logged "
+                        "accept rate 0.29–0.30 suggests 0.5.10.post1 or earlier (later releases print 0.15–0.17 for "
+                        "it).")  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
+    line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
+    assert brief[3].endswith(f", tok/s without speculation: `{line}`")
+    assert brief[4].endswith(f", relaunched at 5/1/6 with item 3's ids: `{line} --baseline-tps B`")
+    assert brief[5].endswith("1/1/2, 2/1/3 and 3/1/4 the same way, 3 runs each, B too; keep one only if its slowest "
+                             "run beats B's fastest.")
+    assert "<details>" not in text and "[the runbook](runbook.html)" in text
+    # where the eagle3lab commands come from (cold reads 55-64: "the page never says how to install it")
+    assert ("The `eagle3lab` commands need this project's package, not on PyPI: `pip install -e .` in a checkout of "
+            "its repository.") in text
+    assert "64 or more prompts like your traffic, one per line, in the chat format your draft was trained on" in text
+    text = "\n\n".join(body for _, body in runbook)  # the runbook: each item in full
+    steps = [body.split("\n\n")[0] for _, body in runbook]
     # the ids go where SGLang reads them (eagle3lab.doctor.formats), after the boundaries are confirmed
     assert "in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`)" in steps[2]
     # the page's commands are the CLI's own: each parses with eagle3lab's parser
     from eagle3lab.cli import build_parser
 
     for command in (known_box.PATCH_LINE, "eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR"):
-        assert f"`{command}`" in text
+        assert f"`{command}`" in text + known_box.patch_words()
         args = build_parser().parse_args(command.split()[1:])
         assert args.command == command.split()[1], command
     assert build_parser().parse_args(known_box.PATCH_LINE.split()[1:]).apply
@@ -230,7 +260,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert "Read `version` and `disable_cuda_graph`" in steps[0] and "The incident's logged accept rate 0.29–0.30 points to 0.5.10.post1 or earlier: later releases define it differently and would print 0.15–0.17." in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later; before it, the script prints the accept length only)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
-    assert "eagle3lab doctor --draft" in steps[1]
+    assert "eagle3lab doctor --draft" in steps[1] and "Optional, with this project's package: `eagle3lab doctor" in brief[1]
     # the same line in steps 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert f"`{line}`" in steps[2] and f"`{line} --baseline-tps B`" in steps[3]
@@ -258,22 +288,17 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert (flags["num_steps"], flags["topk"], flags["num_draft_tokens"]) == (5, 1, 6), flags
     assert "relaunch without speculative flags, CUDA graphs as you will serve, and run" in steps[2]
     assert known_box.release_rows({}, rec) == []  # a run that recorded no table of releases: no table
-    assert "64 or more prompts like your traffic" in text and "one per line, in your chat format" in text
-    # where the eagle3lab commands come from (cold reads 55-64: "the page never says how to install it")
-    assert ("The `eagle3lab` commands (item 2 and the table of item 3) need this project's package, not on PyPI: "
-            "`pip install -e .` in a checkout of its repository.") in text
     # B measured like S (the probe's own assumption), not the incident's benchmark figure
     assert "without speculative flags" in steps[2] and "--baseline-tps B" in steps[3]
     assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4]  # the fallback is "Do first"'s
     # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
     assert "without TTT, retrain rather than patch the server" in steps[1]
-    # what the per-position profile says to do, on the index (cold reads 23, 31, 33 found it only on details.html)
-    # ... as a table right after item 5, in the diagnosis' own thresholds (test_the_box_reads_a_profile_as_...)
-    # folded: a look-up table, opened when acting on item 5 (cold reads 35-38: the tables slowed a first read most)
-    fold = "<details><summary>Reading item 5's result: open the table</summary>"
-    assert text.index("5. **Measure acceptance per draft position**") < text.index(fold) \
-        < text.index("<th>profile at 5/1/6</th>") < text.index("</details>") < text.index("6. **Measure chain lengths**")
-    assert "\n\n" not in text[text.index(fold):text.index("</details>")]  # one HTML block: the renderer keeps it whole
+    # what the per-position profile says to do, on the runbook (cold reads 23, 31, 33 found it only on details.html)
+    # ... as a table right after item 5's line, in the diagnosis' own thresholds (test_the_box_reads_a_profile_as_...),
+    # open (cold reads 56-65 asked to unfold it), after which release returns which histogram field
+    item5 = runbook[4][1]
+    assert item5.index("**Measure acceptance per draft position**") < item5.index("`spec_accept_histogram`") \
+        < item5.index("| profile at 5/1/6 | reads as | do |")
     assert ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the draft's "
             "validation accuracy, 74.7 % here (use your draft's own); `eagle3_probe.py` prints positions 2–5 pooled, "
             "their drafts accepted over reached:") in known_box.profile_table(rec)
@@ -296,8 +321,12 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     # its own paragraph in the fold, after the table and the quantized-target note (an appended sentence would join
     # the table's last row)
     monkeypatch.setattr(labwords, "seed_ttt", lambda: True)
-    fold = known_box.box(rec, {**EVIDENCE, "acceptance": {"diagnosis": ["multi_step"]}})
-    assert "</table>\n<p>A quantized target:" in fold and "(item 2).</p>\n<p>Before a retrain, confirm item 2" in fold
+    item5 = known_box.runbook_sections(rec, {**EVIDENCE, "acceptance": {"diagnosis": ["multi_step"]}})[4][1]
+    assert item5.endswith("|\n\nA quantized target: Kimi-K2.5's checkpoint stores its routed experts at 4.5 bits per "
+                          "weight, scales included (its `quantization_config`); if the draft's training states came "
+                          "from a bf16 copy, the served target feeds it other values (item 2).\n\nBefore a retrain, "
+                          "confirm item 2: on the lab, this rule read a draft trained with TTT, weak at every position, "
+                          "as one without.")
     assert "the checkpoint its states came from" in steps[1]
     nm = details_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}}).split(
         "## The next measurement")[1].split("\n## ")[0]
@@ -360,12 +389,12 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # page (cold reads 44-47: 10-15 minutes for the index, slowed by its numbers more than its words)
     verdict = moe_cost.advice_verdict()
     assert verdict == (
-        "Predicted for one request at a time, against 90 tok/s: if the incident's draft accepts at the same rate at each "
-        "position, nothing clearly pays; if only at position 1 (no TTT), 1/1/2 could reach at most 98–105 tok/s; a draft "
-        "as good as the public drafts' model cards say, about 121 at 2/1/3 or 3/1/4. The bytes-per-step model behind "
-        "these has erred both ways. Others' published MoE step costs and the incident's 15/1/16 launch came out up to "
-        "48 % below it: tok/s could be higher. The incident's 1/1/2 launch came out at least 7 % above it: tok/s could "
-        "be lower. A shortlist for item 6, not a forecast ([the table](details.html#Which-configuration-would-pay)).")
+        "Predicted, one request at a time against 90 tok/s: at the incident's acceptance nothing clearly pays; a draft "
+        "accepting only at position 1 (no TTT) reaches at most 98–105 tok/s at 1/1/2; one as good as the public drafts, "
+        "about 121 at 2/1/3 or 3/1/4. The bytes-per-step model behind these has erred both ways: others' published MoE "
+        "step costs and the incident's 15/1/16 launch came out up to 48 % below it (tok/s higher), the incident's 1/1/2 "
+        "launch at least 7 % above it (tok/s lower). Measure before switching (item 6; "
+        "[the table](details.html#Which-configuration-would-pay)).")
     info = {"what": "the ci lab", "when": "today", "runs_ok": {}}
     index = index_markdown(EVIDENCE, info)
     assert index.split("## Which configuration would pay\n\n")[1].split("\n\n## ")[0] == verdict
@@ -455,15 +484,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "[2, 30, 58] before and after the patch, and the wiring can still explain it. *Fix:* your release's ids (item 3 of "
             "*Do next*).") in wiring
     assert "val + 1" in rec.text and "set_eagle3_layers_to_capture" in rec.text  # the write-up's own explanation
-    brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[2]  # the index
+    brief = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[4]  # the index's table, row 3
     # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
-    # an either/or with its decider (cold reads 50, 51 read the stacked conditionals three times); the step
-    # cost's CUDA-graph caveat is the first cause's, said without leaning on these clues (cold reads 44, 46)
-    # the index says what the fix hangs on, the reasoning a link away (cold reads 56, 57: 10-15 minutes)
-    assert brief == ("3. **Wiring mismatch: fix not confirmed.** On 0.5.4.post2 – 0.5.10, the releases the write-up's "
-                     "clues fit, the patch fed the trained [0, 3, 31] only with CUDA graphs off, and the wiring then "
-                     "cannot explain the accept length left; with graphs on, the default, the patch never reached the draft "
-                     "([why](details.html#Causes-in-full)). *Next:* item 1, on the incident's server; *fix:* item 3.")
+    # what the fix hangs on, in a sentence, the reasoning a link away (cold reads 56-68: 9-18 minutes with the
+    # either/or on the index; its consequence is on the details page)
+    assert brief == ("| Wiring mismatch | fix not confirmed | Whether the patch reached the draft depends on the SGLang "
+                     "release and on CUDA graphs, neither reported. On 0.5.4.post2 – 0.5.10, where the incident's accept "
+                     "rate points, it never did with CUDA graphs on, the default ([why](details.html#Causes-in-full)). | "
+                     "items 1 and 3 |")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
@@ -478,21 +506,27 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert known_box.recommended_row(ev)["versions"] == "0.5.14 – 0.5.23"
     # the decision first, then the way there: the box's items (cold reads 19-22 asked for one runbook); B defined
     # before it is used (cold reads 59, 60)
-    assert ("**Do first.** Serve without speculation. Measure your tok/s without it, B (item 4 of *Do next*), and "
-            "switch only to a configuration that measures faster.") in summary
+    assert ("**Do first.** Serve without speculation, and switch only to a configuration that measures faster "
+            "than B, your tok/s without it (item 4 below).") in summary
     # item 3 decides first (cold reads 27, 28: upgrade, else the row of the release kept), the table follows it
-    assert ("3. **Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_ids`): "
-            "simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on. On 0.5.4.post2 "
-            "– 0.5.10 with CUDA graphs on, no ids work: upgrade, or `--disable-cuda-graph` with the embedding-capture patch. Other "
-            "releases: the table below.") in box  # the row that decides whether the fix did anything (reads 46-48)
+    # one instruction on the index (cold read 68: upgrading fixes the wiring with graphs on and returns the histogram)
+    assert ("3. [**Set the ids**](runbook.html#Item-3:-set-the-ids): simplest, upgrade to SGLang 0.5.14 – 0.5.23 and "
+            "set `eagle_config.eagle_aux_hidden_state_layer_ids` to [0, 3, 31] in the draft's `config.json`, no patch "
+            "(these releases also return the histogram item 5 reads); other releases: the runbook.") in box
+    assert known_box.histogram_words("0.5.4.post2 – 0.5.10") == "" and known_box.histogram_from() == "0.5.9"
+    item3 = known_box.runbook_sections(rec, ev)[2][1]  # in full, the table open right after it
+    assert item3.startswith("**Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_"
+                            "ids`): simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA "
+                            "graphs on. On 0.5.4.post2 – 0.5.10 with CUDA graphs on, no ids work: upgrade, or "
+                            "`--disable-cuda-graph` with the embedding-capture patch. Other releases: the table below.")
     # the box shows the ids to set; what each release fed is evidence, on the details page (cold read 29)
     # its second way out only where graphs off serve those releases (notebook 03's graphs-off table)
     assert known_box.no_ids_words({"fix_ids": {**ev["fix_ids"], "rows_graphs_off": []}}, rec) == ""
-    table = known_box.release_table(ev, rec, brief=True)  # folded in the box, under a line that says what it holds
+    table = known_box.release_table(ev, rec, brief=True)
     assert "| 0.5.4.post2 – 0.5.10 | off | [-1, 2, 30] with the patch |" in table
-    assert "<td>0.5.4.post2 – 0.5.10</td>\n  <td>off</td>\n  <td>[-1, 2, 30] with the patch</td>" in box
-    fold = "<details><summary>The ids by release: open the table</summary>"
-    assert box.index("3. **Set the ids**") < box.index(fold) < box.index("<th>SGLang</th>") < box.index("4. **Measure B**")
+    assert item3.endswith("\n\n" + table) and "| SGLang |" not in box
+    runbook = runbook_markdown(ev, {"what": "the ci lab", "when": "today", "runs_ok": {}})
+    assert runbook.index("## Item 3: set the ids") < runbook.index(table) < runbook.index("## Item 4: measure B")
     assert "| SGLang | CUDA graphs | ids that feed boundaries [0, 3, 31] |" in table
     # the releases before the setter for this architecture cannot serve the draft at all (sglang_capture); other
     # drafts' ids from the wiring command (cold reads 36-38 asked for a rule beyond this draft's boundaries)

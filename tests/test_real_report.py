@@ -101,7 +101,7 @@ def test_training_curve_sentence_and_caveat(lab):
     from eagle3lab.report.render import lab_facts, lab_sentence
 
     caveat = page.lab_caveat(lab_facts("smollm2"))
-    assert caveat == "on SmolLM2-135M-Instruct, a pretrained dense chat model, on a CPU"
+    assert caveat == "SmolLM2-135M-Instruct, a pretrained dense chat model, on a CPU"
     limits = page.lab_limits(ev, lab_facts("smollm2"))  # the details page's "About this run"
     assert "33 %" in limits and "70 % for the toy lab" in limits and "short of the 2.5" in limits
     assert "SmolLM2-135M-Instruct (134.5 M parameters, 30 layers" in lab_sentence("smollm2")

@@ -1,4 +1,5 @@
-"""Execute the notebooks and render the post-mortem: one HTML page per notebook plus index.html and details.html.
+"""Execute the notebooks and render the post-mortem: one HTML page per notebook plus index.html,
+details.html and runbook.html.
 
 The notebooks are the product; this module is the press that prints them. Each notebook has a
 cell tagged ``parameters`` (the papermill convention); `inject_parameters` rewrites the values
@@ -507,7 +508,7 @@ def postmortem_notebooks(runs: list[NotebookRun], lab: str, backend: str = "lab"
                          store_text: str = "") -> dict:
     """The post-mortem (eagle3lab.report.postmortem) from the incident record and what the notebooks
     recorded, as Markdown-only notebooks (no code): {"index": its first page, "details": the
-    evidence in detail}. The evidence is collected once for both."""
+    evidence in detail, "runbook": what to do next}. The evidence is collected once for all three."""
     from eagle3lab.report import evidence, labwords, postmortem
 
     labwords.use(lab)
@@ -516,7 +517,8 @@ def postmortem_notebooks(runs: list[NotebookRun], lab: str, backend: str = "lab"
             "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),
             "about": about_markdown(lab, runs, backend, store_text)}
     return {"index": _markdown_notebook(postmortem.index_markdown(ev, info), runs),
-            postmortem.DETAILS: _markdown_notebook(postmortem.details_markdown(ev, info), runs)}
+            postmortem.DETAILS: _markdown_notebook(postmortem.details_markdown(ev, info), runs),
+            postmortem.RUNBOOK: _markdown_notebook(postmortem.runbook_markdown(ev, info), runs)}
 
 
 def _markdown_notebook(text: str, runs: list[NotebookRun]):
@@ -539,7 +541,8 @@ def _markdown_notebook(text: str, runs: list[NotebookRun]):
 
 
 def write_postmortem(out_dir: Path, runs: list[NotebookRun], lab: str, backend: str, store_text: str) -> Path:
-    """index.html (the post-mortem, read in ten minutes) and details.html (its evidence in full)."""
+    """index.html (the post-mortem, read in ten minutes), details.html (its evidence in full) and
+    runbook.html (what to do next, item by item)."""
     from eagle3lab.report.postmortem.page import PAGE_TITLES
 
     pages = postmortem_notebooks(runs, lab, backend, time.strftime("%Y-%m-%d %H:%M %Z"), store_text)

@@ -1,6 +1,6 @@
 """The post-mortem page: the incident record and the notebooks' recorded evidence, answer first. Not: the notebooks' own prose (report.prose)."""
 
-from eagle3lab.report.postmortem.page import DETAILS, details_markdown, index_markdown  # noqa: F401
+from eagle3lab.report.postmortem.page import DETAILS, RUNBOOK, details_markdown, index_markdown, runbook_markdown  # noqa: F401
 
 
 def beside_incident(steps=None, ev: dict | None = None) -> str:

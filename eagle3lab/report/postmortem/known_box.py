@@ -342,6 +342,14 @@ def public_drafts() -> list[str]:
     return public_kimi_drafts()
 
 
+def histogram_words(versions: str) -> str:
+    """" (these releases also return the histogram item 5 reads)" where every release of `versions` returns one."""
+    from eagle3lab.known_defects.row import parse_version
+
+    first = parse_version(versions.split("–")[0].strip())
+    return f" (these releases also return the histogram {items('per_position')} reads)" if first >= parse_version(histogram_from()) else ""
+
+
 def histogram_from() -> str:
     """The first SGLang release that returns a per-request acceptance histogram (read in the wheels)."""
     from eagle3lab.engines.sglang.meta_info import HISTOGRAM_RELEASES
@@ -349,40 +357,83 @@ def histogram_from() -> str:
     return next(rel for rel, fields in HISTOGRAM_RELEASES if fields).split(" - ")[0]
 
 
+RUNBOOK = "runbook"  # the third page: Do next item by item, its tables open (page.runbook_markdown)
+TITLES = {"version": "Confirm the SGLang version and CUDA graphs", "training": "Check how the draft was trained",
+          "ids": "Set the ids", "baseline": "Measure B", "per_position": "Measure acceptance per draft position",
+          "chains": "Measure chain lengths"}  # each item's name, on the box and as the runbook's heading
+
+
+def item_heading(name: str) -> str:
+    """The runbook's heading for the box's item `name` (its anchor is the heading, spaces as '-')."""
+    return f"Item {STEP[name]}: {TITLES[name][0].lower()}{TITLES[name][1:]}"
+
+
+def item_link(name: str) -> str:
+    """The item's name in bold, linking to its section of the runbook."""
+    return f"[**{TITLES[name]}**]({RUNBOOK}.html#{item_heading(name).replace(' ', '-')})"
+
+
+def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
+    """The box's items on the index, a line or two each with its command (the runbook has each in full,
+    its look-up tables open: cold reads 56-66 put the index at 9-15 minutes with them on it, folded)."""
+    lo, hi = rate_clue(rec)
+    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts {NUM_PROMPTS} --max-new-tokens 256"
+    best = recommended_row(ev)
+    ids = (f": simplest, upgrade to SGLang {best['versions']} and set `{IDS_KEY}` to "
+           f"{no_patch_ids(best)} in the draft's `config.json`, no patch{histogram_words(best['versions'])}; other "
+           "releases: the runbook." if best and release_rows(ev, rec)
+           else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")
+    return [
+        f"{item_link('version')}: `{INFO_LINE}`. The incident's logged accept rate "
+        f"{rec.figure('after_fix_accept_rate').text()} suggests {RATE_OLD_UNTIL} or earlier (later releases print "
+        f"{lo:.2f}–{hi:.2f} for it).",
+        f"{item_link('training')}, in its training config: its boundaries, its TTT (SpecForge's `ttt_length`, 1 means "
+        "none) and the checkpoint its states came from. Optional, with this project's package: "
+        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        item_link("ids") + ids,
+        f"{item_link('baseline')}, tok/s without speculation: `{line}`",
+        f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: `{line} --baseline-tps B`",
+        f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, {REPEATS} runs each, B too; "
+        "keep one only if its slowest run beats B's fastest.",
+    ]
+
+
 def box(rec=None, ev: dict | None = None, present=None) -> str:
     """The box as Markdown: its own section, right after the summary (not a blockquote: the renderer
-    draws no table inside one)."""
+    draws no table inside one); each item in brief, the runbook linked for each in full."""
     rec = rec or incident_record.load()
     from eagle3lab.report.postmortem.tables import markdown_table
 
     parts = ["**Known**: the timeline, as reported", ""]
     parts += markdown_table(known_rows(rec)).splitlines()
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
-    lines = [f"{i}. {line}" for i, line in enumerate(do_next_lines(rec, ev, present), 1)]
-    table = release_table(ev, rec, present, brief=True)  # after the item that sets the ids (the list resumes after it)
-    cut = STEP["ids"] if table else 0
-    ids_fold = folded("The ids by release: open the table",
-                      table)
-    parts += lines[:cut] + (["", ids_fold, ""] if table else []) + lines[cut:STEP["per_position"]]
-    profiles = "\n\n".join(x for x in (profile_table(rec), misread_words(ev)) if x)
-    parts += ["", folded(f"Reading item {STEP['per_position']}'s result: open the table", profiles), ""]
-    parts += lines[STEP["per_position"]:]  # the list resumes numbered after each table
-    parts += ["", f"`{PROBE}`, next to this page, needs only Python 3; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your "
-                  "traffic, one per line, in your chat format ([the format](details.html#The-next-measurement,-in-detail)). "
-                  f"The `eagle3lab` commands ({items('training')} and the table of {items('ids')}) need this project's "
-                  "package, not on PyPI: `pip install -e .` in a checkout of its repository."]
+    parts += [f"{i}. {line}" for i, line in enumerate(do_next_brief(rec, ev, present), 1)]
+    parts += ["", f"Each item in full, with the tables to read its result by: [the runbook]({RUNBOOK}.html). "
+                  + needs_words()]
     return "\n".join(parts)
 
 
-def folded(summary: str, body: str) -> str:
-    """A look-up table of the box, folded under a line that says what it holds: a reader opens it when
-    acting on its item, not on a first read (cold reads 35-38: 12-15 minutes, slowed most by the
-    tables of releases and ids). One HTML block with no blank line, as `render.terms_details` makes
-    the glossary's: the page's renderer closes a `<details>` at the end of its block."""
-    import mistune
+def needs_words(prompts: bool = True) -> str:
+    """What the box's commands need: the probe script alone, a prompts file (`prompts`: said here; the
+    runbook gives its format instead), and for the `eagle3lab` commands this project's package (cold
+    reads 55-64: "the page never says how to install it")."""
+    return (f"`{PROBE}`, next to this page, needs only Python 3" + (
+        f"; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your traffic, one per line, in the chat format your draft "
+        "was trained on"
+        if prompts else "") + ". The `eagle3lab` commands need this project's package, not on PyPI: `pip install -e .` "
+        "in a checkout of its repository.")
 
-    html = "\n".join(line for line in mistune.html(body).splitlines() if line.strip())
-    return f"<details><summary>{summary}</summary>\n{html}\n</details>"
+
+def runbook_sections(rec=None, ev: dict | None = None, present=None) -> list[tuple[str, str]]:
+    """The runbook's sections, (heading, Markdown): each item in full, the tables to act on open
+    after the item they serve (cold reads 35-38 and 56-65 asked for them open)."""
+    rec = rec or incident_record.load()
+    full = do_next_lines(rec, ev, present)
+    after = {STEP["ids"]: release_table(ev, rec, present, brief=True),
+             STEP["per_position"]: "\n\n".join(x for x in (histogram_sentence(), profile_table(rec),
+                                                             misread_words(ev)) if x)}
+    return [(item_heading(name), "\n\n".join(x for x in (full[n - 1], after.get(n)) if x))
+            for name, n in STEP.items()]
 
 
 # 0.5.10.post1, the newest release the logged accept rate allows, has 0.5.10's files byte for byte where

@@ -56,11 +56,13 @@ def why_section(rec=None) -> str:
         f"**Arithmetic.** {cost['accept_length']:.3f}, the mean logged accept length, × "
         f"{cost['baseline_tps']:g} ÷ {cost['spec_tps']:g} tok/s = **{cost['cost']:.2f}** plain decode steps per 5/1/6 "
         f"step ({lo:.2f}–{hi:.2f} over the three logged values); every draft accepted, an accept length of {k1}, "
-        f"would give at most {k1 / cost['cost']:.2f}×.",
+        f"would give at most {k1 / cost['cost']:.2f}×. Part of the {cost['cost']:.2f} may be CUDA graphs: if the "
+        f"{cost['baseline_tps']:g} tok/s ran with them and the speculative runs without (the write-up does not say).",
         "",
         f"**Why.** {rec_target(rec)} routes each token to {tgt.active} of {tgt.experts} experts in each of its "
         f"{tgt.moe_layers} MoE layers. A verify pass of {k1} tokens reads the union of their experts, about "
-        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer against {tgt.active} for a plain step. "
+        f"{expected_union(tgt.experts, tgt.active, k1):.1f} per layer on average if they route independently, "
+        f"against {tgt.active} for a plain step. "
         + h200_sentence(k1),
         "",
         f"**A bytes model** (bytes read per step, one request at a time, nothing fitted) puts a 5/1/6 step at "
@@ -76,9 +78,9 @@ def union_brief(rec=None) -> str:
     union of experts it reads; the H200 layer timings that show it are on the details page."""
     tgt = costchecks.kimi_model().target
     k1 = t.incident_cost(rec)["k"] + 1
-    return (f"verifying {k1} tokens reads the union of their experts, on average about "
-            f"{expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} per MoE layer if they route "
-            f"independently, a plain step {tgt.active} ([why](details.html#{WHY_ANCHOR})).")
+    return (f"Verifying {k1} tokens reads about {expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} "
+            f"experts per MoE layer if they route independently, a plain step {tgt.active} "
+            f"([why](details.html#{WHY_ANCHOR})).")
 
 
 WHY_ANCHOR = "Why-one-step-cost-2.9-plain-steps"  # the details page's heading (page.details_markdown)
@@ -296,21 +298,21 @@ def advice_verdict(rec=None) -> str:
     verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay" if beats else "nothing clearly pays")
     miss = incident_misses()
     far = _farthest_below(miss)
-    return (f"Predicted for one request at a time, against {base:g} tok/s: if the incident's draft accepts at the same "
-            f"rate at each position, {verdict}; if only at position 1 (no TTT), {best1} could reach{capped} "
-            f"{low1:.0f}–{high1:.0f} tok/s; a draft as good as the public drafts' model cards say, about "
-            f"{best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. The bytes-per-step "
-            f"model behind these has erred both ways. {_below_who(miss)} came out up to {far:.0f} % "
-            f"below it: tok/s could be higher. The incident's {miss['short']} launch came out at least "
-            f"{miss['short_above']} % above it: tok/s could be lower. A shortlist for {items('chains')}, not a forecast "
-            f"([the table](details.html#{ADVICE_ANCHOR})).")
+    return (f"Predicted, one request at a time against {base:g} tok/s: at the incident's acceptance {verdict}; a "
+            f"draft accepting only at position 1 (no TTT) reaches{capped} {low1:.0f}–{high1:.0f} tok/s at {best1}; one as "
+            f"good as the public drafts, about {best_pub['tokens_per_s']:.0f} at "
+            f"{' or '.join(r['configuration'] for r in tied)}. The bytes-per-step model behind these has erred both ways: "
+            f"{_below_who(miss, lower=True)} came out up to {far:.0f} % below it (tok/s higher), the incident's "
+            f"{miss['short']} launch at least {miss['short_above']} % above it (tok/s lower). Measure before switching "
+            f"({items('chains')}; [the table](details.html#{ADVICE_ANCHOR})).")
 
 
-def _below_who(miss: dict) -> str:
+def _below_who(miss: dict, lower: bool = False) -> str:
     """Whose step costs came out below the bytes model: others' published ones, where the public
-    figures hold both cases, and the incident's long launch."""
+    figures hold both cases, and the incident's long launch (`lower`: mid-sentence)."""
     own = f"the incident's {miss['long']} launch"
-    return f"Others' published MoE step costs and {own}" if _public_band() else own[0].upper() + own[1:]
+    said = f"Others' published MoE step costs and {own}" if _public_band() else own[0].upper() + own[1:]
+    return said[0].lower() + said[1:] if lower else said
 
 
 def _advice_brief(rec, facts: dict, profiles: dict) -> str:

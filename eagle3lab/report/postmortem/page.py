@@ -12,7 +12,9 @@ from eagle3lab.report import incident as incident_record
 from eagle3lab.report.postmortem import tables as t
 
 DETAILS = "details"  # the second page: the evidence in full (render.build_report writes it)
-PAGE_TITLES = {"index": "EAGLE-3 post-mortem", DETAILS: "EAGLE-3 post-mortem: the evidence in detail"}
+RUNBOOK = "runbook"  # the third page: Do next, item by item (known_box.RUNBOOK)
+PAGE_TITLES = {"index": "EAGLE-3 post-mortem", DETAILS: "EAGLE-3 post-mortem: the evidence in detail",
+               RUNBOOK: "EAGLE-3 post-mortem: the runbook"}
 DETAILS_LINK = f"[the details page]({DETAILS}.html#Which-hypotheses-fit-the-incident)"
 PAGES = {"01": ("01_config_bug", "What configuration did the server run?"),
          "02": ("02_wiring_mismatch", "Which hidden states does the server feed the draft?"),
@@ -54,8 +56,8 @@ def do_first(ev: dict, rec) -> str:
     way there is: the box's items (the simplest wiring fix is item 3's, not repeated here)."""
     from eagle3lab.report.postmortem.known_box import items
 
-    return (f"Serve without speculation. Measure your tok/s without it, B ({items('baseline')} of *Do next*), and "
-            "switch only to a configuration that measures faster.")
+    return (f"Serve without speculation, and switch only to a configuration that measures faster than B, your tok/s "
+            f"without it ({items('baseline')} below).")
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -103,17 +105,14 @@ def clue_fit(ev: dict, rec) -> tuple | None:
 def wiring_brief(ev: dict, rec, present=None) -> str:
     """The wiring cause in a sentence (the index): what the patched server fed hangs on two unstated
     facts; the reasoning is on the details page."""
-    from eagle3lab.report.postmortem.known_box import items
-
     trained = rec.model["trained_boundaries"]
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
     versions, _, on = fit
-    return (f"On {versions}, the releases the write-up's clues fit, the patch fed the trained {trained} only with CUDA "
-            "graphs off, and the wiring then cannot explain the accept length left; with graphs on, the default, the "
-            f"patch never reached the draft ([why](details.html#{CAUSES_ANCHOR})). "
-            f"*Next:* {items('version')}, on the incident's server; *fix:* {items('ids')}.")
+    return ("Whether the patch reached the draft depends on the SGLang release and on CUDA graphs, neither reported. "
+            f"On {versions}, where the incident's accept rate points, it never did with CUDA graphs on, the default "
+            f"([why](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -137,7 +136,7 @@ def lab_caveat(lab: dict | None) -> str:
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
             if lab.get("parameters") else "a tiny target")
-    return f"on {size}, on a CPU"
+    return f"{size}, on a CPU"
 
 
 def lab_limits(ev: dict, lab: dict | None) -> str:
@@ -240,9 +239,12 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
                 if check else "SGLang's rules, read in its wheels, say so")
     measured = (ev.get("training_slice") or {}).get("gap")
     if brief:
-        return _numbered(_brief_causes(ev, rec, present, resolver))
+        return t.markdown_table(_brief_causes(ev, rec, present, resolver))
     items = [
-        f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain steps per 5/1/6 step: mostly the "
+        f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain steps per 5/1/6 step "
+        f"({cost['accept_length']:.3f}, the mean of the logged accept lengths "
+        f"{_and([f'{v:g}' for v in f('after_fix_accept_length').value])}, × {cost['baseline_tps']:g} ÷ "
+        f"{cost['spec_tps']:g} tok/s): mostly the "
         "verify pass reading the union of its tokens' experts (next section), unless "
         f"the {f('baseline_tps').text()} ran with CUDA graphs and the speculative runs without. "
         "*Fix:* a shorter chain or a draft that accepts more ([which would pay](#Which-configuration-would-pay)).",
@@ -275,10 +277,10 @@ def _numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
 
-def _brief_causes(ev: dict, rec, present, resolver: str) -> list[str]:
-    """The index's causes: status, the fact it rests on, the fix or the next item, a line or two each;
-    the reasoning in full on the details page (cold reads 56, 57 put the index at 10-15 minutes with
-    each cause's reasoning on it)."""
+def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
+    """The index's causes as a table's rows: status, what shows it in a sentence or two, the fix or
+    the next item; the arithmetic and the reasoning on the details page (cold reads 56-68 put the index
+    at 9-18 minutes with them inline, re-reading most the arithmetic and the version ranges)."""
     from eagle3lab.report.postmortem import moe_cost
     from eagle3lab.report.postmortem.known_box import items as box_items
 
@@ -287,23 +289,25 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[str]:
     gap = (ev.get("training_slice") or {}).get("gap") or {}
     slice_status = "candidate cause" + (f", {t.slice_word(ev)}" if gap else ", not measured in this run")
     full = f"details.html#{CAUSES_ANCHOR}"
+    row = lambda cause, status, shows, then: {"cause": cause, "status": status, "what shows it": shows,  # noqa: E731
+                                              "fix, or next": then}
     return [
-        f"**Verify cost on a sparse MoE: calculated.** Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps "
-        f"({cost['accept_length']:.3f}, the mean of the logged accept lengths "
-        f"{_and([f'{v:g}' for v in f('after_fix_accept_length').value])}, × {cost['baseline_tps']:g} ÷ "
-        f"{cost['spec_tps']:g} tok/s), so 5/1/6 pays only above an accept length of {cost['cost']:.1f}: "
-        + moe_cost.union_brief(rec) + f" If the {f('baseline_tps').text()} ran with CUDA graphs and the speculative "
-        f"runs without, the graphs explain part of the {cost['cost']:.2f}. *Fix:* a shorter chain or a draft that accepts more.",
-        f"**Config override: verified in SGLang's code.** With topk 1, SGLang ran "
-        f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked, at the first launch "
-        f"({resolver}: {_link('01', present)}). *Fix:* draft tokens = steps + 1.",
-        "**Wiring mismatch: fix not confirmed.** " + wiring_brief(ev, rec, present),
-        f"**Acceptance near {cost['accept_length']:.1f}: open.** Most simply, a draft trained without TTT: accepting "
-        f"only at position 1, at its training accuracy, it would give 1 + {f('validation_accuracy').mid:.3f} = "
-        f"{1 + f('validation_accuracy').mid:.2f}. Not yet checked. *Next:* {box_items('training', 'per_position')}.",
-        f"**Training slice: {slice_status}.** Training took the first 3 of the 4 captured states, leaving out the "
-        f"deepest, layer {rec.model['served_boundaries_before_fix'][-1]}'s ([on the lab]({full})). *Fix:* if "
-        f"{box_items('training')} confirms the slice, retrain on low, middle and high layers; no server patch.",
+        row("Verify cost on a sparse MoE", "calculated",
+            f"Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps ([how]({full})), so it pays only above an "
+            f"accept length of {cost['cost']:.1f}; the logged ones were {f('after_fix_accept_length').text()}. "
+            + moe_cost.union_brief(rec),
+            "a shorter chain or a better draft"),
+        row("Config override", "verified in SGLang's code",
+            f"The first launch ran {f('draft_tokens_run_first').value} draft tokens, not the 16 asked "
+            f"({_link('01', present)}).", "ask for draft tokens = steps + 1"),
+        row("Wiring mismatch", "fix not confirmed", wiring_brief(ev, rec, present), box_items("version", "ids")),
+        row(f"Acceptance near {cost['accept_length']:.1f}", "open",
+            f"Not explained yet. A draft trained without TTT, accepting only at position 1, would give an accept "
+            f"length of about {1 + f('validation_accuracy').mid:.2f}; not checked ([details]({full})).",
+            box_items("training", "per_position")),
+        row("Training slice", slice_status,
+            f"Of the 4 captured states, training used the first 3, leaving out the deepest ([details]({full})).",
+            f"if {box_items('training')} shows it, retrain on low, middle and high layers"),
     ]
 
 
@@ -466,18 +470,39 @@ def header(run_info: dict, index: bool = False) -> str:
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
     intervals, so no brackets to define (its brackets are lists of boundaries)."""
     if index:
-        lab = (f"Lab results, on the details page: measured in this run ({run_info.get('when', '')}) "
-               f"{lab_caveat(run_info.get('lab'))}, decoded by {run_info.get('by', 'the lab server')}: mechanisms, not "
-               "effect sizes. ")
+        lab = (f"Lab results are on the details page, from {lab_caveat(run_info.get('lab'))}, decoded by "
+               f"{run_info.get('by', 'the lab server')}: mechanisms, not effect sizes. ")
         brackets = ""
     else:
         lab = f"Lab figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said otherwise. "
         brackets = "Brackets: 95 % intervals. "
     return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
             "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
-            f"TTT: training-time test, training a draft on its own guesses. {brackets}Boundaries: the points between "
-            "layers where a draft's hidden states are taken, 0 the embedding output, k the input of layer k; a "
-            "config's ids name them, differently by release. [More terms](#Terms).*")
+            f"TTT: training-time test, training a draft on its own guesses. {brackets}Boundaries: where a draft's "
+            "hidden states are taken, 0 the embedding output, k the input of layer k; configs name them by ids, "
+            "numbered differently by release. [More terms](#Terms).*")
+
+
+def runbook_markdown(ev: dict, run_info: dict, rec=None) -> str:
+    """The third page: the box's *Do next*, item by item, each with its commands, caveats and the
+    tables to read its result by, open (cold reads 55, 65: "split the reader's runbook from the
+    incident forensics"; the index keeps each item in a line or two)."""
+    from eagle3lab.report.postmortem import known_box
+
+    rec = rec or incident_record.load()
+    present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
+    parts = [
+        f"# The runbook: what to do next about the {rec.model['target']} EAGLE-3 draft",
+        "*[Back to the post-mortem](index.html). The post-mortem's *Do next*, item by item, in order. Incident "
+        "figures: as reported in its write-up. 5/1/6: steps, topk, draft tokens. Boundaries: the points between "
+        "layers where a draft's hidden states are taken, 0 the embedding output, k the input of layer k; a "
+        "config's ids name them, differently by release. [More terms](#Terms).*",
+        "## What you need", known_box.needs_words(prompts=False) + "\n\n" + f"Prompts: {known_box.NUM_PROMPTS} or "
+        "more like your traffic. " + PROMPTS_FORMAT,
+    ]
+    for heading, body in known_box.runbook_sections(rec, ev, present):
+        parts += [f"## {heading}", body]
+    return "\n\n".join(p for p in parts if p)
 
 
 def details_markdown(ev: dict, run_info: dict, rec=None) -> str:
