@@ -343,11 +343,14 @@ def public_drafts() -> list[str]:
 
 
 def histogram_words(versions: str) -> str:
-    """" (these releases also return the histogram item 5 reads)" where every release of `versions` returns one."""
+    """" (these releases also return the histogram item 5 reads)" where every release of `versions`
+    returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
     from eagle3lab.known_defects.row import parse_version
 
     first = parse_version(versions.split("–")[0].strip())
-    return f" (these releases also return the histogram {items('per_position')} reads)" if first >= parse_version(histogram_from()) else ""
+    if first < parse_version(histogram_from()):
+        return ""
+    return f" (these releases also return the histogram {items('per_position')} reads)"
 
 
 def histogram_from() -> str:
@@ -357,7 +360,7 @@ def histogram_from() -> str:
     return next(rel for rel, fields in HISTOGRAM_RELEASES if fields).split(" - ")[0]
 
 
-RUNBOOK = "runbook"  # the third page: Do next item by item, its tables open (page.runbook_markdown)
+RUNBOOK = "runbook"  # the third page (page.runbook_markdown): Do next item by item, its tables open
 TITLES = {"version": "Confirm the SGLang version and CUDA graphs", "training": "Check how the draft was trained",
           "ids": "Set the ids", "baseline": "Measure B", "per_position": "Measure acceptance per draft position",
           "chains": "Measure chain lengths"}  # each item's name, on the box and as the runbook's heading

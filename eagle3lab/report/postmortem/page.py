@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from eagle3lab.report import incident as incident_record
 from eagle3lab.report.postmortem import tables as t
+from eagle3lab.report.postmortem.known_box import RUNBOOK  # the third page: Do next, item by item (runbook_markdown)
 
 DETAILS = "details"  # the second page: the evidence in full (render.build_report writes it)
-RUNBOOK = "runbook"  # the third page: Do next, item by item (known_box.RUNBOOK)
+BOUNDARIES = ("Boundaries: where a draft's hidden states are taken, 0 the embedding output, k the input of layer k; "
+              "configs name them by ids, numbered differently by release.")  # every page's header says it so
 PAGE_TITLES = {"index": "EAGLE-3 post-mortem", DETAILS: "EAGLE-3 post-mortem: the evidence in detail",
                RUNBOOK: "EAGLE-3 post-mortem: the runbook"}
 DETAILS_LINK = f"[the details page]({DETAILS}.html#Which-hypotheses-fit-the-incident)"
@@ -478,9 +480,8 @@ def header(run_info: dict, index: bool = False) -> str:
         brackets = "Brackets: 95 % intervals. "
     return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
             "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
-            f"TTT: training-time test, training a draft on its own guesses. {brackets}Boundaries: where a draft's "
-            "hidden states are taken, 0 the embedding output, k the input of layer k; configs name them by ids, "
-            "numbered differently by release. [More terms](#Terms).*")
+            f"TTT: training-time test, training a draft on its own guesses. {brackets}{BOUNDARIES} "
+            "[More terms](#Terms).*")
 
 
 def runbook_markdown(ev: dict, run_info: dict, rec=None) -> str:
@@ -494,9 +495,7 @@ def runbook_markdown(ev: dict, run_info: dict, rec=None) -> str:
     parts = [
         f"# The runbook: what to do next about the {rec.model['target']} EAGLE-3 draft",
         "*[Back to the post-mortem](index.html). The post-mortem's *Do next*, item by item, in order. Incident "
-        "figures: as reported in its write-up. 5/1/6: steps, topk, draft tokens. Boundaries: the points between "
-        "layers where a draft's hidden states are taken, 0 the embedding output, k the input of layer k; a "
-        "config's ids name them, differently by release. [More terms](#Terms).*",
+        f"figures: as reported in its write-up. 5/1/6: steps, topk, draft tokens. {BOUNDARIES} [More terms](#Terms).*",
         "## What you need", known_box.needs_words(prompts=False) + "\n\n" + f"Prompts: {known_box.NUM_PROMPTS} or "
         "more like your traffic. " + PROMPTS_FORMAT,
     ]
