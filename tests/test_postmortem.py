@@ -490,8 +490,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # either/or on the index; its consequence is on the details page)
     assert brief == ("| Wiring mismatch | fix not confirmed | Whether the patch reached the draft depends on the SGLang "
                      "release and on CUDA graphs, neither reported. On 0.5.4.post2 – 0.5.10, where the incident's accept "
-                     "rate points, it never did with CUDA graphs on, the default ([why](details.html#Causes-in-full)). | "
-                     "items 1 and 3 |")
+                     "rate points, the patch never reached the draft with CUDA graphs on, the default "
+                     "([why](details.html#Causes-in-full)). | items 1 and 3 |")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [

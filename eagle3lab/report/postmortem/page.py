@@ -113,8 +113,8 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
     versions, _, on = fit
     return ("Whether the patch reached the draft depends on the SGLang release and on CUDA graphs, neither reported. "
-            f"On {versions}, where the incident's accept rate points, it never did with CUDA graphs on, the default "
-            f"([why](details.html#{CAUSES_ANCHOR})).")
+            f"On {versions}, where the incident's accept rate points, the patch never reached the draft with CUDA "
+            f"graphs on, the default ([why](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -309,7 +309,8 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
             box_items("training", "per_position")),
         row("Training slice", slice_status,
             f"Of the 4 captured states, training used the first 3, leaving out the deepest ([details]({full})).",
-            f"if {box_items('training')} shows it, retrain on low, middle and high layers"),
+            f"once {box_items('training')} finds these boundaries in the training script, retrain on low, middle "
+            "and high layers"),
     ]
 
 
