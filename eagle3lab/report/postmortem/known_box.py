@@ -22,6 +22,8 @@ PROBE = PROBE_SCRIPT.name
 CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
 NUM_PROMPTS = 64  # the box's probe line; intervals per position narrow enough to tell a collapse after position 1
+PROBE_LINE = (f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts {NUM_PROMPTS} "
+              "--max-new-tokens 256")  # items 4 to 6, on the index and the runbook alike
 INFO_LINE = "curl -s http://HOST:30000/get_server_info"  # every SGLang release read (docs/probe.md)
 GRAPH_RESET = "sglang-cuda-graph-aux-ids-reset"  # the known defect step 1's relaunch tests
 
@@ -149,12 +151,14 @@ def recommended_row(ev: dict | None) -> dict | None:
 def upgrade_words(ev: dict | None, brief: bool = False) -> str:
     """The simplest wiring fix in words (`recommended_row`): upgrade to the releases whose ids feed the
     trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none);
-    `brief`: the release and the ids only (the summary)."""
+    `brief` (the index's item, its table on the runbook): where the ids go, and whether those releases
+    also return item 5's histogram."""
     best = recommended_row(ev)
     if not best:
         return "the ids of your release's row below"
     if brief:
-        return f"simplest: SGLang {best['versions']} with {no_patch_ids(best)}"
+        return (f"simplest, upgrade to SGLang {best['versions']} and set `{IDS_KEY}` to {no_patch_ids(best)} in the "
+                f"draft's `config.json`, no patch{histogram_words(best['versions'])}")
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
@@ -201,7 +205,6 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
     lo, hi = rate_clue(rec)
     rate = rec.figure("after_fix_accept_rate")
     base = rec.figure("baseline_tps").text().split()[0]
-    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts {NUM_PROMPTS} --max-new-tokens 256"
     table = bool(release_rows(ev, rec))
     return [
         f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The incident's logged accept rate "
@@ -216,11 +219,11 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
          else f"**Set the ids** {_nb03('notebook 03', present)} lists for your release in the "
          f"draft's `config.json` (`{IDS_KEY}`). " + patch_words(present)),
         f"**Measure B**, your tok/s without speculation (the incident's {base} came from an unknown benchmark): "
-        f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{line}`",
+        f"relaunch without speculative flags, CUDA graphs as you will serve, and run<br>`{PROBE_LINE}`",
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later; before it, the script prints "
         f"the accept length only): relaunch at {CHAINS[-1]} "
         f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
-        f"<br>then run<br>`{line} --baseline-tps B`",
+        f"<br>then run<br>`{PROBE_LINE} --baseline-tps B`",
         f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and with a "
         "public one (" + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep "
         "the fastest only if its slowest run beats B's fastest. Then check it at your load: the script sends one "
@@ -380,11 +383,8 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
     """The box's items on the index, a line or two each with its command (the runbook has each in full,
     its look-up tables open: cold reads 56-66 put the index at 9-15 minutes with them on it, folded)."""
     lo, hi = rate_clue(rec)
-    line = f"python3 {PROBE} --url http://HOST:30000 --prompts {PROMPTS} --num-prompts {NUM_PROMPTS} --max-new-tokens 256"
-    best = recommended_row(ev)
-    ids = (f": simplest, upgrade to SGLang {best['versions']} and set `{IDS_KEY}` to "
-           f"{no_patch_ids(best)} in the draft's `config.json`, no patch{histogram_words(best['versions'])}; other "
-           "releases: the runbook." if best and release_rows(ev, rec)
+    table = recommended_row(ev) and release_rows(ev, rec)
+    ids = (f": {upgrade_words(ev, brief=True)}; other releases: the runbook." if table
            else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")
     return [
         f"{item_link('version')}: `{INFO_LINE}`. The incident's logged accept rate "
@@ -394,8 +394,9 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
         "none) and the checkpoint its states came from. Optional, with this project's package: "
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
         item_link("ids") + ids,
-        f"{item_link('baseline')}, tok/s without speculation: `{line}`",
-        f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: `{line} --baseline-tps B`",
+        f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
+        f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: "
+        f"`{PROBE_LINE} --baseline-tps B`",
         f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, {REPEATS} runs each, B too; "
         "keep one only if its slowest run beats B's fastest.",
     ]
