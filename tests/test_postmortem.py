@@ -488,10 +488,11 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the graphs-on case scoped to the releases the clues fit (cold reads 35, 36: 0.5.13 on differs)
     # what the fix hangs on, in a sentence, the reasoning a link away (cold reads 56-68: 9-18 minutes with the
     # either/or on the index; its consequence is on the details page)
-    assert brief == ("| Wiring mismatch | fix not confirmed | Whether the patch reached the draft depends on the SGLang "
-                     "release and on CUDA graphs, neither reported. On 0.5.4.post2 – 0.5.10, where the incident's accept "
-                     "rate points, the patch never reached the draft with CUDA graphs on, the default "
-                     "([why](details.html#Causes-in-full)). | items 1 and 3 |")
+    # both branches, and which one the write-up's clues fit (cold read 79: the index leaned to graphs on)
+    assert brief == ("| Wiring mismatch | fix not confirmed | Neither the SGLang release nor CUDA graphs was reported. On "
+                     "0.5.4.post2 – 0.5.10, where the incident's accept rate points, the patch reached the draft only "
+                     "with CUDA graphs off, which the write-up's served boundaries fit; with graphs on, the default, it "
+                     "never did ([why](details.html#Causes-in-full)). | items 1 and 3 |")
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [

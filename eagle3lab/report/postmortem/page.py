@@ -112,9 +112,10 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
     versions, _, on = fit
-    return ("Whether the patch reached the draft depends on the SGLang release and on CUDA graphs, neither reported. "
-            f"On {versions}, where the incident's accept rate points, the patch never reached the draft with CUDA "
-            f"graphs on, the default ([why](details.html#{CAUSES_ANCHOR})).")
+    return ("Neither the SGLang release nor CUDA graphs was reported. "
+            f"On {versions}, where the incident's accept rate points, the patch reached the draft only with CUDA "
+            "graphs off, which the write-up's served boundaries fit; with graphs on, the default, it never did "
+            f"([why](details.html#{CAUSES_ANCHOR})).")
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
