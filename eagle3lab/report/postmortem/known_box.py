@@ -14,10 +14,10 @@ from eagle3lab.report.postmortem.tables import RATE_OLD_UNTIL
 from eagle3lab.report import incident as incident_record
 
 # The write-up's own words for the wiring (tests/test_incident.py checks they are in the story).
+TRAINED_QUOTE = "cat([embed_output, layer3, layer31])"
 WIRING_QUOTE = "taking the first 3 of 4 captured hidden states"
 SERVED_QUOTE = "SGLang was passing cat([layer3, layer31, layer59])"
-# the quotes that carry the story (each step's figures are in its row; the details page quotes every figure)
-KNOWN_FIGURES = ("draft_tokens_run_first",)  # the override (the accept rate, the version clue, is in its row)
+KNOWN_FIGURES = ("draft_tokens_run_first",)  # the override, in its own words (the figures are the record's)
 PROBE = PROBE_SCRIPT.name
 CHAINS = ("1/1/2", "2/1/3", "3/1/4", "5/1/6")  # the advice's configurations (postmortem.moe_cost)
 PROMPTS = "prompts.jsonl"
@@ -32,18 +32,25 @@ def _quote(text: str) -> str:
     return "“" + " ".join(text.split()) + "”"
 
 
-def known_rows(rec) -> list[dict]:
-    """The timeline as reported, a row per step, each with the write-up's words for its figures:
-    what is known, in the order it happened (the details page sets the lab's figures beside it)."""
-    from eagle3lab.report.postmortem.tables import timeline_brief
+def known_lines(rec) -> list[str]:
+    """The timeline as reported, in four lines, with the write-up's words for what the draft was fed
+    and what the first launch ran (the details page sets the lab's figures beside each; cold reads
+    67-79 slowed on a six-row table whose ids and boundaries the index no longer needs)."""
+    from eagle3lab.report.incident import config_label
 
-    quotes: dict[int, list[str]] = {}
-    for fid in KNOWN_FIGURES:
-        quotes.setdefault(rec.figure(fid).step, []).append(_quote(rec.figure(fid).quote))
-    wiring_step = next(r["step"] for r in rec.timeline if r["id"] == "standalone")
-    quotes.setdefault(wiring_step, []).extend([_quote(WIRING_QUOTE) + ";", _quote(SERVED_QUOTE)])
-    return [{"step": row["step"], "what happened": row["what happened (as reported)"],
-             "the write-up's words": " ".join(quotes.get(row["step"], [])) or "–"} for row in timeline_brief(rec)]
+    f = rec.figure
+    label = lambda name: config_label(rec.config(name))  # noqa: E731
+    bold = lambda fid: f"**{f(fid).text()}**"  # noqa: E731
+    return [
+        f"Trained on {f('train_samples').value:,} samples to {f('validation_accuracy').text()} validation accuracy, "
+        f"on {_quote(TRAINED_QUOTE)}, {_quote(WIRING_QUOTE)}.",
+        f"Launched at {label('first')}: {_quote(f('draft_tokens_run_first').quote)}; {bold('first_tps')} against "
+        f"{f('baseline_tps').text()} without speculation. Relaunched at {label('steps15')}: {bold('steps15_tps')}.",
+        f"A standalone test found {_quote(SERVED_QUOTE)}; with the right inputs the draft scored "
+        f"{f('standalone_accuracy').text()}.",
+        f"SGLang patched to capture the embedding, relaunched at {label('after_fix')}: {bold('after_fix_tps')}, accept "
+        f"length {bold('after_fix_accept_length')}, accept rate {f('after_fix_accept_rate').text()}.",
+    ]
 
 
 def unknown_line(rec) -> str:
@@ -151,14 +158,19 @@ def recommended_row(ev: dict | None) -> dict | None:
 def upgrade_words(ev: dict | None, brief: bool = False) -> str:
     """The simplest wiring fix in words (`recommended_row`): upgrade to the releases whose ids feed the
     trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none);
-    `brief` (the index's item, its table on the runbook): where the ids go, and whether those releases
+    `brief` (the index's bottom line): whether it holds with graphs off too, and whether those releases
     also return item 5's histogram."""
+    from eagle3lab.experiments.fixids import NO_PATCH
+
     best = recommended_row(ev)
     if not best:
-        return "the ids of your release's row below"
+        return "the ids of your release's row below" if not brief else f"the ids for your release ({items('ids')})"
     if brief:
-        return (f"simplest, upgrade to SGLang {best['versions']} and set `{IDS_KEY}` to {no_patch_ids(best)} in the "
-                f"draft's `config.json`, no patch{histogram_words(best['versions'])}")
+        twin = covering_row(((ev or {}).get("fix_ids") or {}).get("rows_graphs_off") or [], best["versions"])
+        graphs = "on or off" if twin and NO_PATCH in twin.get("ids", "") else "on"
+        return (f"upgrade SGLang to {best['versions']} and set the draft's ids to {no_patch_ids(best)} "
+                f"({items('ids')}). Read in each release's code, these feed the draft what it was trained on, with no "
+                f"patch and CUDA graphs {graphs}{histogram_words(best['versions'])}")
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
@@ -346,14 +358,14 @@ def public_drafts() -> list[str]:
 
 
 def histogram_words(versions: str) -> str:
-    """" (these releases also return the histogram item 5 reads)" where every release of `versions`
-    returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
+    """"; they also return the per-position histogram item 5 reads" where every release of
+    `versions` returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
     from eagle3lab.known_defects.row import parse_version
 
     first = parse_version(versions.split("–")[0].strip())
     if first < parse_version(histogram_from()):
         return ""
-    return f" (these releases also return the histogram {items('per_position')} reads)"
+    return f"; they also return the per-position histogram {items('per_position')} reads"
 
 
 def histogram_from() -> str:
@@ -380,25 +392,24 @@ def item_link(name: str) -> str:
 
 
 def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
-    """The box's items on the index, a line or two each with its command (the runbook has each in full,
-    its look-up tables open: cold reads 56-66 put the index at 9-15 minutes with them on it, folded)."""
+    """The box's items on the index, a line each with its command (the runbook has each in full, its
+    look-up tables open: cold reads 56-79 put the index at 9-18 minutes with more on it)."""
     lo, hi = rate_clue(rec)
-    table = recommended_row(ev) and release_rows(ev, rec)
-    ids = (f": {upgrade_words(ev, brief=True)}; other releases: the runbook." if table
+    best = recommended_row(ev) if release_rows(ev, rec) else None
+    ids = (f": set `{IDS_KEY}` to {no_patch_ids(best)} in the draft's `config.json` on SGLang {best['versions']}, no "
+           "patch; other releases: the runbook's table." if best
            else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")
     return [
-        f"{item_link('version')}: `{INFO_LINE}`. The incident's logged accept rate "
-        f"{rec.figure('after_fix_accept_rate').text()} suggests {RATE_OLD_UNTIL} or earlier (later releases print "
-        f"{lo:.2f}–{hi:.2f} for it).",
-        f"{item_link('training')}, in its training config: its boundaries, its TTT (SpecForge's `ttt_length`, 1 means "
-        "none) and the checkpoint its states came from. Optional, with this project's package: "
-        "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",
+        f"{item_link('version')}: `{INFO_LINE}`. The logged accept rate {rec.figure('after_fix_accept_rate').text()} "
+        f"suggests {RATE_OLD_UNTIL} or earlier (later releases would print {lo:.2f}–{hi:.2f}).",
+        f"{item_link('training')}, in its training config: the layers its states come from, its TTT (SpecForge's "
+        "`ttt_length`; 1 means none) and the checkpoint that produced them.",
         item_link("ids") + ids,
         f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
         f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: "
         f"`{PROBE_LINE} --baseline-tps B`",
-        f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, {REPEATS} runs each, B too; "
-        "keep one only if its slowest run beats B's fastest.",
+        f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and a public one "
+        f"(`{public_drafts()[0]}`), {REPEATS} runs each, B too; keep one only if its slowest run beats B's fastest.",
     ]
 
 
@@ -406,26 +417,24 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     """The box as Markdown: its own section, right after the summary (not a blockquote: the renderer
     draws no table inside one); each item in brief, the runbook linked for each in full."""
     rec = rec or incident_record.load()
-    from eagle3lab.report.postmortem.tables import markdown_table
-
-    parts = ["**Known**: the timeline, as reported", ""]
-    parts += markdown_table(known_rows(rec)).splitlines()
+    parts = ["**Known**, as reported, in order:", ""]
+    parts += [f"- {line}" for line in known_lines(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_brief(rec, ev, present), 1)]
-    parts += ["", f"Each item in full, with the tables to read its result by: [the runbook]({RUNBOOK}.html). "
-                  + needs_words()]
+    parts += ["", f"Each item in full, with its tables: [the runbook]({RUNBOOK}.html). " + needs_words(package=False)]
     return "\n".join(parts)
 
 
-def needs_words(prompts: bool = True) -> str:
+def needs_words(prompts: bool = True, package: bool = True) -> str:
     """What the box's commands need: the probe script alone, a prompts file (`prompts`: said here; the
-    runbook gives its format instead), and for the `eagle3lab` commands this project's package (cold
-    reads 55-64: "the page never says how to install it")."""
+    runbook gives its format instead), and for the `eagle3lab` commands this project's package
+    (`package`: the runbook, whose items use them; cold reads 55-64: "the page never says how to
+    install it")."""
     return (f"`{PROBE}`, next to this page, needs only Python 3" + (
         f"; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your traffic, one per line, in the chat format your draft "
         "was trained on"
-        if prompts else "") + ". The `eagle3lab` commands need this project's package, not on PyPI: `pip install -e .` "
-        "in a checkout of its repository.")
+        if prompts else "") + "." + (" The `eagle3lab` commands need this project's package, not on PyPI: "
+                                    "`pip install -e .` in a checkout of its repository." if package else ""))
 
 
 def runbook_sections(rec=None, ev: dict | None = None, present=None) -> list[tuple[str, str]]:

@@ -9,6 +9,8 @@ which figures are calculated, which are modelled and which were measured, and by
 
 from __future__ import annotations
 
+import math
+
 from eagle3lab.cost import costchecks
 from eagle3lab.cost.archcost import expected_union
 from eagle3lab.report.postmortem import tables as t
@@ -79,7 +81,7 @@ def union_brief(rec=None) -> str:
     tgt = costchecks.kimi_model().target
     k1 = t.incident_cost(rec)["k"] + 1
     return (f"Verifying {k1} tokens reads about {expected_union(tgt.experts, tgt.active, k1):.0f} of {tgt.experts} "
-            f"experts per MoE layer if they route independently, a plain step {tgt.active} "
+            f"experts per MoE layer if they route independently, against {tgt.active} for a plain step "
             f"([why](details.html#{WHY_ANCHOR})).")
 
 
@@ -248,7 +250,7 @@ def _position1_cap(row: dict, floors: dict) -> dict | None:
 def advice_markdown(rec=None, brief: bool = False) -> str:
     """What the advice table says, in numbers: the whole table with its notes, or `brief`, a table of
     configuration x acceptance profile and its verdict (both on the details page; the index says the
-    verdicts in a paragraph, `advice_verdict`)."""
+    verdict in its bottom line, `advice_verdict`)."""
     facts = _advice_facts()
     profiles = costchecks.incident_profiles()
     if brief:
@@ -282,37 +284,32 @@ def advice_markdown(rec=None, brief: bool = False) -> str:
 
 
 def advice_verdict(rec=None) -> str:
-    """The index's answer to which configuration would pay, in one paragraph: the verdict under each
-    acceptance profile, the error band in the direction it moves tok/s, and where the table is (cold
-    reads 44-47 put a careful read of the index at 10-15 minutes, slowed by its numbers; the table
-    by acceptance profile is evidence, on the details page)."""
+    """The index's answer to which configuration would pay, in a sentence of its bottom line: the
+    verdict at the incident's acceptance and for a draft as good as the public ones, the model's error
+    band, and the rule to switch by (cold reads 44-47 put a careful read of the index at 10-15 minutes,
+    slowed by its numbers; the table by acceptance profile is on the details page)."""
     from eagle3lab.report.postmortem.known_box import items
 
     facts = _advice_facts()
     base, beats, best_pub, tied = facts["base"], facts["beats"], facts["best_pub"], facts["tied"]
-    best1 = max(facts["own"], key=lambda r: position1_only(r, _position1_cap(r, facts["floors"]), base)[2])
-    cap = _position1_cap(best1, facts["floors"])
-    _, low1, high1 = position1_only(best1, cap, base)
-    capped = " at most" if cap else ""
-    best1 = best1["configuration"]
-    verdict = (f"{', '.join(r['configuration'] for r in beats)} would pay" if beats else "nothing clearly pays")
+    verdict = (f"{' and '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s" if beats
+               else f"nothing clearly beats {base:g} tok/s")
     miss = incident_misses()
-    far = _farthest_below(miss)
-    return (f"Predicted, one request at a time against {base:g} tok/s: at the incident's acceptance {verdict}; a "
-            f"draft accepting only at position 1 (no TTT) reaches{capped} {low1:.0f}–{high1:.0f} tok/s at {best1}; one as "
-            f"good as the public drafts, about {best_pub['tokens_per_s']:.0f} at "
-            f"{' or '.join(r['configuration'] for r in tied)}. The bytes-per-step model behind these has erred both ways: "
-            f"{_below_who(miss, lower=True)} came out up to {far:.0f} % below it (tok/s higher), the incident's "
-            f"{miss['short']} launch at least {miss['short_above']} % above it (tok/s lower). Measure before switching "
-            f"({items('chains')}; [the table](details.html#{ADVICE_ANCHOR})).")
+    higher, lower = 1 / (1 - _farthest_below(miss) / 100), 100 * (1 - 1 / (1 + miss["short_above"] / 100))
+    return (f"at the incident's acceptance, {verdict}. A draft accepting as the public drafts' model cards say "
+            f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. Both "
+            f"are a bytes model's predictions, one request at a time, and it has erred both ways: the incident's own "
+            f"{miss['short']} launch ran at least {math.floor(lower):.0f} % slower than it predicts; "
+            f"{_below_who(miss)[0].lower() + _below_who(miss)[1:]} imply up to {higher:.1f}× faster "
+            f"([the table](details.html#{ADVICE_ANCHOR})). Keep only what measures faster than B, your tok/s without "
+            f"speculation ({items('baseline', 'chains', joined=' to ')}).")
 
 
-def _below_who(miss: dict, lower: bool = False) -> str:
+def _below_who(miss: dict) -> str:
     """Whose step costs came out below the bytes model: others' published ones, where the public
-    figures hold both cases, and the incident's long launch (`lower`: mid-sentence)."""
+    figures hold both cases, and the incident's long launch."""
     own = f"the incident's {miss['long']} launch"
-    said = f"Others' published MoE step costs and {own}" if _public_band() else own[0].upper() + own[1:]
-    return said[0].lower() + said[1:] if lower else said
+    return f"Others' published MoE step costs and {own}" if _public_band() else own[0].upper() + own[1:]
 
 
 def _advice_brief(rec, facts: dict, profiles: dict) -> str:

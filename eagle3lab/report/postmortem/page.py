@@ -35,31 +35,44 @@ def _link(nb: str, present=None) -> str:
 
 
 def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
-    """The answer: what happened, the causes with their status and fix (one or two sentences each, the
-    reasoning on the details page), what to do first. The box follows. (Cold reads 44-55 put the index
-    at 10-15 minutes with a "why" paragraph here and the causes again below the box.)"""
+    """The answer: what happened, the bottom line (what to do now, the wiring fix whatever release ran,
+    what would pay), then the causes with their status (the reasoning on the details page). The box
+    follows. (Cold reads 72, 77-79 asked for a bottom line at the top.)"""
     f = rec.figure
     return "\n".join([
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation** at every "
-        f"setting tried, before and after a wiring fix, ending at {f('after_fix_tps').text()} against "
-        f"{f('baseline_tps').text()} without it, with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
+        f"setting tried ({_spec_range(rec)} against {f('baseline_tps').text()} without it), before and after a wiring "
+        f"fix, ending with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
+        "",
+        "**Bottom line**",
+        "",
+        *bottom_line(ev, rec),
         "",
         f"**The causes, with their status** ([each in full](details.html#{CAUSES_ANCHOR})):",
         "",
         causes_list(ev, rec, hyp_rows, present, brief=True),
-        "",
-        "**Do first.** " + do_first(ev, rec),
     ])
 
 
-def do_first(ev: dict, rec) -> str:
-    """The decision first (no speculation until a measured configuration beats it), then where the
-    way there is: the box's items (the simplest wiring fix is item 3's, not repeated here)."""
-    from eagle3lab.report.postmortem.known_box import items
+def _spec_range(rec) -> str:
+    """The speculative launches' tok/s as reported, lowest to highest."""
+    spec = sorted(v for fig in rec.figures.values() if fig.unit == "tok/s" and fig.config not in (None, "none")
+                  for v in fig.values)
+    return f"{spec[0]:g}–{spec[-1]:g} tok/s"
 
-    return (f"Serve without speculation, and switch only to a configuration that measures faster than B, your tok/s "
-            f"without it ({items('baseline')} below).")
+
+def bottom_line(ev: dict, rec) -> list[str]:
+    """Three lines: serve without speculation now (every speculative launch reported was slower), the
+    wiring fix that holds whichever release and CUDA-graph setting ran, and what would pay."""
+    from eagle3lab.report.postmortem import moe_cost
+    from eagle3lab.report.postmortem.known_box import upgrade_words
+
+    return [
+        "- **Now**: serve without speculation; it beat every speculative launch reported.",
+        f"- **Fix the wiring, whichever release ran**: {upgrade_words(ev, brief=True)}.",
+        f"- **What would pay**: {moe_cost.advice_verdict(rec)}",
+    ]
 
 
 def version_caveat(ev: dict, rec, present=None) -> str:
@@ -105,17 +118,26 @@ def clue_fit(ev: dict, rec) -> tuple | None:
 
 
 def wiring_brief(ev: dict, rec, present=None) -> str:
-    """The wiring cause in a sentence (the index): what the patched server fed hangs on two unstated
-    facts; the reasoning is on the details page."""
+    """The wiring cause in a sentence (the index): whether the patch reached the draft hangs on two
+    unstated facts; the reasoning is on the details page."""
     trained = rec.model["trained_boundaries"]
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
-    versions, _, on = fit
-    return ("Neither the SGLang release nor CUDA graphs was reported. "
-            f"On {versions}, where the incident's accept rate points, the patch reached the draft only with CUDA "
-            "graphs off, which the write-up's served boundaries fit; with graphs on, the default, it never did "
-            f"([why](details.html#{CAUSES_ANCHOR})).")
+    return (f"The write-up reports neither the SGLang release nor CUDA graphs. Its accept rate points to "
+            f"{old_releases(fit[0], rec)}, where the patch reached the draft only with CUDA graphs off; they are on "
+            f"by default ([why](details.html#{CAUSES_ANCHOR})).")
+
+
+def old_releases(versions: str, rec) -> str:
+    """`versions` as "0.5.10.post1 or earlier" where the range runs from the first release that serves
+    the draft to the one the logged accept rate allows (its post release has the same files)."""
+    from eagle3lab.report.postmortem.known_box import POST_SAME, first_serving_release
+
+    ends = [v.strip() for v in versions.split("–")]
+    if ends[0] == first_serving_release(rec) and ends[-1] == POST_SAME[1] and t.RATE_OLD_UNTIL == POST_SAME[0]:
+        return f"{t.RATE_OLD_UNTIL} or earlier"
+    return versions
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -289,29 +311,26 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
 
     f = rec.figure
     cost = t.incident_cost(rec)
-    gap = (ev.get("training_slice") or {}).get("gap") or {}
-    slice_status = "candidate cause" + (f", {t.slice_word(ev)}" if gap else ", not measured in this run")
     full = f"details.html#{CAUSES_ANCHOR}"
     row = lambda cause, status, shows, then: {"cause": cause, "status": status, "what shows it": shows,  # noqa: E731
                                               "fix, or next": then}
     return [
         row("Verify cost on a sparse MoE", "calculated",
-            f"Each 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps ([how]({full})), so it pays only above an "
-            f"accept length of {cost['cost']:.1f}; the logged ones were {f('after_fix_accept_length').text()}. "
-            + moe_cost.union_brief(rec),
+            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps ([how]({full})): it pays only above an "
+            f"accept length of {cost['cost']:.1f}. " + moe_cost.union_brief(rec),
             "a shorter chain or a better draft"),
         row("Config override", "verified in SGLang's code",
             f"The first launch ran {f('draft_tokens_run_first').value} draft tokens, not the 16 asked "
             f"({_link('01', present)}).", "ask for draft tokens = steps + 1"),
         row("Wiring mismatch", "fix not confirmed", wiring_brief(ev, rec, present), box_items("version", "ids")),
         row(f"Acceptance near {cost['accept_length']:.1f}", "open",
-            f"Not explained yet. A draft trained without TTT, accepting only at position 1, would give an accept "
-            f"length of about {1 + f('validation_accuracy').mid:.2f}; not checked ([details]({full})).",
+            f"A draft without TTT, accepting only at position 1, would give about "
+            f"{1 + f('validation_accuracy').mid:.2f}; the write-up does not say whether it had TTT ([details]({full})).",
             box_items("training", "per_position")),
-        row("Training slice", slice_status,
-            f"Of the 4 captured states, training used the first 3, leaving out the deepest ([details]({full})).",
-            f"once {box_items('training')} finds these boundaries in the training script, retrain on low, middle "
-            "and high layers"),
+        row("Training slice", "candidate cause",
+            f"Of the 4 captured states, training used the first 3, leaving out the deepest; {t.slice_effect(ev)} "
+            f"([details]({full})).",
+            "retrain on low, middle and high layers; no server patch"),
     ]
 
 
@@ -451,9 +470,9 @@ def evidence_section(runs_ok: dict, details: bool = False) -> str:
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
     """The first page, as Markdown (the report renders it with no code cells), short enough to read
-    in ten minutes: the answer (summary, the known/unknown/do-next box whose Known is the timeline, causes,
-    the step cost and which configuration would pay), then links to the evidence."""
-    from eagle3lab.report.postmortem import known_box, moe_cost
+    in ten minutes: the answer (what happened, the bottom line, the causes), the known/unknown/do-next
+    box whose Known is the timeline, then links to the evidence."""
+    from eagle3lab.report.postmortem import known_box
 
     rec = rec or incident_record.load()
     present = set(run_info["runs_ok"]) if run_info.get("runs_ok") else None
@@ -463,7 +482,6 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         header(run_info, index=True),
         "## Summary", summary(ev, rec, hyp_rows, present),
         "## Known, unknown, do next", known_box.box(rec, ev, present),
-        "## Which configuration would pay", moe_cost.advice_verdict(rec),
         "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
     ]
     return "\n\n".join(p for p in parts if p)
@@ -472,17 +490,17 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
 def header(run_info: dict, index: bool = False) -> str:
     """What the figures are and the page's notation, once; `index`: what the lab is, its results being
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
-    intervals, so no brackets to define (its brackets are lists of boundaries)."""
+    intervals, boundaries or ids to define (the index speaks of layers, as the write-up does)."""
     if index:
-        lab = (f"Lab results are on the details page, from {lab_caveat(run_info.get('lab'))}, decoded by "
-               f"{run_info.get('by', 'the lab server')}: mechanisms, not effect sizes. ")
-        brackets = ""
-    else:
-        lab = f"Lab figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said otherwise. "
-        brackets = "Brackets: 95 % intervals. "
+        lab = (f"Lab results (the details page) come from {lab_caveat(run_info.get('lab'))}: mechanisms, not effect "
+               "sizes. ")
+        return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
+                "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
+                "TTT: training-time test, training a draft on its own guesses. [More terms](#Terms).*")
+    lab = f"Lab figures: measured in this run ({run_info.get('what', 'the lab')}, {run_info.get('when', '')}) unless said otherwise. "
     return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
             "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
-            f"TTT: training-time test, training a draft on its own guesses. {brackets}{BOUNDARIES} "
+            f"TTT: training-time test, training a draft on its own guesses. Brackets: 95 % intervals. {BOUNDARIES} "
             "[More terms](#Terms).*")
 
 

@@ -265,26 +265,6 @@ def lab_cost_sentence(ev: dict, rec=None) -> str:
             f"{incident_cost(rec)['cost']:.1f} calculated, makes its ratios show the direction, not the incident's size.")
 
 
-def timeline_brief(rec=None) -> list[dict]:
-    """The index's timeline: the incident's steps in order, each with its figures as reported (the
-    details page sets the lab's figure of the same measure beside each, with its verdict)."""
-    rec = rec or incident_record.load()
-    m, f = rec.model, rec.figure
-    tps = lambda fid: f"**{f(fid).text()}**"  # noqa: E731  (as reported: the ratios are on the details page)
-    label = lambda name: incident_record.config_label(rec.config(name))  # noqa: E731
-    events = [f"draft trained on {f('train_samples').value:,} samples: {f('validation_accuracy').text()} validation "
-              "accuracy",
-              f"launched at {label('first')}, which ran {f('draft_tokens_run_first').value} draft tokens: "
-              f"{tps('first_tps')} against {f('baseline_tps').text()} without speculation",
-              f"relaunched at {label('steps15')}: {tps('steps15_tps')}, slower still",
-              f"wiring found off: trained on boundaries {m['trained_boundaries']}, served {m['served_boundaries_before_fix']}; "
-              f"standalone test with the right inputs {f('standalone_accuracy').text()}",
-              f"embedding capture patched, ids {m['config_ids_before_fix']} → {m['config_ids_after_fix']}",
-              f"relaunched at {label('after_fix')}: {tps('after_fix_tps')}, accept length "
-              f"**{f('after_fix_accept_length').text()}**, accept rate {f('after_fix_accept_rate').text()}"]
-    return [{"step": i, "what happened (as reported)": e} for i, e in enumerate(events, 1)]
-
-
 # docs/sources.md section 3: which releases print which accept rate (read in SGLang's wheels)
 RATE_OLD_UNTIL = "0.5.10.post1"
 RATE_DEFINITION = (f"the rate SGLang 0.5.3.post2–{RATE_OLD_UNTIL} print; 0.5.11 and later print (accept length − 1) "
@@ -501,6 +481,16 @@ def slice_word(ev: dict) -> str:
     if verdict == "not distinguishable":
         return "no effect on the lab"
     return "small on the lab" if 0.9 < ci[0] and ci[1] < 1.1 else f"{'lower' if verdict == 'below' else 'higher'} on the lab"
+
+
+def slice_effect(ev: dict) -> str:
+    """What the lab's test of the training slice found, in a clause (the index's causes table)."""
+    if not ((ev.get("training_slice") or {}).get("gap") or {}):
+        return "not measured in this run"
+    word, ratio = slice_word(ev).removesuffix(" on the lab"), ev["training_slice"]["gap"]["ratio"]
+    size = f", {ratio:.2f}× the accept length" if word != "no effect" else ""
+    return {"no effect": "the lab's test found no effect", "small": "the lab's test found a small effect"}.get(
+        word, f"the lab's test found acceptance {word} without the deepest") + size
 
 
 def training_slice_short(ev: dict) -> str:
