@@ -238,9 +238,9 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"<br>then run<br>`{PROBE_LINE} --baseline-tps B`",
         f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and with a "
         "public one (" + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep "
-        "the fastest only if its slowest run beats B's fastest. Then check it at your load: the script sends one "
-        f"request at a time, and with speculation on, SGLang lowers its limit on running requests to "
-        f"{speculative_cap()} unless `--max-running-requests` is set.",
+        "the fastest only if its slowest run beats B's fastest. Then check it at your load and sampling: the script "
+        "sends one request at a time, greedily (temperature 0), and with speculation on, SGLang lowers its limit on "
+        f"running requests to {speculative_cap()} unless `--max-running-requests` is set.",
     ]
 
 
@@ -408,8 +408,8 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
         f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
         f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: "
         f"`{PROBE_LINE} --baseline-tps B`",
-        f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and a public one "
-        f"(`{public_drafts()[0]}`), {REPEATS} runs each, B too; keep one only if its slowest run beats B's fastest.",
+        f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and a public "
+        f"one (`{public_drafts()[0]}`), {REPEATS} runs each, B too; keep one only if its slowest run beats B's fastest.",
     ]
 
 

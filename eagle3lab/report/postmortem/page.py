@@ -277,7 +277,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
         f"{f('draft_tokens_run_first').value}, not the 16 asked, at the first launch (every release since "
         f"{_topk1_since()}; {resolver}: {_link('01', present)})."
         + _later_launches(rec) + " *Fix:* draft tokens = steps + 1.",
-        f"**Wiring mismatch: fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
+        f"**Wiring mismatch: reported; its fix not confirmed.** Trained on {rec.model['trained_boundaries']}. "
         + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present),
         f"**Acceptance near {cost['accept_length']:.1f}: open.** A draft without training-time test, accepting "
         f"only at position 1, at its training accuracy, gives 1 + {f('validation_accuracy').mid:.3f} = "
@@ -322,7 +322,8 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
         row("Config override", "verified in SGLang's code",
             f"The first launch ran {f('draft_tokens_run_first').value} draft tokens, not the 16 asked "
             f"({_link('01', present)}).", "ask for draft tokens = steps + 1"),
-        row("Wiring mismatch", "fix not confirmed", wiring_brief(ev, rec, present), box_items("version", "ids")),
+        row("Wiring mismatch", "reported; its fix not confirmed", wiring_brief(ev, rec, present),
+            box_items("version", "ids")),
         row(f"Acceptance near {cost['accept_length']:.1f}", "open",
             f"A draft without TTT, accepting only at position 1, would give about "
             f"{1 + f('validation_accuracy').mid:.2f}; the write-up does not say whether it had TTT ([details]({full})).",
