@@ -113,8 +113,13 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert [i[1] for i in items] == ["calculated", "verified in SGLang's code", "reported; its fix not confirmed",
                                      "open",
                                      "candidate cause"], items
-    assert items[4][2] == ("Of the 4 captured states, training used the first 3, leaving out the deepest; not "
-                           "measured in this run ([details](details.html#Causes-in-full)).")  # EVIDENCE has no slice
+    assert items[4][2] == ("Training used the first 3 of 4 captured states, leaving out the deepest; not measured in "
+                           "this run ([details](details.html#Causes-in-full)).")
+    # the write-up's own suspect beside the arithmetic (cold reads 84, 85: INT4 was only on the runbook)
+    assert items[3][2] == ("Without TTT, a draft accepting only at position 1 gives about 1.75; the write-up suspects "
+                           "an INT4 target against training states from an unquantized one. Neither is checked on a "
+                           "Kimi-K2.5 server ([details](details.html#Causes-in-full)).")
+    assert "INT4 quantized model" in incident.load().text  # EVIDENCE has no slice
     assert items[0][2] == ("A 5/1/6 step cost **2.93** plain decode steps ([how](details.html#Causes-in-full)): it "
                            "pays only above an accept length of 2.9. Verifying 6 "
                            "tokens reads about 46 of 384 experts per MoE layer if they route independently, "
@@ -415,8 +420,8 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert verdict == (
         "at the incident's acceptance, nothing clearly beats 90 tok/s. A draft accepting as the public drafts' model "
         "cards say would reach about 121 at 2/1/3 or 3/1/4. Both are a bytes model's predictions, one request at a "
-        "time, and it has erred both ways: the incident's own 1/1/2 launch ran at least 6 % slower than it predicts; "
-        "others' published MoE step costs and the incident's 15/1/16 launch imply up to 1.9× faster "
+        "time, and it has erred both ways: tok/s at least 6 % below it on the incident's own 1/1/2 launch, up to 1.9× "
+        "above it by others' published MoE step costs and the incident's 15/1/16 launch "
         "([the table](details.html#Which-configuration-would-pay)). Keep only what measures faster than B, your tok/s "
         "without speculation (items 4 to 6).")
     miss = moe_cost.incident_misses()
@@ -518,10 +523,9 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # releases from the first that serves the draft to the newest the accept rate allows (its post release has
     # the same files)
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | The write-up reports neither the SGLang "
-                     "release nor CUDA graphs. Its accept rate points to 0.5.10.post1 or earlier, where the patch "
-                     "reached the draft only "
-                     "with CUDA graphs off; they are on by default ([why](details.html#Causes-in-full)). | items 1 "
-                     "and 3 |")
+                     "release nor CUDA graphs. Its accept rate points to 0.5.10.post1 or earlier. There, with CUDA "
+                     "graphs off, the patch fixed the wiring; with them on, the default, it never reached the draft "
+                     "([why](details.html#Causes-in-full)). | items 1 and 3 |")
     from eagle3lab.report.postmortem.page import old_releases
 
     assert old_releases("0.5.4.post2 – 0.5.10", rec) == "0.5.10.post1 or earlier"
@@ -545,13 +549,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     bottom = summary.split("**Bottom line**\n\n")[1].split("\n\n")[0].splitlines()
     assert bottom[:2] == [
         "- **Now**: serve without speculation; it beat every speculative launch reported.",
-        "- **Fix the wiring, whichever release ran**: upgrade SGLang to 0.5.14 – 0.5.23 and set the draft's ids to "
-        "[0, 3, 31] (item 3). Read in each release's code, these feed the draft what it was trained on, with no patch "
-        "and CUDA graphs on or off; they also return the per-position histogram item 5 reads."]
+        "- **Fix the wiring, whichever release item 1 finds**: upgrade SGLang to 0.5.14 – 0.5.23 and set the draft's "
+        "ids to [0, 3, 31] (item 3). In those releases' code, read here but not yet run on a Kimi-K2.5 server, these "
+        "ids reach the draft as trained, with no patch and CUDA graphs on or off; those releases also return the "
+        "per-position histogram item 5 reads."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # graphs off on the recommended releases unrecorded: the line claims graphs on only
     on_only = {**ev, "fix_ids": {**ev["fix_ids"], "rows_graphs_off": []}}
-    assert "with no patch and CUDA graphs on; they also" in known_box.upgrade_words(on_only, brief=True)
+    assert "with no patch and CUDA graphs on; those releases" in known_box.upgrade_words(on_only, brief=True)
     assert "46.7–56.8 tok/s against 90 tok/s without it" in summary  # every speculative launch, as reported
     # item 3 where the ids go, in a line (the bottom line says why these releases)
     assert ("3. [**Set the ids**](runbook.html#Item-3:-set-the-ids): set `eagle_config.eagle_aux_hidden_state_layer_ids` "
@@ -666,7 +671,6 @@ def test_the_training_slice_row_says_what_the_labs_test_found_in_words():
     interval (cold reads 80, 81 read "small on the lab" twice)."""
     gap = lambda lo, hi: {"training_slice": {"gap": {"ratio": (lo + hi) / 2, "ratio_ci95": [lo, hi]}}}  # noqa: E731
     assert t.slice_effect({}) == "not measured in this run"
-    assert t.slice_effect(gap(0.95, 0.99)) == "the lab's test found a small effect, 0.97× the accept length"
-    assert t.slice_effect(gap(0.9, 1.05)) == "the lab's test found no effect"
-    assert t.slice_effect(gap(0.5, 0.8)) == ("the lab's test found acceptance lower without the deepest, 0.65× the "
-                                             "accept length")
+    assert t.slice_effect(gap(0.95, 0.99)) == "a small effect on the lab, 0.97× the accept length"
+    assert t.slice_effect(gap(0.9, 1.05)) == "no effect on the lab"
+    assert t.slice_effect(gap(0.5, 0.8)) == "acceptance lower without the deepest on the lab, 0.65× the accept length"

@@ -169,8 +169,9 @@ def upgrade_words(ev: dict | None, brief: bool = False) -> str:
         twin = covering_row(((ev or {}).get("fix_ids") or {}).get("rows_graphs_off") or [], best["versions"])
         graphs = "on or off" if twin and NO_PATCH in twin.get("ids", "") else "on"
         return (f"upgrade SGLang to {best['versions']} and set the draft's ids to {no_patch_ids(best)} "
-                f"({items('ids')}). Read in each release's code, these feed the draft what it was trained on, with no "
-                f"patch and CUDA graphs {graphs}{histogram_words(best['versions'])}")
+                f"({items('ids')}). In those releases' code, read here but not yet run on a "
+                f"{incident_record.load().model['target']} server, these ids reach the draft as trained, with no patch "
+                f"and CUDA graphs {graphs}{histogram_words(best['versions'])}")
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
@@ -358,14 +359,14 @@ def public_drafts() -> list[str]:
 
 
 def histogram_words(versions: str) -> str:
-    """"; they also return the per-position histogram item 5 reads" where every release of
-    `versions` returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
+    """"; those releases also return the per-position histogram item 5 reads" where every release
+    of `versions` returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
     from eagle3lab.known_defects.row import parse_version
 
     first = parse_version(versions.split("–")[0].strip())
     if first < parse_version(histogram_from()):
         return ""
-    return f"; they also return the per-position histogram {items('per_position')} reads"
+    return f"; those releases also return the per-position histogram {items('per_position')} reads"
 
 
 def histogram_from() -> str:

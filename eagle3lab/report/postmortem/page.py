@@ -70,7 +70,7 @@ def bottom_line(ev: dict, rec) -> list[str]:
 
     return [
         "- **Now**: serve without speculation; it beat every speculative launch reported.",
-        f"- **Fix the wiring, whichever release ran**: {upgrade_words(ev, brief=True)}.",
+        f"- **Fix the wiring, whichever release item 1 finds**: {upgrade_words(ev, brief=True)}.",
         f"- **What would pay**: {moe_cost.advice_verdict(rec)}",
     ]
 
@@ -125,8 +125,8 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
     return (f"The write-up reports neither the SGLang release nor CUDA graphs. Its accept rate points to "
-            f"{old_releases(fit[0], rec)}, where the patch reached the draft only with CUDA graphs off; they are on "
-            f"by default ([why](details.html#{CAUSES_ANCHOR})).")
+            f"{old_releases(fit[0], rec)}. There, with CUDA graphs off, the patch fixed the wiring; with them on, the "
+            f"default, it never reached the draft ([why](details.html#{CAUSES_ANCHOR})).")
 
 
 def old_releases(versions: str, rec) -> str:
@@ -325,11 +325,12 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
         row("Wiring mismatch", "reported; its fix not confirmed", wiring_brief(ev, rec, present),
             box_items("version", "ids")),
         row(f"Acceptance near {cost['accept_length']:.1f}", "open",
-            f"A draft without TTT, accepting only at position 1, would give about "
-            f"{1 + f('validation_accuracy').mid:.2f}; the write-up does not say whether it had TTT ([details]({full})).",
+            f"Without TTT, a draft accepting only at position 1 gives about {1 + f('validation_accuracy').mid:.2f}; "
+            "the write-up suspects an INT4 target against training states from an unquantized one. Neither is "
+            f"checked on a {rec.model['target']} server ([details]({full})).",
             box_items("training", "per_position")),
         row("Training slice", "candidate cause",
-            f"Of the 4 captured states, training used the first 3, leaving out the deepest; {t.slice_effect(ev)} "
+            f"Training used the first 3 of 4 captured states, leaving out the deepest; {t.slice_effect(ev)} "
             f"([details]({full})).",
             "retrain on low, middle and high layers; no server patch"),
     ]

@@ -489,8 +489,8 @@ def slice_effect(ev: dict) -> str:
         return "not measured in this run"
     word, ratio = slice_word(ev).removesuffix(" on the lab"), ev["training_slice"]["gap"]["ratio"]
     size = f", {ratio:.2f}× the accept length" if word != "no effect" else ""
-    return {"no effect": "the lab's test found no effect", "small": "the lab's test found a small effect"}.get(
-        word, f"the lab's test found acceptance {word} without the deepest") + size
+    return {"no effect": "no effect on the lab", "small": "a small effect on the lab"}.get(
+        word, f"acceptance {word} without the deepest on the lab") + size
 
 
 def training_slice_short(ev: dict) -> str:
