@@ -46,8 +46,8 @@ def known_lines(rec) -> list[str]:
         f"on {_quote(TRAINED_QUOTE)}, {_quote(WIRING_QUOTE)}.",
         f"Launched at {label('first')}: {_quote(f('draft_tokens_run_first').quote)}; {bold('first_tps')} against "
         f"{f('baseline_tps').text()} without speculation. Relaunched at {label('steps15')}: {bold('steps15_tps')}.",
-        f"A standalone test found {_quote(SERVED_QUOTE)}; with the right inputs the draft scored "
-        f"{f('standalone_accuracy').text()}.",
+        f"A standalone test found the wiring off: {_quote(SERVED_QUOTE)}, by the write-up's reading of SGLang's code. "
+        f"With the right inputs the draft scored {f('standalone_accuracy').text()}.",
         f"SGLang patched to capture the embedding, relaunched at {label('after_fix')}: {bold('after_fix_tps')}, accept "
         f"length {bold('after_fix_accept_length')}, accept rate {f('after_fix_accept_rate').text()}.",
     ]
@@ -169,9 +169,9 @@ def upgrade_words(ev: dict | None, brief: bool = False) -> str:
         twin = covering_row(((ev or {}).get("fix_ids") or {}).get("rows_graphs_off") or [], best["versions"])
         graphs = "on or off" if twin and NO_PATCH in twin.get("ids", "") else "on"
         return (f"upgrade SGLang to {best['versions']} and set the draft's ids to {no_patch_ids(best)} "
-                f"({items('ids')}). In those releases' code, read here but not yet run on a "
-                f"{incident_record.load().model['target']} server, these ids reach the draft as trained, with no patch "
-                f"and CUDA graphs {graphs}{histogram_words(best['versions'])}")
+                f"({items('ids')}): in their code (read, not run on a {incident_record.load().model['target']} server) "
+                f"these ids reach the draft as trained, with no patch and CUDA graphs {graphs}"
+                f"{histogram_words(best['versions'])}")
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
@@ -359,14 +359,14 @@ def public_drafts() -> list[str]:
 
 
 def histogram_words(versions: str) -> str:
-    """"; those releases also return the per-position histogram item 5 reads" where every release
-    of `versions` returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
+    """", and those releases return item 5's histogram" where every release of `versions`
+    returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
     from eagle3lab.known_defects.row import parse_version
 
     first = parse_version(versions.split("–")[0].strip())
     if first < parse_version(histogram_from()):
         return ""
-    return f"; those releases also return the per-position histogram {items('per_position')} reads"
+    return f", and those releases return {items('per_position')}'s histogram"
 
 
 def histogram_from() -> str:
@@ -398,7 +398,7 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
     lo, hi = rate_clue(rec)
     best = recommended_row(ev) if release_rows(ev, rec) else None
     ids = (f": set `{IDS_KEY}` to {no_patch_ids(best)} in the draft's `config.json` on SGLang {best['versions']}, no "
-           "patch; other releases: the runbook's table." if best
+           "patch; if you cannot upgrade, the runbook's table." if best
            else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")
     return [
         f"{item_link('version')}: `{INFO_LINE}`. The logged accept rate {rec.figure('after_fix_accept_rate').text()} "
@@ -432,8 +432,7 @@ def needs_words(prompts: bool = True, package: bool = True) -> str:
     (`package`: the runbook, whose items use them; cold reads 55-64: "the page never says how to
     install it")."""
     return (f"`{PROBE}`, next to this page, needs only Python 3" + (
-        f"; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your traffic, one per line, in the chat format your draft "
-        "was trained on"
+        f"; `{PROMPTS}`: {NUM_PROMPTS} or more prompts like your traffic, one per line, in your draft's chat format"
         if prompts else "") + "." + (" The `eagle3lab` commands need this project's package, not on PyPI: "
                                     "`pip install -e .` in a checkout of its repository." if package else ""))
 

@@ -42,8 +42,8 @@ def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     return "\n".join([
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation** at every "
-        f"setting tried ({_spec_range(rec)} against {f('baseline_tps').text()} without it), before and after a wiring "
-        f"fix, ending with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
+        f"setting tried ({_spec_range(rec)} against {f('baseline_tps').text()} without it), ending, after a wiring fix, "
+        f"with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
         "**Bottom line**",
         "",
@@ -62,6 +62,16 @@ def _spec_range(rec) -> str:
     return f"{spec[0]:g}–{spec[-1]:g} tok/s"
 
 
+def _gate(ev: dict, rec) -> str:
+    """What item 1's answer means for the patch, where notebook 03's tables say it (`clue_fit`):
+    on the releases the accept rate allows, with CUDA graphs on, the patch never reached the draft."""
+    fit = clue_fit(ev, rec)
+    if not fit or fit[2]["fix_feeds"] == list(rec.model["trained_boundaries"]):
+        return "after item 1, "
+    return (f"on {old_releases(fit[0], rec)} with CUDA graphs on, the default, the draft never got its trained "
+            "inputs, patched or not. After item 1, ")
+
+
 def bottom_line(ev: dict, rec) -> list[str]:
     """Three lines: serve without speculation now (every speculative launch reported was slower), the
     wiring fix that holds whichever release and CUDA-graph setting ran, and what would pay."""
@@ -69,8 +79,8 @@ def bottom_line(ev: dict, rec) -> list[str]:
     from eagle3lab.report.postmortem.known_box import upgrade_words
 
     return [
-        "- **Now**: serve without speculation; it beat every speculative launch reported.",
-        f"- **Fix the wiring, whichever release item 1 finds**: {upgrade_words(ev, brief=True)}.",
+        "- **Now**: serve without speculation.",
+        f"- **Fix the wiring**: {_gate(ev, rec)}{upgrade_words(ev, brief=True)}.",
         f"- **What would pay**: {moe_cost.advice_verdict(rec)}",
     ]
 
@@ -124,9 +134,8 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
-    return (f"The write-up reports neither the SGLang release nor CUDA graphs. Its accept rate points to "
-            f"{old_releases(fit[0], rec)}. There, with CUDA graphs off, the patch fixed the wiring; with them on, the "
-            f"default, it never reached the draft ([why](details.html#{CAUSES_ANCHOR})).")
+    return (f"Release and CUDA graphs not reported; the accept rate points to {old_releases(fit[0], rec)}, where "
+            f"the patch worked only with graphs off ([why](details.html#{CAUSES_ANCHOR})).")
 
 
 def old_releases(versions: str, rec) -> str:
@@ -316,7 +325,7 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
                                               "fix, or next": then}
     return [
         row("Verify cost on a sparse MoE", "calculated",
-            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain decode steps ([how]({full})): it pays only above an "
+            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain steps ([how]({full})): it pays only above an "
             f"accept length of {cost['cost']:.1f}. " + moe_cost.union_brief(rec),
             "a shorter chain or a better draft"),
         row("Config override", "verified in SGLang's code",
@@ -330,8 +339,8 @@ def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
             f"checked on a {rec.model['target']} server ([details]({full})).",
             box_items("training", "per_position")),
         row("Training slice", "candidate cause",
-            f"Training used the first 3 of 4 captured states, leaving out the deepest; {t.slice_effect(ev)} "
-            f"([details]({full})).",
+            f"Training used the first 3 of 4 captured states, leaving out the deepest: a lower ceiling, not the drop "
+            f"from training to serving; {t.slice_effect(ev)} ([details]({full})).",
             "retrain on low, middle and high layers; no server patch"),
     ]
 
@@ -494,8 +503,8 @@ def header(run_info: dict, index: bool = False) -> str:
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
     intervals, boundaries or ids to define (the index speaks of layers, as the write-up does)."""
     if index:
-        lab = (f"Lab results (the details page) come from {lab_caveat(run_info.get('lab'))}: mechanisms, not effect "
-               "sizes. ")
+        lab = (f"Lab results (the details page) come from {lab_caveat(run_info.get('lab'))}, decoded by "
+               f"{run_info.get('by', 'the lab server')}: mechanisms, not effect sizes. ")
         return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
                 "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
                 "TTT: training-time test, training a draft on its own guesses. [More terms](#Terms).*")
