@@ -396,7 +396,7 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
     """The box's items on the index, a line each with its command (the runbook has each in full, its
     look-up tables open: cold reads 56-79 put the index at 9-18 minutes with more on it)."""
     lo, hi = rate_clue(rec)
-    best = recommended_row(ev) if release_rows(ev, rec) else None
+    best = recommended_row(ev)  # None where the run recorded no table of releases
     ids = (f": set `{IDS_KEY}` to {no_patch_ids(best)} in the draft's `config.json` on SGLang {best['versions']}, no "
            "patch; if you cannot upgrade, the runbook's table." if best
            else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")

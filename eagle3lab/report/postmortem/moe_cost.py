@@ -296,11 +296,12 @@ def advice_verdict(rec=None) -> str:
                else f"nothing clearly beats {base:g} tok/s")
     miss = incident_misses()
     higher, lower = 1 / (1 - _farthest_below(miss) / 100), 100 * (1 - 1 / (1 + miss["short_above"] / 100))
+    who = _below_who(miss)
     return (f"at the incident's acceptance, {verdict}. A draft accepting as the public drafts' model cards say "
             f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. Both "
             f"are a bytes model's predictions ([the table](details.html#{ADVICE_ANCHOR})), one request at a time; "
             f"measured tok/s has landed from {math.floor(lower):.0f} % or more below such predictions (the incident's "
-            f"{miss['short']} launch) to {higher:.1f}× above them ({_below_who(miss)[0].lower() + _below_who(miss)[1:]}). "
+            f"{miss['short']} launch) to {higher:.1f}× above them ({who[0].lower() + who[1:]}). "
             f"Keep only what measures faster than B, your tok/s without "
             f"speculation ({items('baseline', 'chains', joined=' to ')}).")
 

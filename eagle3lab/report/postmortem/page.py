@@ -273,7 +273,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
                 if check else "SGLang's rules, read in its wheels, say so")
     measured = (ev.get("training_slice") or {}).get("gap")
     if brief:
-        return t.markdown_table(_brief_causes(ev, rec, present, resolver))
+        return t.markdown_table(_brief_causes(ev, rec, present))
     items = [
         f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain steps per 5/1/6 step "
         f"({cost['accept_length']:.3f}, the mean of the logged accept lengths "
@@ -311,7 +311,7 @@ def _numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {item}" for i, item in enumerate(items, 1))
 
 
-def _brief_causes(ev: dict, rec, present, resolver: str) -> list[dict]:
+def _brief_causes(ev: dict, rec, present) -> list[dict]:
     """The index's causes as a table's rows: status, what shows it in a sentence or two, the fix or
     the next item; the arithmetic and the reasoning on the details page (cold reads 56-68 put the index
     at 9-18 minutes with them inline, re-reading most the arithmetic and the version ranges)."""
