@@ -500,7 +500,7 @@ def terms_details(text: str) -> str:
         return ""
     items = "\n".join(f'<dt><dfn title="{term}"></dfn><b>{term}</b></dt><dd>{mistune.html(glossary.definition(term)).strip()}</dd>'
                       for term in used)
-    return ("<details><summary>Definitions (open to look one up)</summary>\n"
+    return ("<details><summary>Definitions</summary>\n"
             f"<dl>\n{items}\n</dl>\n</details>")
 
 

@@ -44,8 +44,8 @@ def known_lines(rec) -> list[str]:
     return [
         f"Trained on {f('train_samples').value:,} samples to {f('validation_accuracy').text()} validation accuracy, "
         f"on {_quote(TRAINED_QUOTE)}, {_quote(WIRING_QUOTE)}.",
-        f"Launched at {label('first')}: {_quote(f('draft_tokens_run_first').quote)}; {bold('first_tps')} against "
-        f"{f('baseline_tps').text()} without speculation. Relaunched at {label('steps15')}: {bold('steps15_tps')}.",
+        f"Launched at {label('first')}: {_quote(f('draft_tokens_run_first').quote)}; {bold('first_tps')}. "
+        f"Relaunched at {label('steps15')}: {bold('steps15_tps')}.",
         f"A standalone test found the wiring off: {_quote(SERVED_QUOTE)}, by the write-up's reading of SGLang's code. "
         f"With the right inputs the draft scored {f('standalone_accuracy').text()}.",
         f"SGLang patched to capture the embedding, relaunched at {label('after_fix')}: {bold('after_fix_tps')}, accept "
@@ -155,23 +155,12 @@ def recommended_row(ev: dict | None) -> dict | None:
     return rows[-1] if rows else None
 
 
-def upgrade_words(ev: dict | None, brief: bool = False) -> str:
+def upgrade_words(ev: dict | None) -> str:
     """The simplest wiring fix in words (`recommended_row`): upgrade to the releases whose ids feed the
-    trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none);
-    `brief` (the index's bottom line): whether it holds with graphs off too, and whether those releases
-    also return item 5's histogram."""
-    from eagle3lab.experiments.fixids import NO_PATCH
-
+    trained boundaries with no patch and CUDA graphs on (the table's rows where the run recorded none)."""
     best = recommended_row(ev)
     if not best:
-        return "the ids of your release's row below" if not brief else f"the ids for your release ({items('ids')})"
-    if brief:
-        twin = covering_row(((ev or {}).get("fix_ids") or {}).get("rows_graphs_off") or [], best["versions"])
-        graphs = "on or off" if twin and NO_PATCH in twin.get("ids", "") else "on"
-        return (f"upgrade SGLang to {best['versions']} and set the draft's ids to {no_patch_ids(best)} "
-                f"({items('ids')}): in their code (read, not run on a {incident_record.load().model['target']} server) "
-                f"these ids reach the draft as trained, with no patch and CUDA graphs {graphs}"
-                f"{histogram_words(best['versions'])}")
+        return "the ids of your release's row below"
     return f"simplest, upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on"
 
 
@@ -358,17 +347,6 @@ def public_drafts() -> list[str]:
     return public_kimi_drafts()
 
 
-def histogram_words(versions: str) -> str:
-    """", and those releases return item 5's histogram" where every release of `versions`
-    returns one (`meta_info.HISTOGRAM_RELEASES`, read in the wheels)."""
-    from eagle3lab.known_defects.row import parse_version
-
-    first = parse_version(versions.split("–")[0].strip())
-    if first < parse_version(histogram_from()):
-        return ""
-    return f", and those releases return {items('per_position')}'s histogram"
-
-
 def histogram_from() -> str:
     """The first SGLang release that returns a per-request acceptance histogram (read in the wheels)."""
     from eagle3lab.engines.sglang.meta_info import HISTOGRAM_RELEASES
@@ -397,14 +375,13 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
     look-up tables open: cold reads 56-79 put the index at 9-18 minutes with more on it)."""
     lo, hi = rate_clue(rec)
     best = recommended_row(ev)  # None where the run recorded no table of releases
-    ids = (f": set `{IDS_KEY}` to {no_patch_ids(best)} in the draft's `config.json` on SGLang {best['versions']}, no "
-           "patch; if you cannot upgrade, the runbook's table." if best
+    ids = (f": `{IDS_KEY}` in the draft's `config.json`, as the table above gives for your release." if best
            else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")
     return [
         f"{item_link('version')}: `{INFO_LINE}`. The logged accept rate {rec.figure('after_fix_accept_rate').text()} "
         f"suggests {RATE_OLD_UNTIL} or earlier (later releases would print {lo:.2f}–{hi:.2f}).",
-        f"{item_link('training')}, in its training config: the layers its states come from, its TTT (SpecForge's "
-        "`ttt_length`; 1 means none) and the checkpoint that produced them.",
+        f"{item_link('training')}, in its training config: its layers, its TTT (SpecForge's `ttt_length`; 1 means "
+        "none) and which checkpoint produced its states.",
         item_link("ids") + ids,
         f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
         f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: "
@@ -418,11 +395,11 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     """The box as Markdown: its own section, right after the summary (not a blockquote: the renderer
     draws no table inside one); each item in brief, the runbook linked for each in full."""
     rec = rec or incident_record.load()
-    parts = ["**Known**, as reported, in order:", ""]
+    parts = ["**Known**, as reported:", ""]
     parts += [f"- {line}" for line in known_lines(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_brief(rec, ev, present), 1)]
-    parts += ["", f"Each item in full, with its tables: [the runbook]({RUNBOOK}.html). " + needs_words(package=False)]
+    parts += ["", f"Each item in full: [the runbook]({RUNBOOK}.html). " + needs_words(package=False)]
     return "\n".join(parts)
 
 
@@ -480,6 +457,23 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
             "For other boundaries, "
             f"`{WIRING_LINE}` prints them (`--serve vllm==VERSION` for vLLM). {vllm_words(rec)}:\n\n"
             + markdown_table([{c: r[c] for c in keep} for r in rows]))
+
+
+def ids_brief(ev: dict | None, rec) -> str:
+    """The index's table under the bottom line: what to set for the wiring, by release and CUDA-graph
+    setting (cold reads 88, 90-92 asked for it there: which release runs decides the first action),
+    0.5.10.post1 named in the row it shares with 0.5.10 (`POST_SAME`), and where item 5's histogram
+    is missing. Empty where the run recorded no table."""
+    rows = release_rows(ev, rec)
+    if not rows:
+        return ""
+    from eagle3lab.report.postmortem.tables import markdown_table
+
+    first, graphs, ids = list(rows[0])[0], list(rows[0])[1], list(rows[0])[-1]
+    post = lambda v: v[:-len(POST_SAME[1])] + POST_SAME[0] if v.endswith(f"– {POST_SAME[1]}") else v  # noqa: E731
+    table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
+    return (f"The ids to set ({items('ids')}), read in each release's code, not run:\n\n" + markdown_table(table)
+            + f"\n\nReleases before {histogram_from()} return no histogram for {items('per_position')}.")
 
 
 def vllm_words(rec) -> str:

@@ -38,18 +38,21 @@ def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     """The answer: what happened, the bottom line (what to do now, the wiring fix whatever release ran,
     what would pay), then the causes with their status (the reasoning on the details page). The box
     follows. (Cold reads 72, 77-79 asked for a bottom line at the top.)"""
+    from eagle3lab.report.postmortem import known_box
+
     f = rec.figure
     return "\n".join([
         f"**What happened** (as reported). An EAGLE-3 draft for {rec.model['target']}, "
         f"{f('validation_accuracy').text()} accurate in training, made SGLang **slower than no speculation** at every "
-        f"setting tried ({_spec_range(rec)} against {f('baseline_tps').text()} without it), ending, after a wiring fix, "
+        f"setting tried ({_spec_range(rec)} against {f('baseline_tps').text()} without it), ending, after a wiring patch, "
         f"with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
         "**Bottom line**",
         "",
         *bottom_line(ev, rec),
         "",
-        f"**The causes, with their status** ([each in full](details.html#{CAUSES_ANCHOR})):",
+        *((ids, "") if (ids := known_box.ids_brief(ev, rec)) else ()),
+        f"**The causes** ([each in full](details.html#{CAUSES_ANCHOR})):",
         "",
         causes_list(ev, rec, hyp_rows, present, brief=True),
     ])
@@ -63,24 +66,35 @@ def _spec_range(rec) -> str:
 
 
 def _gate(ev: dict, rec) -> str:
-    """What item 1's answer means for the patch, where notebook 03's tables say it (`clue_fit`):
-    on the releases the accept rate allows, with CUDA graphs on, the patch never reached the draft."""
-    fit = clue_fit(ev, rec)
-    if not fit or fit[2]["fix_feeds"] == list(rec.model["trained_boundaries"]):
-        return "after item 1, "
-    return (f"on {old_releases(fit[0], rec)} with CUDA graphs on, the default, the draft never got its trained "
-            "inputs, patched or not. After item 1, ")
+    """What item 1's answer means for the patch, where notebook 03's tables say it (`clue_fit`): the
+    write-up's clues fit only graphs off, where the patch worked (cold reads 93-95: say which case the
+    evidence favours), and with graphs on, the default, the patch never reached the draft."""
+    fit, trained = clue_fit(ev, rec), list(rec.model["trained_boundaries"])
+    if not fit or fit[2]["fix_feeds"] == trained:
+        return ""
+    old = old_releases(fit[0], rec)
+    on = "the draft never got its trained inputs, patched or not. "
+    if fit[1]["fix_feeds"] != trained:
+        return f"on SGLang {old} with CUDA graphs on, the default, {on}Then "
+    return (f"the write-up's clues, its reading of SGLang's code and its accept rate, fit only {old} with CUDA "
+            "graphs off, where the patch worked: then the wiring was fixed and the accept length near "
+            f"{t.incident_cost(rec)['accept_length']:.1f} has another cause. If that reading is wrong and graphs were on, "
+            f"the default, {on}Either way, ")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
     """Three lines: serve without speculation now (every speculative launch reported was slower), the
-    wiring fix that holds whichever release and CUDA-graph setting ran, and what would pay."""
+    wiring as the evidence has it and the fix with the fewest conditions (the table under it for every
+    release), and what would pay."""
     from eagle3lab.report.postmortem import moe_cost
-    from eagle3lab.report.postmortem.known_box import upgrade_words
+    from eagle3lab.report.postmortem.known_box import no_patch_ids, recommended_row
 
+    gate, best = _gate(ev, rec), recommended_row(ev)
+    fix = (f"upgrade SGLang to {best['versions']} and set the draft's ids to {no_patch_ids(best)}, no patch" if best
+           else "set the ids for your release (item 3)")
     return [
         "- **Now**: serve without speculation.",
-        f"- **Fix the wiring**: {_gate(ev, rec)}{upgrade_words(ev, brief=True)}.",
+        f"- **Wiring**: {gate + fix if gate else 'simplest, ' + fix}.",
         f"- **What would pay**: {moe_cost.advice_verdict(rec)}",
     ]
 
@@ -134,8 +148,7 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     fit = clue_fit(ev, rec)
     if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
-    return (f"Release and CUDA graphs not reported; the accept rate points to {old_releases(fit[0], rec)}, where "
-            f"the patch worked only with graphs off ([why](details.html#{CAUSES_ANCHOR})).")
+    return f"Release and CUDA graphs not reported; see the bottom line ([why](details.html#{CAUSES_ANCHOR}))."
 
 
 def old_releases(versions: str, rec) -> str:
@@ -325,22 +338,22 @@ def _brief_causes(ev: dict, rec, present) -> list[dict]:
                                               "fix, or next": then}
     return [
         row("Verify cost on a sparse MoE", "calculated",
-            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain steps ([how]({full})): it pays only above an "
-            f"accept length of {cost['cost']:.1f}. " + moe_cost.union_brief(rec),
+            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain steps ([how]({full})), so it pays only above an "
+            f"accept length of {cost['cost']:.1f}: " + moe_cost.union_brief(rec),
             "a shorter chain or a better draft"),
         row("Config override", "verified in SGLang's code",
             f"The first launch ran {f('draft_tokens_run_first').value} draft tokens, not the 16 asked "
-            f"({_link('01', present)}).", "ask for draft tokens = steps + 1"),
+            f"({_link('01', present)}).", "draft tokens = steps + 1"),
         row("Wiring mismatch", "reported; its fix not confirmed", wiring_brief(ev, rec, present),
             box_items("version", "ids")),
         row(f"Acceptance near {cost['accept_length']:.1f}", "open",
-            f"Without TTT, a draft accepting only at position 1 gives about {1 + f('validation_accuracy').mid:.2f}; "
+            f"Without TTT, a draft accepting only at position 1 would give about {1 + f('validation_accuracy').mid:.2f}; "
             "the write-up suspects an INT4 target against training states from an unquantized one. Neither is "
-            f"checked on a {rec.model['target']} server ([details]({full})).",
+            f"checked ([details]({full})).",
             box_items("training", "per_position")),
         row("Training slice", "candidate cause",
-            f"Training used the first 3 of 4 captured states, leaving out the deepest: a lower ceiling, not the drop "
-            f"from training to serving; {t.slice_effect(ev)} ([details]({full})).",
+            "Training left out the deepest of 4 captured states: that may limit the draft, not explain why it did "
+            f"worse served than in training; {t.slice_effect(ev)} ([details]({full})).",
             "retrain on low, middle and high layers; no server patch"),
     ]
 
@@ -461,22 +474,12 @@ def trust_section(ev: dict, present=None) -> str:
     return "\n".join(lines)
 
 
-# what each notebook shows, in a few words (the index's one line of links; PAGES has the questions)
-SHORT = {"01_config_bug": "the configuration run", "02_wiring_mismatch": "the hidden states fed",
-         "03_embedding_fix": "the patch by SGLang release", "04_accept_length_analysis": "acceptance by position",
-         "05_what_if_sweeps": "hypotheses and configurations"}
-
-
-def evidence_section(runs_ok: dict, details: bool = False) -> str:
-    """The details page, then one line of links to the notebook pages of this report, each with
-    what it shows (a notebook that failed says so)."""
-    links = []
-    for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items():
-        failed = " (**failed in this run**)" if ok is False else ""
-        links.append(f"[{name[:2]} · {SHORT.get(name, name)}]({name}.html){failed}")
-    if details:  # the index: one line
-        return f"[The causes in full, with their evidence]({DETAILS}.html). The notebooks, with code: " + "; ".join(links) + "."
-    return "- The notebooks, with code: " + "; ".join(links)
+def evidence_section(runs_ok: dict) -> str:
+    """The index's last line: the details page, then the notebook pages of this report by number (a
+    notebook that failed says so; their questions are PAGES')."""
+    links = [f"[{name[:2]}]({name}.html)" + (" (**failed in this run**)" if ok is False else "")
+             for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items()]
+    return f"[The evidence in full]({DETAILS}.html). The notebooks, with code: " + " · ".join(links) + "."
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
@@ -493,7 +496,7 @@ def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
         header(run_info, index=True),
         "## Summary", summary(ev, rec, hyp_rows, present),
         "## Known, unknown, do next", known_box.box(rec, ev, present),
-        "## The evidence", evidence_section(run_info.get("runs_ok", {}), details=True),
+        "## The evidence", evidence_section(run_info.get("runs_ok", {})),
     ]
     return "\n\n".join(p for p in parts if p)
 
