@@ -557,15 +557,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # setting ran (cold read 68: upgrading fixes it with graphs on and returns the histogram), what would pay
     bottom = summary.split("**Bottom line**\n\n")[1].split("\n\n")[0].splitlines()
     # what item 1's answer means for the patch, on the releases the accept rate allows (cold reads 78, 84, 87 asked
-    # for the version x CUDA-graphs gate on top); which case the write-up's clues favour, both said (cold read 79: the
-    # index leaned to graphs on; reads 93-95: say that the clues point to graphs off, where the patch worked)
+    # for the version x CUDA-graphs gate on top); the action first, keyed to item 1's answer (cold reads 99-101), then
+    # which case the write-up's clues favour (reads 93-95: they point to graphs off, where the patch worked)
     assert bottom[:2] == [
         "- **Now**: serve without speculation.",
-        "- **Wiring**: the write-up's clues, its reading of SGLang's code and its accept rate, fit only 0.5.10.post1 or "
-        "earlier with CUDA graphs off, where the patch worked: then the wiring was fixed and the accept length near 1.8 "
-        "has another cause. If that reading is wrong and graphs were on, the default, the draft never got its trained "
-        "inputs, patched or not. Either way, upgrade SGLang to 0.5.14 – 0.5.23 and set the draft's ids to [0, 3, 31], "
-        "no patch."]
+        "- **Wiring**: set your release's ids from the table below (item 3); on 0.5.10.post1 or earlier with CUDA "
+        "graphs on, no ids work: upgrade to 0.5.14 – 0.5.23 and set [0, 3, 31], no patch. For the incident, the "
+        "write-up's clues point to CUDA graphs off, where the patch feeds the trained layers: if so, the accept length "
+        "near 1.8 has another cause ([why](details.html#Causes-in-full))."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # every release's ids under the bottom line, read in code, not run (cold reads 88, 90-92: which release runs
     # decides the first action; reads 84, 85, 88, 92: join "no histogram before 0.5.9" with the wiring advice);
@@ -581,15 +580,20 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "item 5.\n\n**The causes**") in summary
     assert known_box.ids_brief({}, rec) == ""  # no table recorded: no table, and item 3 says where to look
     # where graphs on let the patch through, no gate (notebook 03's rows decide, not the page)
-    from eagle3lab.report.postmortem.page import _gate, bottom_line
+    from eagle3lab.report.postmortem.page import _lean, bottom_line
 
-    assert _gate({}, rec) == ""
-    # where graphs off did not feed the trained layers either, the line says the graphs-on case alone
+    assert _lean({}, rec) == ""
+    # where graphs off did not feed the trained layers either, no case to favour: the patch never took
     off_failed = {**ev, "fix_ids": {**ev["fix_ids"], "rows_graphs_off": [
         {**r, "fix_feeds": [2, 30, 58]} for r in ev["fix_ids"]["rows_graphs_off"]]}}
-    assert _gate(off_failed, rec) == ("on SGLang 0.5.10.post1 or earlier with CUDA graphs on, the default, the draft "
-                                      "never got its trained inputs, patched or not. Then ")
-    assert bottom_line({}, rec)[1] == "- **Wiring**: simplest, set the ids for your release (item 3)."
+    assert _lean(off_failed, rec) == (" For the incident, on the releases its accept rate allows, the patch never "
+                                      "reached the draft ([why](details.html#Causes-in-full)).")
+    assert bottom_line({}, rec)[1] == "- **Wiring**: set the ids for your release (item 3)."
+    # where some ids work on every release, no release is named as hopeless
+    all_work = {**ev, "fix_ids": {**ev["fix_ids"], "rows": [r for r in ev["fix_ids"]["rows"] if r["ids"] != "none"]}}
+    assert bottom_line(all_work, rec)[1].startswith(
+        "- **Wiring**: set your release's ids from the table below (item 3); simplest, upgrade to 0.5.14 – 0.5.23 and "
+        "set [0, 3, 31], no patch.")
     assert "46.7–56.8 tok/s against 90 tok/s without it" in summary  # every speculative launch, as reported
     # item 3 where the ids go, in a line (the bottom line says why these releases)
     assert ("3. [**Set the ids**](runbook.html#Item-3:-set-the-ids): `eagle_config.eagle_aux_hidden_state_layer_ids` "

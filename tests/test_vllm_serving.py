@@ -412,6 +412,8 @@ def group_roles(pgid: int) -> dict[int, str]:
         ppid, cmd = procs[pid]
         if pid == pgid:
             return "api"
+        if ppid in procs and procs[ppid][1] == cmd:  # forked, not yet exec'd or titled: its parent's command
+            return "other"  # line (a Worker sampled then read as "engine", and kept it: a flake of 2026-12-06)
         if "resource_tracker" in cmd:
             return "helper"
         spawned = "spawn_main" in cmd or "VLLM::" in cmd

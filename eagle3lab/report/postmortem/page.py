@@ -65,36 +65,39 @@ def _spec_range(rec) -> str:
     return f"{spec[0]:g}–{spec[-1]:g} tok/s"
 
 
-def _gate(ev: dict, rec) -> str:
-    """What item 1's answer means for the patch, where notebook 03's tables say it (`clue_fit`): the
-    write-up's clues fit only graphs off, where the patch worked (cold reads 93-95: say which case the
-    evidence favours), and with graphs on, the default, the patch never reached the draft."""
+def _lean(ev: dict, rec) -> str:
+    """Which CUDA-graph case the write-up's clues favour, in a clause after the wiring's action (cold
+    reads 93-95 asked for it; reads 99-101 for the action first): they fit only graphs off, where the
+    patch worked (`clue_fit`, notebook 03's tables). Empty where the tables say nothing of it."""
     fit, trained = clue_fit(ev, rec), list(rec.model["trained_boundaries"])
     if not fit or fit[2]["fix_feeds"] == trained:
         return ""
-    old = old_releases(fit[0], rec)
-    on = "the draft never got its trained inputs, patched or not. "
+    why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if fit[1]["fix_feeds"] != trained:
-        return f"on SGLang {old} with CUDA graphs on, the default, {on}Then "
-    return (f"the write-up's clues, its reading of SGLang's code and its accept rate, fit only {old} with CUDA "
-            "graphs off, where the patch worked: then the wiring was fixed and the accept length near "
-            f"{t.incident_cost(rec)['accept_length']:.1f} has another cause. If that reading is wrong and graphs were on, "
-            f"the default, {on}Either way, ")
+        return f" For the incident, on the releases its accept rate allows, the patch never reached the draft {why}."
+    return (" For the incident, the write-up's clues point to CUDA graphs off, where the patch feeds the trained layers: if so, the "
+            f"accept length near {t.incident_cost(rec)['accept_length']:.1f} has another cause {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
     """Three lines: serve without speculation now (every speculative launch reported was slower), the
-    wiring as the evidence has it and the fix with the fewest conditions (the table under it for every
-    release), and what would pay."""
+    wiring (what to set, the releases where nothing can be set, then which case the incident's clues
+    favour), and what would pay."""
     from eagle3lab.report.postmortem import moe_cost
-    from eagle3lab.report.postmortem.known_box import no_patch_ids, recommended_row
+    from eagle3lab.report.postmortem.known_box import items, no_patch_ids, recommended_row
 
-    gate, best = _gate(ev, rec), recommended_row(ev)
-    fix = (f"upgrade SGLang to {best['versions']} and set the draft's ids to {no_patch_ids(best)}, no patch" if best
-           else "set the ids for your release (item 3)")
+    best = recommended_row(ev)
+    none = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or [] if r.get("ids") == "none"]
+    if not best:
+        fix = f"set the ids for your release ({items('ids')})."
+    else:
+        upgrade = f"upgrade to {best['versions']} and set {no_patch_ids(best)}, no patch"
+        fix = (f"set your release's ids from the table below ({items('ids')}); "
+               + (f"on {old_releases(none[-1]['versions'], rec)} with CUDA graphs on, no ids work: {upgrade}." if none
+                  else f"simplest, {upgrade}."))
     return [
         "- **Now**: serve without speculation.",
-        f"- **Wiring**: {gate + fix if gate else 'simplest, ' + fix}.",
+        f"- **Wiring**: {fix}{_lean(ev, rec)}",
         f"- **What would pay**: {moe_cost.advice_verdict(rec)}",
     ]
 
