@@ -375,7 +375,7 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
     look-up tables open: cold reads 56-79 put the index at 9-18 minutes with more on it)."""
     lo, hi = rate_clue(rec)
     best = recommended_row(ev)  # None where the run recorded no table of releases
-    ids = (f": `{IDS_KEY}` in the draft's `config.json`, as the table above gives for your release." if best
+    ids = (f": `{IDS_KEY}` in the draft's `config.json`, from the table above." if best
            else f" {_nb03('notebook 03', present)} lists for your release in the draft's `config.json`.")
     return [
         f"{item_link('version')}: `{INFO_LINE}`. The logged accept rate {rec.figure('after_fix_accept_rate').text()} "
@@ -472,8 +472,16 @@ def ids_brief(ev: dict | None, rec) -> str:
     first, graphs, ids = list(rows[0])[0], list(rows[0])[1], list(rows[0])[-1]
     post = lambda v: v[:-len(POST_SAME[1])] + POST_SAME[0] if v.endswith(f"– {POST_SAME[1]}") else v  # noqa: E731
     table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
-    return (f"The ids to set ({items('ids')}), read in each release's code, not run:\n\n" + markdown_table(table)
+    return (f"The ids for a draft trained, as this one, on the embedding and layers "
+            f"{_and_layers(rec.model['trained_boundaries'])}, read in each release's code, not run (other drafts: "
+            f"[the runbook]({RUNBOOK}.html#{item_heading('ids').replace(' ', '-')})):\n\n" + markdown_table(table)
             + f"\n\nReleases before {histogram_from()} return no histogram for {items('per_position')}.")
+
+
+def _and_layers(boundaries) -> str:
+    """The trained boundaries after the embedding's (0), as the write-up names them: "3 and 31"."""
+    rest = [str(b) for b in boundaries if b != 0]
+    return rest[0] if len(rest) == 1 else ", ".join(rest[:-1]) + " and " + rest[-1]
 
 
 def vllm_words(rec) -> str:

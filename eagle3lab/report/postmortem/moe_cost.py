@@ -288,7 +288,8 @@ def advice_verdict(rec=None) -> str:
     verdict at the incident's acceptance and for a draft as good as the public ones, the model's error
     band, and the rule to switch by (cold reads 44-47 put a careful read of the index at 10-15 minutes,
     slowed by its numbers; the table by acceptance profile is on the details page). The band says
-    faster and slower, its cases on the details page (cold reads 80-89 re-read it in above/below)."""
+    step costs below and above the model, as the details page says them, each with whose figures (cold
+    reads 90-103 re-read a band in speeds converted from step costs: "it mixes units")."""
     from eagle3lab.report.postmortem.known_box import items
 
     facts = _advice_facts()
@@ -298,16 +299,15 @@ def advice_verdict(rec=None) -> str:
     miss, band = incident_misses(), _public_band()
     # the faster end from measured step costs where others published them; the incident's long launch
     # only with its condition (its acceptance is assumed, not logged: cold read 98)
-    below, who = ((band[1], "others' published MoE step costs") if band else
+    below, who = ((band[1], "others' published MoE figures") if band else
                   (miss["long_below"][1], f"the incident's {miss['long']} launch, if it accepted as "
                                           f"{_after_fix_label()} did"))
-    higher, lower = 1 / (1 - below / 100), 100 * (1 - 1 / (1 + miss["short_above"] / 100))
     miss_short = f"the incident's {miss['short']} launch"
     return (f"at the incident's acceptance, {verdict}; a draft accepting as the public drafts' model cards say "
             f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. "
             f"Both are a step-cost model's predictions, one request at a time ([the table](details.html#"
-            f"{ADVICE_ANCHOR})); measured speeds came out up to {higher:.1f}× faster than predicted ({who}) and at "
-            f"least {math.floor(lower):.0f} % slower ({miss_short}). Keep only what "
+            f"{ADVICE_ANCHOR})); measured step costs came out up to {below:.0f} % below it ({who}) and at least "
+            f"{miss['short_above']} % above it ({miss_short}). Keep only what "
             f"measures faster than B, your tok/s without speculation ({items('baseline', 'chains', joined=' to ')}).")
 
 

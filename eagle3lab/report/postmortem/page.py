@@ -75,7 +75,8 @@ def _lean(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if fit[1]["fix_feeds"] != trained:
         return f" For the incident, on the releases its accept rate allows, the patch never reached the draft {why}."
-    return (" For the incident, the write-up's clues point to CUDA graphs off, where the patch feeds the trained layers: if so, the "
+    return (" The incident's clues (the write-up's reading of SGLang's code, its accept rate) point to CUDA graphs "
+            "off, where the patch feeds the trained layers: if so, the "
             f"accept length near {t.incident_cost(rec)['accept_length']:.1f} has another cause {why}.")
 
 
@@ -92,7 +93,7 @@ def bottom_line(ev: dict, rec) -> list[str]:
         fix = f"set the ids for your release ({items('ids')})."
     else:
         upgrade = f"upgrade to {best['versions']} and set {no_patch_ids(best)}, no patch"
-        fix = (f"set your release's ids from the table below ({items('ids')}); "
+        fix = ("set your release's ids from the table below; "
                + (f"on {old_releases(none[-1]['versions'], rec)} with CUDA graphs on, no ids work: {upgrade}." if none
                   else f"simplest, {upgrade}."))
     return [
@@ -482,7 +483,7 @@ def evidence_section(runs_ok: dict) -> str:
     notebook that failed says so; their questions are PAGES')."""
     links = [f"[{name[:2]}]({name}.html)" + (" (**failed in this run**)" if ok is False else "")
              for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items()]
-    return f"[The evidence in full]({DETAILS}.html). The notebooks, with code: " + " · ".join(links) + "."
+    return f"[The evidence in full]({DETAILS}.html); notebooks " + " · ".join(links) + ", with code."
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
