@@ -515,11 +515,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     wiring = causes_list(ev, rec, t.hypothesis_rows(ev)).splitlines()[2]
     # conditional on CUDA graphs (cold reads 15, 16): graphs off, the write-up's clues both hold and the patch
     # took; graphs on, the default, the patch did nothing and the wiring can still explain the accept length
-    # the write-up's two clues reconcile only with graphs off (cold reads 22-24 found the index weighed the cases evenly)
-    # the served boundaries are the write-up's reading of SGLang's setter, not a capture (cold reads 25-28)
+    # the served boundaries are the write-up's reading of SGLang's setter, not a capture (cold reads 25-28), and a
+    # reading of the setter gives them with CUDA graphs on or off: it cannot tell the cases apart (cold read 104; the
+    # CUDA-graph runner calls the setter again without the ids, known defect sglang-cuda-graph-aux-ids-reset)
     assert ("Trained on [0, 3, 31]. The write-up explains its served [3, 31, 59] by the `val + 1` in SGLang's "
-            "`set_eagle3_layers_to_capture`, a reading of the code; with its accept rate, that clue fits only on "
-            "0.5.4.post2 – 0.5.10 with CUDA graphs off, where the patch fed [0, 3, 31]: if it ran so, the wiring "
+            "`set_eagle3_layers_to_capture`, a reading of the code. On 0.5.4.post2 – 0.5.10, which its accept rate "
+            "points to, that is what the setter does whether CUDA graphs are on or off; with them on, "
+            "`cuda_graph_runner.py` calls it again without the ids, so the reading cannot tell the two apart. With "
+            "graphs off there, the patch fed [0, 3, 31]: if it ran so, the wiring "
             "was fixed and cannot explain the accept length left. With graphs on (the default), the draft got "
             "[2, 30, 58] before and after the patch, and the wiring can still explain it. *Fix:* your release's ids (item 3 of "
             "*Do next*).") in wiring
@@ -558,13 +561,14 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     bottom = summary.split("**Bottom line**\n\n")[1].split("\n\n")[0].splitlines()
     # what item 1's answer means for the patch, on the releases the accept rate allows (cold reads 78, 84, 87 asked
     # for the version x CUDA-graphs gate on top); the action first, keyed to item 1's answer (cold reads 99-101), then
-    # which case the write-up's clues favour (reads 93-95: they point to graphs off, where the patch worked)
+    # whether the patch took: unknown, the write-up's code reading the same either way (reads 93-95 asked which case
+    # the clues favour; read 104: neither, the setter it read gives the +1 with CUDA graphs on or off)
     assert bottom[:2] == [
         "- **Now**: serve without speculation.",
         "- **Wiring**: set your release's ids from the table below; on 0.5.10.post1 or earlier with CUDA graphs on, no "
-        "ids work: upgrade to 0.5.14 – 0.5.23 and set [0, 3, 31], no patch. The incident's clues (the write-up's reading "
-        "of SGLang's code, its accept rate) point to CUDA graphs off, where the patch feeds the trained layers: if so, "
-        "the accept length near 1.8 has another cause ([why](details.html#Causes-in-full))."]
+        "ids work: upgrade to 0.5.14 – 0.5.23 and set [0, 3, 31], no patch. Whether the incident's patch took is "
+        "unknown: on 0.5.10.post1 or earlier it fed the trained layers only with CUDA graphs off, and the write-up's "
+        "reading of SGLang's code looks the same either way; item 1 decides ([why](details.html#Causes-in-full))."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # every release's ids under the bottom line, read in code, not run (cold reads 88, 90-92: which release runs
     # decides the first action; reads 84, 85, 88, 92: join "no histogram before 0.5.9" with the wiring advice);
@@ -639,13 +643,15 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "ids that feed boundaries [0, 3, 31] |") in fed
     assert ("By SGLang release, from each wheel's code ([03](03_embedding_fix.html)); none before 0.5.4.post2 serves "
             "this draft (its model file has no EAGLE-3 capture); 0.5.10.post1 behaves as 0.5.10, the same files:") in fed
-    # the details page's timeline reconciles the write-up's two clues as the index does (cold reads 19, 20)
+    # the details page's timeline weighs the write-up's two clues as the index does (cold reads 19, 20): its served
+    # boundaries are a reading of the setter, which gives them with CUDA graphs on or off (cold read 104)
     timeline = {(r["step"], r["incident (as reported)"][:8]): r for r in t.timeline_rows(ev, rec)}
     served = timeline[(4, "the serv")]
     assert served["lab, same measure (this run)"].endswith(
         "feeds [3, 31, 59] for those ids on 0.5.4.post2 – 0.5.12 with CUDA graphs off, and on 0.5.11 – 0.5.12 with them on")
-    assert served["verdict"] == ("same there; the logged accept rate points to 0.5.10.post1 or earlier, which fits "
-                                 "both only with CUDA graphs off")
+    assert served["verdict"] == ("same there; the logged accept rate points to 0.5.10.post1 or earlier, where a "
+                                 "reading of the setter gives it with CUDA graphs on or off (on, the replayed steps fed "
+                                 "the default layers)")
     assert timeline[(5, "ids rewr")]["lab, same measure (this run)"] == (
         "they feed the trained boundaries on 0.5.4.post2 – 0.5.12 with CUDA graphs off, and on 0.5.11 – 0.5.12 with "
         "them on; on 0.5.23 they feed [0, 2, 30]")

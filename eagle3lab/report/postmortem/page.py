@@ -66,18 +66,20 @@ def _spec_range(rec) -> str:
 
 
 def _lean(ev: dict, rec) -> str:
-    """Which CUDA-graph case the write-up's clues favour, in a clause after the wiring's action (cold
-    reads 93-95 asked for it; reads 99-101 for the action first): they fit only graphs off, where the
-    patch worked (`clue_fit`, notebook 03's tables). Empty where the tables say nothing of it."""
+    """Whether the incident's patch took, in a clause after the wiring's action: on the releases its
+    accept rate allows it fed the trained layers only with CUDA graphs off (`clue_fit`, notebook 03's
+    tables), and the write-up's served layers, a reading of SGLang's setter, look the same either way
+    (with graphs on, `cuda_graph_runner.py` calls the setter again without the ids: cold read 104).
+    Empty where the tables say nothing of it."""
     fit, trained = clue_fit(ev, rec), list(rec.model["trained_boundaries"])
     if not fit or fit[2]["fix_feeds"] == trained:
         return ""
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if fit[1]["fix_feeds"] != trained:
         return f" For the incident, on the releases its accept rate allows, the patch never reached the draft {why}."
-    return (" The incident's clues (the write-up's reading of SGLang's code, its accept rate) point to CUDA graphs "
-            "off, where the patch feeds the trained layers: if so, the "
-            f"accept length near {t.incident_cost(rec)['accept_length']:.1f} has another cause {why}.")
+    return (f" Whether the incident's patch took is unknown: on {old_releases(fit[0], rec)} it fed the trained layers "
+            f"only with CUDA graphs off, and the write-up's reading of SGLang's code looks the same either way; item 1 "
+            f"decides {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
@@ -105,8 +107,8 @@ def bottom_line(ev: dict, rec) -> list[str]:
 
 def version_caveat(ev: dict, rec, present=None) -> str:
     """Which SGLang the incident ran decides what its server fed and whether its fix took: the
-    write-up does not say; its two clues (the boundaries it says were served, its accept rate's
-    definition) fit together only where notebook 03's tables say so."""
+    write-up does not say; its accept rate's definition narrows the release, and its served boundaries,
+    a reading of SGLang's setter, cannot tell CUDA graphs on from off (cold read 104)."""
     ids = ev.get("fix_ids") or {}
     rows = ids.get("rows")
     if not rows:  # a run recorded before the rows were
@@ -119,8 +121,10 @@ def version_caveat(ev: dict, rec, present=None) -> str:
         versions, tw, on = fit
         fixed = tw["fix_feeds"] == trained  # graphs off fed the trained boundaries: the wiring was fixed there
         return (f"The write-up explains its served {served} by the `val + 1` in SGLang's "
-                "`set_eagle3_layers_to_capture`, a reading of the code; with its accept rate, that clue fits only on "
-                f"{versions} with CUDA graphs off, where the patch fed {tw['fix_feeds']}"
+                f"`set_eagle3_layers_to_capture`, a reading of the code. On {versions}, which its accept rate points to, "
+                "that is what the setter does whether CUDA graphs are on or off; with them on, `cuda_graph_runner.py` "
+                "calls it again without the ids, so the reading cannot tell the two apart. With graphs off there, "
+                f"the patch fed {tw['fix_feeds']}"
                 + (": if it ran so, the wiring was fixed and cannot explain the accept length left" if fixed else "")
                 + f". With graphs on (the default), the draft got {on['fix_feeds']} before and after the patch"
                 + (", and the wiring can still explain it." if fixed else "."))

@@ -216,8 +216,9 @@ def timeline_rows(ev: dict, rec=None) -> list[dict]:
                f"**{model['trained_boundaries']}** (ids {model['config_ids_before_fix']})",
             f"SGLang's capture rule, read in its wheels, feeds {served} for those ids "
             + _on_and_off(ids["story_versions"], story_off),
-            f"same there; the logged accept rate points to {RATE_OLD_UNTIL} or earlier, which fits both only with CUDA "
-            "graphs off" if story_off else f"same there; {VERSION_CLUES}")
+            f"same there; the logged accept rate points to {RATE_OLD_UNTIL} or earlier, where a reading of the setter "
+            "gives it with CUDA graphs on or off (on, the replayed steps fed the default layers)" if story_off
+            else f"same there; {VERSION_CLUES}")
     if ids.get("fixed_on"):
         fixed_off = [r["versions"] for r in off if r["fix_feeds"] == trained]
         add(5, f"ids rewritten to **{model['config_ids_after_fix']}** with the embedding patch",
