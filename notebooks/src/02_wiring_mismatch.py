@@ -7,8 +7,10 @@
 # does not say which SGLang that was. Adding 1 to every id in `deepseek_v2.py` is what its 0.5.11
 # and 0.5.12 releases do (notebook 03 shows, version by version, what the same ids do: the rule
 # changed in 0.5.13), while the accept rate it logged follows the definition of 0.5.10.post1 and
-# earlier (docs/sources.md section 3): the two clues fit together only on releases before 0.5.11
-# served with CUDA graphs off (notebook 03's second table), and the version stays unknown. A
+# earlier (docs/sources.md section 3). Before 0.5.11 the ids give `[3, 31, 59]` only with CUDA graphs
+# off (notebook 03's second table), but a reading of the setter shows the `+ 1` with them on too
+# (`cuda_graph_runner.py` then calls it again without the ids): the clues narrow the release, not
+# the CUDA-graph setting, and the version stays unknown. A
 # boundary b is the state entering layer b: the write-up's "layer3", captured before layer 3
 # runs, is boundary 3.
 # The server ran, outputs
