@@ -9,8 +9,6 @@ which figures are calculated, which are modelled and which were measured, and by
 
 from __future__ import annotations
 
-import math
-
 from eagle3lab.cost import costchecks
 from eagle3lab.cost.archcost import expected_union
 from eagle3lab.report.postmortem import tables as t
@@ -297,8 +295,8 @@ def advice_verdict(rec=None) -> str:
     verdict = (f"{' and '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s" if beats
                else f"nothing clearly beats {base:g} tok/s")
     miss, band = incident_misses(), _public_band()
-    # the faster end from measured step costs where others published them; the incident's long launch
-    # only with its condition (its acceptance is assumed, not logged: cold read 98)
+    # how far below the model measured step costs came out: others' published ones where there are any;
+    # else the incident's long launch, with its condition (its acceptance is assumed, not logged: read 98)
     below, who = ((band[1], "others' published MoE figures") if band else
                   (miss["long_below"][1], f"the incident's {miss['long']} launch, if it accepted as "
                                           f"{_after_fix_label()} did"))

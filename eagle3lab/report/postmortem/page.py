@@ -84,8 +84,8 @@ def _lean(ev: dict, rec) -> str:
 
 def bottom_line(ev: dict, rec) -> list[str]:
     """Three lines: serve without speculation now (every speculative launch reported was slower), the
-    wiring (what to set, the releases where nothing can be set, then which case the incident's clues
-    favour), and what would pay."""
+    wiring (what to set, the releases where nothing can be set, then whether the incident's patch took),
+    and what would pay."""
     from eagle3lab.report.postmortem import moe_cost
     from eagle3lab.report.postmortem.known_box import items, no_patch_ids, recommended_row
 
