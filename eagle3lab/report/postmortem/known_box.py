@@ -365,9 +365,14 @@ def item_heading(name: str) -> str:
     return f"Item {STEP[name]}: {TITLES[name][0].lower()}{TITLES[name][1:]}"
 
 
+def item_anchor(name: str) -> str:
+    """The address of the item's section of the runbook (its heading, spaces as '-')."""
+    return f"{RUNBOOK}.html#{item_heading(name).replace(' ', '-')}"
+
+
 def item_link(name: str) -> str:
     """The item's name in bold, linking to its section of the runbook."""
-    return f"[**{TITLES[name]}**]({RUNBOOK}.html#{item_heading(name).replace(' ', '-')})"
+    return f"[**{TITLES[name]}**]({item_anchor(name)})"
 
 
 def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
@@ -451,7 +456,7 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
         if any(r["SGLang"].endswith(f"– {POST_SAME[1]}") for r in rows) else "")
     if not brief:
         return f"By SGLang release, from each wheel's code ({_nb03('03', present)}){notes}:\n\n" + markdown_table(rows)
-    keep = [c for i, c in enumerate(rows[0]) if i in (0, 1, len(rows[0]) - 1)]
+    keep = _brief_columns(rows)
     return (f"The ids for a draft trained on {rec.model['trained_boundaries']}, as the incident's, read in each "
             f"release's code ([what each fed](details.html#{RELEASES_ANCHOR})){notes}. {patch_words(present)} "
             "For other boundaries, "
@@ -467,21 +472,21 @@ def ids_brief(ev: dict | None, rec) -> str:
     rows = release_rows(ev, rec)
     if not rows:
         return ""
-    from eagle3lab.report.postmortem.tables import markdown_table
+    from eagle3lab.report.postmortem.tables import and_list, markdown_table
 
-    first, graphs, ids = list(rows[0])[0], list(rows[0])[1], list(rows[0])[-1]
+    first, graphs, ids = _brief_columns(rows)
     post = lambda v: v[:-len(POST_SAME[1])] + POST_SAME[0] if v.endswith(f"– {POST_SAME[1]}") else v  # noqa: E731
     table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
-    return (f"The ids for a draft trained, as this one, on the embedding and layers "
-            f"{_and_layers(rec.model['trained_boundaries'])}, read in each release's code, not run (other drafts: "
-            f"[the runbook]({RUNBOOK}.html#{item_heading('ids').replace(' ', '-')})):\n\n" + markdown_table(table)
+    layers = and_list([str(b) for b in rec.model["trained_boundaries"] if b != 0])  # after the embedding's, 0
+    return (f"The ids for a draft trained, as this one, on the embedding and layers {layers}, read in each "
+            f"release's code, not run (other drafts: [the runbook]({item_anchor('ids')})):\n\n" + markdown_table(table)
             + f"\n\nReleases before {histogram_from()} return no histogram for {items('per_position')}.")
 
 
-def _and_layers(boundaries) -> str:
-    """The trained boundaries after the embedding's (0), as the write-up names them: "3 and 31"."""
-    rest = [str(b) for b in boundaries if b != 0]
-    return rest[0] if len(rest) == 1 else ", ".join(rest[:-1]) + " and " + rest[-1]
+def _brief_columns(rows: list[dict]) -> list[str]:
+    """`release_rows`' columns the brief tables keep: the release, the CUDA-graph setting, the ids to set."""
+    cols = list(rows[0])
+    return [cols[0], cols[1], cols[-1]]
 
 
 def vllm_words(rec) -> str:

@@ -298,7 +298,7 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
     items = [
         f"**Verify cost on a sparse MoE: calculated.** {cost['cost']:.2f} plain steps per 5/1/6 step "
         f"({cost['accept_length']:.3f}, the mean of the logged accept lengths "
-        f"{_and([f'{v:g}' for v in f('after_fix_accept_length').value])}, × {cost['baseline_tps']:g} ÷ "
+        f"{t.and_list([f'{v:g}' for v in f('after_fix_accept_length').value])}, × {cost['baseline_tps']:g} ÷ "
         f"{cost['spec_tps']:g} tok/s): mostly the "
         "verify pass reading the union of its tokens' experts (next section), unless "
         f"the {f('baseline_tps').text()} ran with CUDA graphs and the speculative runs without. "
@@ -321,11 +321,6 @@ def causes_list(ev: dict, rec, hyp_rows: list[dict], present=None, brief: bool =
         + f" ({_link('03', present)}). *Fix:* retrain on low, middle and high layers; no server patch.",
     ]
     return _numbered(items)
-
-
-def _and(words: list[str]) -> str:
-    """Words as the page lists them: "a, b and c"."""
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def _numbered(items: list[str]) -> str:

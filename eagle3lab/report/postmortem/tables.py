@@ -71,6 +71,11 @@ def _finite(x) -> bool:
         return False
 
 
+def and_list(words: list[str]) -> str:
+    """Words as the pages list them: "a, b and c"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def fmt(point, ci=None, digits: int = 2, unit: str = "") -> str:
     """`1.90 [1.76, 2.08]`, `n/a` for a missing figure."""
     if not _finite(point):
