@@ -253,7 +253,7 @@ def test_rendered_report_explorer_moves_without_a_kernel(browser, ci_report):
     page.close()
 
 
-INDEX_WORDS = 900  # a ceiling against growth, not a reading time: visible on load, 885 words on this ci render and 891 on SmolLM2 (2026-12-06: the ids by release under the bottom line, captioned with the draft they are for, cold reads 88, 90-92, 102; the wiring's action first, then whether the patch took (unknown: the setter the write-up read gives its layers with CUDA graphs on or off), reads 93-105; 943 before the bottom line; the lab's training-slice clause varies by a few words with the CPU); cold reads 90-105 put one careful read at 8-10 to 12-15 minutes, and the time to know what to do first at 3-8 in most (issue 41 asks for 10 for the read): docs/report-method.md
+INDEX_WORDS = 900  # a ceiling against growth, not a reading time: visible on load, 891 words on this ci render and 897 on SmolLM2 (2026-12-06, later: why it was slower in a line under what happened, cold reads 106, 107, paid for by a shorter wiring line and ids caption; earlier: the ids by release under the bottom line, captioned with the draft they are for, cold reads 88, 90-92, 102; the wiring's action first, then whether the patch took (unknown: the setter the write-up read gives its layers with CUDA graphs on or off), reads 93-105; 943 before the bottom line; the lab's training-slice clause varies by a few words with the CPU); cold reads 90-105 put one careful read at 8-10 to 12-15 minutes, and the time to know what to do first at 3-8 in most (issue 41 asks for 10 for the read): docs/report-method.md
 
 
 def test_the_index_stays_within_its_word_budget_and_shows_no_code(browser, ci_report):

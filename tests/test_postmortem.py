@@ -98,7 +98,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert "alt=\"Accept length at 5/1/6" in details and "alt=" not in text  # the figure is on the details page
     # the lab's limits are said on the first screen, in the header; its results are on the details page
     head, summary = text.split("## Summary")[0], text.split("## Known")[0]
-    assert ("Lab results (the details page) come from a tiny target, on a CPU, decoded by the lab server: mechanisms, "
+    assert ("Lab results (the details page): a tiny target, on a CPU, decoded by the lab server: mechanisms, "
             "not effect sizes.") in head
     assert "Brackets" not in head and "Brackets: 95 % intervals." in details  # the index has no interval
     # the index speaks of layers, as the write-up does; boundaries and ids are defined where they are used
@@ -116,7 +116,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
                                      "candidate cause"], items
     # the slice caps what the draft can learn; its 74.7 % was measured on the same slice (cold read 86; reads 90-92
     # re-read "a lower ceiling")
-    assert items[4][2] == ("Training left out the deepest of 4 captured states: that may limit the draft, not explain "
+    assert items[4][2] == ("Training left out the deepest of 4 captured states: it may cap the draft, but not explain "
                            "why it did worse served than in training; not measured in this run "
                            "([details](details.html#Causes-in-full)).")
     # the write-up's own suspect beside the arithmetic (cold reads 84, 85: INT4 was only on the runbook)
@@ -124,8 +124,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
                            "an INT4 target against training states from an unquantized one. Neither is checked "
                            "([details](details.html#Causes-in-full)).")
     assert "INT4 quantized model" in incident.load().text  # EVIDENCE has no slice
-    assert items[0][2] == ("A 5/1/6 step cost **2.93** plain steps ([how](details.html#Causes-in-full)), so it "
-                           "pays only above an accept length of 2.9: verifying 6 "
+    assert items[0][2] == ("A 5/1/6 step cost **2.93** plain steps ([how](details.html#Causes-in-full)): verifying 6 "
                            "tokens reads about 46 of 384 experts per MoE layer if they route independently, "
                            "against 8 for a plain step "
                            "([why](details.html#Why-one-step-cost-2.9-plain-steps)).")
@@ -429,9 +428,9 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     assert verdict == (
         "at the incident's acceptance, nothing clearly beats 90 tok/s; a draft accepting as the public drafts' model "
         "cards say would reach about 121 at 2/1/3 or 3/1/4. Both are a step-cost model's predictions, one request at a "
-        "time ([the table](details.html#Which-configuration-would-pay)); measured step costs came out up to 48 % below it "
-        "(others' published MoE figures) and "
-        "at least 7 % above it (the incident's 1/1/2 launch). Keep only what measures faster than B, your tok/s without speculation "
+        "time ([the table](details.html#Which-configuration-would-pay)); measured steps have cost up to 48 % "
+        "less than it predicts (others' published MoE figures) and "
+        "at least 7 % more (the incident's 1/1/2 launch). Keep only what measures faster than B, your tok/s without speculation "
         "(items 4 to 6).")
     miss = moe_cost.incident_misses()
     assert round(moe_cost._farthest_below(miss)) == 48 and miss["short_above"] == 7
@@ -534,10 +533,12 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # both branches in a clause (cold read 79: the index leaned to graphs on); "0.5.10.post1 or earlier": the
     # releases from the first that serves the draft to the newest the accept rate allows (its post release has
     # the same files)
-    # what the two unreported facts mean is the bottom line's; the ids by release, the table under it (cold reads
-    # 88, 90-92 asked for it on the index)
-    assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Release and CUDA graphs not reported; see "
-                     "the bottom line ([why](details.html#Causes-in-full)). | items 1 and 3 |")
+    # what the two unreported facts mean for the patch, in the row (cold reads 108-110 re-read it in the bottom
+    # line, which now gives the action alone); the ids by release, the table under the bottom line (cold reads 88,
+    # 90-92 asked for it on the index)
+    assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown: on "
+                     "0.5.10.post1 or earlier it fed the trained layers only with CUDA graphs off, and the write-up "
+                     "states neither release nor setting ([why](details.html#Causes-in-full)). | items 1 and 3 |")
     from eagle3lab.report.postmortem.page import old_releases
 
     assert old_releases("0.5.4.post2 – 0.5.10", rec) == "0.5.10.post1 or earlier"
@@ -559,23 +560,20 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # the bottom line first (cold reads 72, 77-79): the decision, the one wiring fix whatever release and CUDA-graph
     # setting ran (cold read 68: upgrading fixes it with graphs on and returns the histogram), what would pay
     bottom = summary.split("**Bottom line**\n\n")[1].split("\n\n")[0].splitlines()
-    # what item 1's answer means for the patch, on the releases the accept rate allows (cold reads 78, 84, 87 asked
-    # for the version x CUDA-graphs gate on top); the action first, keyed to item 1's answer (cold reads 99-101), then
-    # whether the patch took: unknown, the write-up's code reading the same either way (reads 93-95 asked which case
-    # the clues favour; read 104: neither, the setter it read gives the +1 with CUDA graphs on or off)
+    # the wiring as one action, the fix that needs neither a patch nor CUDA graphs off, and the table for staying on
+    # a release (cold reads 99-101 asked for the action first; reads 108-110 re-read the release-by-CUDA-graphs
+    # conditions and whether the patch took, which the causes' wiring row now says, and asked for a plain decision)
     assert bottom[:2] == [
         "- **Now**: serve without speculation.",
-        "- **Wiring**: set your release's ids from the table below; on 0.5.10.post1 or earlier with CUDA graphs on, no "
-        "ids work: upgrade to 0.5.14 – 0.5.23 and set [0, 3, 31], no patch. Whether the incident's patch took is "
-        "unknown: on 0.5.10.post1 or earlier it fed the trained layers only with CUDA graphs off, and the write-up's "
-        "reading of SGLang's code looks the same either way; item 1 decides ([why](details.html#Causes-in-full))."]
+        "- **Wiring**: upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; to stay on "
+        "your release, set its ids from the table below."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # every release's ids under the bottom line, read in code, not run (cold reads 88, 90-92: which release runs
     # decides the first action; reads 84, 85, 88, 92: join "no histogram before 0.5.9" with the wiring advice);
     # 0.5.10.post1 named in the row it shares with 0.5.10 (known_box.POST_SAME)
-    assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nThe ids for a draft trained, as this one, on "
-            "the embedding and layers 3 and 31, read in each release's code, not run (other drafts: "
-            "[the runbook](runbook.html#Item-3:-set-the-ids)):\n\n"
+    assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft (trained on the "
+            "embedding and layers 3 and 31), read in each release's code, not run; other drafts: "
+            "[the runbook](runbook.html#Item-3:-set-the-ids).\n\n"
             "| SGLang | CUDA graphs | ids to set |\n|---|---|---|\n"
             "| 0.5.4.post2 – 0.5.10.post1 | on (default) | none: `--disable-cuda-graph` or upgrade |\n"
             "| 0.5.4.post2 – 0.5.10.post1 | off | [-1, 2, 30] with the patch |\n"
@@ -585,20 +583,15 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
             "item 5.\n\n**The causes**") in summary
     assert known_box.ids_brief({}, rec) == ""  # no table recorded: no table, and item 3 says where to look
     # where graphs on let the patch through, no gate (notebook 03's rows decide, not the page)
-    from eagle3lab.report.postmortem.page import _lean, bottom_line
+    from eagle3lab.report.postmortem.page import bottom_line, patch_took
 
-    assert _lean({}, rec) == ""
+    assert patch_took({}, rec) == ""
     # where graphs off did not feed the trained layers either, no case to favour: the patch never took
     off_failed = {**ev, "fix_ids": {**ev["fix_ids"], "rows_graphs_off": [
         {**r, "fix_feeds": [2, 30, 58]} for r in ev["fix_ids"]["rows_graphs_off"]]}}
-    assert _lean(off_failed, rec) == (" For the incident, on the releases its accept rate allows, the patch never "
-                                      "reached the draft ([why](details.html#Causes-in-full)).")
+    assert patch_took(off_failed, rec) == ("On the releases its accept rate allows, the patch never reached the draft "
+                                           "([why](details.html#Causes-in-full)).")
     assert bottom_line({}, rec)[1] == "- **Wiring**: set the ids for your release (item 3)."
-    # where some ids work on every release, no release is named as hopeless
-    all_work = {**ev, "fix_ids": {**ev["fix_ids"], "rows": [r for r in ev["fix_ids"]["rows"] if r["ids"] != "none"]}}
-    assert bottom_line(all_work, rec)[1].startswith(
-        "- **Wiring**: set your release's ids from the table below; simplest, upgrade to 0.5.14 – 0.5.23 and set "
-        "[0, 3, 31], no patch.")
     assert "46.7–56.8 tok/s against 90 tok/s without it" in summary  # every speculative launch, as reported
     # item 3 where the ids go, in a line (the bottom line says why these releases)
     assert ("3. [**Set the ids**](runbook.html#Item-3:-set-the-ids): `eagle_config.eagle_aux_hidden_state_layer_ids` "
@@ -727,14 +720,29 @@ def test_the_error_band_names_the_incidents_long_launch_with_its_condition_witho
     monkeypatch.setattr(moe_cost, "_public_band", lambda: None)
     verdict = moe_cost.advice_verdict()
     # 15/1/16 at the incident's 5/1/6 acceptance: its cost 44-48 % below the model's
-    assert ("measured step costs came out up to 48 % below it (the incident's 15/1/16 launch, if it accepted as 5/1/6 "
-            "did) and at least 7 % above it (the incident's 1/1/2 launch).") in verdict
+    assert ("measured steps have cost up to 48 % less than it predicts (the incident's 15/1/16 launch, if it "
+            "accepted as 5/1/6 did) and at least 7 % more (the incident's 1/1/2 launch).") in verdict
 
 
 def test_the_index_links_the_notebooks_by_number_and_says_which_failed():
     from eagle3lab.report.postmortem.page import evidence_section
 
     assert evidence_section({"01_config_bug": True, "02_wiring_mismatch": False}) == (
-        "[The evidence in full](details.html); notebooks [01](01_config_bug.html) · "
+        "[The evidence in full](details.html); notebooks [01](01_config_bug.html), "
         "[02](02_wiring_mismatch.html) (**failed in this run**), with code.")
     assert evidence_section({}).count("](0") == 5  # no run recorded: every notebook, none marked failed
+
+
+def test_the_summary_says_why_it_was_slower_in_a_line_under_what_happened():
+    """The cause in one line before the bottom line (cold reads 106, 107 asked for it): what a 5/1/6
+    step cost, from the reported figures and from the bytes model, against what it returned, and what
+    stays open."""
+    text = index_markdown(EVIDENCE, {"what": "the ci lab", "when": "today", "runs_ok": {}})
+    summary = text.split("## Known")[0]
+    # 1.783 x 90 / 54.8 = 2.93 plain steps per step; speculation pays only where the accept length beats it
+    # the bytes model beside it, from Kimi-K2.5's public config alone (read 108: 2.93 alone restates the slowdown)
+    line = ("**Why it was slower.** A 5/1/6 step cost 2.9 plain steps (from the reported figures), and a bytes model "
+            "of this 384-expert MoE predicts 3.0–3.3, so it paid only above an accept length of 2.9; the draft averaged "
+            "1.8. Why it accepted so little is open.")
+    assert line in summary
+    assert summary.index("**What happened**") < summary.index(line) < summary.index("**Bottom line**")

@@ -304,8 +304,8 @@ def advice_verdict(rec=None) -> str:
     return (f"at the incident's acceptance, {verdict}; a draft accepting as the public drafts' model cards say "
             f"would reach about {best_pub['tokens_per_s']:.0f} at {' or '.join(r['configuration'] for r in tied)}. "
             f"Both are a step-cost model's predictions, one request at a time ([the table](details.html#"
-            f"{ADVICE_ANCHOR})); measured step costs came out up to {below:.0f} % below it ({who}) and at least "
-            f"{miss['short_above']} % above it ({miss_short}). Keep only what "
+            f"{ADVICE_ANCHOR})); measured steps have cost up to {below:.0f} % less than it predicts ({who}) and at "
+            f"least {miss['short_above']} % more ({miss_short}). Keep only what "
             f"measures faster than B, your tok/s without speculation ({items('baseline', 'chains', joined=' to ')}).")
 
 
@@ -377,11 +377,22 @@ def _brief_cell(r: dict, base: float) -> str:
     return cell + (f"; reported {r['measured_tokens_per_s']:g}" if r.get("measured_tokens_per_s") else "")
 
 
+def bytes_model_costs() -> tuple[float, float]:
+    """The bytes model's 5/1/6 step cost in plain steps, at the smallest and the largest draft
+    vocabulary (the incident's is unknown)."""
+    lo, hi = (costchecks.kimi_model(v).parts(5, 1, 6).step_cost for v in costchecks.DRAFT_VOCABS)
+    return lo, hi
+
+
+def experts() -> int:
+    """The routed experts per MoE layer of the incident's target (its public config)."""
+    return costchecks.kimi_model().target.experts
+
+
 def _fit_words(rec=None) -> str:
     """How close the bytes model comes to the incident's own 5/1/6 step cost, over the draft
     vocabularies (cold read 35: the 32 k end alone, 2 %, picked the best case)."""
-    cost = t.incident_cost(rec)
-    lo, hi = (costchecks.kimi_model(v).parts(5, 1, 6).step_cost for v in costchecks.DRAFT_VOCABS)
+    cost, (lo, hi) = t.incident_cost(rec), bytes_model_costs()
     off = [100 * (c / cost["cost"] - 1) for c in (lo, hi)]
     return (f"{lo:.2f}–{hi:.2f} plain steps at 5/1/6, {off[0]:.0f}–{off[1]:.0f} % above the incident's "
             f"{cost['cost']:.2f}")

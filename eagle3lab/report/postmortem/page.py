@@ -47,6 +47,8 @@ def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
         f"setting tried ({_spec_range(rec)} against {f('baseline_tps').text()} without it), ending, after a wiring patch, "
         f"with accept lengths {f('after_fix_accept_length').text()} of a possible 6.",
         "",
+        why_slower(rec),
+        "",
         "**Bottom line**",
         "",
         *bottom_line(ev, rec),
@@ -58,6 +60,19 @@ def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
     ])
 
 
+def why_slower(rec) -> str:
+    """The cause in a line, under what happened (cold reads 106, 107 asked for it): what a step cost,
+    from the reported figures, beside what the bytes model predicts without them (read 108: the first
+    alone restates the slowdown), against what a step returned; why acceptance was low stays open."""
+    from eagle3lab.report.postmortem import moe_cost
+
+    cost, (lo, hi) = t.incident_cost(rec), moe_cost.bytes_model_costs()
+    return (f"**Why it was slower.** A 5/1/6 step cost {cost['cost']:.1f} plain steps (from the reported figures), and "
+            f"a bytes model of this {moe_cost.experts()}-expert MoE predicts {lo:.1f}–{hi:.1f}, so it paid only above an "
+            f"accept length of {cost['cost']:.1f}; the draft averaged {cost['accept_length']:.1f}. Why it accepted so "
+            "little is open.")
+
+
 def _spec_range(rec) -> str:
     """The speculative launches' tok/s as reported, lowest to highest."""
     spec = sorted(v for fig in rec.figures.values() if fig.unit == "tok/s" and fig.config not in (None, "none")
@@ -65,42 +80,36 @@ def _spec_range(rec) -> str:
     return f"{spec[0]:g}–{spec[-1]:g} tok/s"
 
 
-def _lean(ev: dict, rec) -> str:
-    """Whether the incident's patch took, in a clause after the wiring's action: on the releases its
-    accept rate allows it fed the trained layers only with CUDA graphs off (`clue_fit`, notebook 03's
-    tables), and the write-up's served layers, a reading of SGLang's setter, look the same either way
-    (with graphs on, `cuda_graph_runner.py` calls the setter again without the ids: cold read 104).
-    Empty where the tables say nothing of it."""
+def patch_took(ev: dict, rec) -> str:
+    """Whether the incident's patch took, in the wiring cause's row: on the releases its accept rate
+    allows it fed the trained layers only with CUDA graphs off (`clue_fit`, notebook 03's tables), a
+    setting the write-up never reports; its served layers, a reading of SGLang's setter, look the same
+    either way (cold read 104), as the details page says (`version_caveat`). Cold reads 108-110 re-read
+    it in the bottom line, which now gives the action alone. Empty where the tables say nothing of it."""
     fit, trained = clue_fit(ev, rec), list(rec.model["trained_boundaries"])
     if not fit or fit[2]["fix_feeds"] == trained:
         return ""
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if fit[1]["fix_feeds"] != trained:
-        return f" For the incident, on the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f" Whether the incident's patch took is unknown: on {old_releases(fit[0], rec)} it fed the trained layers "
-            f"only with CUDA graphs off, and the write-up's reading of SGLang's code looks the same either way; item 1 "
-            f"decides {why}.")
+        return f"On the releases its accept rate allows, the patch never reached the draft {why}."
+    return (f"Whether the patch took is unknown: on {old_releases(fit[0], rec)} it fed the trained layers only with "
+            f"CUDA graphs off, and the write-up states neither release nor setting {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
     """Three lines: serve without speculation now (every speculative launch reported was slower), the
-    wiring (what to set, the releases where nothing can be set, then whether the incident's patch took),
-    and what would pay."""
+    wiring as one action (the fix that needs neither a patch nor CUDA graphs off; the table under it
+    for staying on a release: cold reads 108-110 asked for a plain decision), and what would pay."""
     from eagle3lab.report.postmortem import moe_cost
     from eagle3lab.report.postmortem.known_box import items, no_patch_ids, recommended_row
 
     best = recommended_row(ev)
-    none = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or [] if r.get("ids") == "none"]
-    if not best:
-        fix = f"set the ids for your release ({items('ids')})."
-    else:
-        upgrade = f"upgrade to {best['versions']} and set {no_patch_ids(best)}, no patch"
-        fix = ("set your release's ids from the table below; "
-               + (f"on {old_releases(none[-1]['versions'], rec)} with CUDA graphs on, no ids work: {upgrade}." if none
-                  else f"simplest, {upgrade}."))
+    fix = (f"upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on; to stay "
+           "on your release, set its ids from the table below." if best
+           else f"set the ids for your release ({items('ids')}).")
     return [
         "- **Now**: serve without speculation.",
-        f"- **Wiring**: {fix}{_lean(ev, rec)}",
+        f"- **Wiring**: {fix}",
         f"- **What would pay**: {moe_cost.advice_verdict(rec)}",
     ]
 
@@ -153,10 +162,10 @@ def wiring_brief(ev: dict, rec, present=None) -> str:
     """The wiring cause in a sentence (the index): whether the patch reached the draft hangs on two
     unstated facts; the reasoning is on the details page."""
     trained = rec.model["trained_boundaries"]
-    fit = clue_fit(ev, rec)
-    if not fit or fit[1]["fix_feeds"] != list(trained) or fit[2]["fix_feeds"] == list(trained):
+    took = patch_took(ev, rec)
+    if not took:
         return f"Trained on {trained}. " + version_caveat(ev, rec, present) + " " + wiring_fix(ev, present, brief=True)
-    return f"Release and CUDA graphs not reported; see the bottom line ([why](details.html#{CAUSES_ANCHOR}))."
+    return took
 
 
 def old_releases(versions: str, rec) -> str:
@@ -341,8 +350,7 @@ def _brief_causes(ev: dict, rec, present) -> list[dict]:
                                               "fix, or next": then}
     return [
         row("Verify cost on a sparse MoE", "calculated",
-            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain steps ([how]({full})), so it pays only above an "
-            f"accept length of {cost['cost']:.1f}: " + moe_cost.union_brief(rec),
+            f"A 5/1/6 step cost **{cost['cost']:.2f}** plain steps ([how]({full})): " + moe_cost.union_brief(rec),
             "a shorter chain or a better draft"),
         row("Config override", "verified in SGLang's code",
             f"The first launch ran {f('draft_tokens_run_first').value} draft tokens, not the 16 asked "
@@ -355,7 +363,7 @@ def _brief_causes(ev: dict, rec, present) -> list[dict]:
             f"checked ([details]({full})).",
             box_items("training", "per_position")),
         row("Training slice", "candidate cause",
-            "Training left out the deepest of 4 captured states: that may limit the draft, not explain why it did "
+            "Training left out the deepest of 4 captured states: it may cap the draft, but not explain why it did "
             f"worse served than in training; {t.slice_effect(ev)} ([details]({full})).",
             "retrain on low, middle and high layers; no server patch"),
     ]
@@ -482,7 +490,7 @@ def evidence_section(runs_ok: dict) -> str:
     notebook that failed says so; their questions are PAGES')."""
     links = [f"[{name[:2]}]({name}.html)" + (" (**failed in this run**)" if ok is False else "")
              for name, ok in (runs_ok or {n: None for n, _ in PAGES.values()}).items()]
-    return f"[The evidence in full]({DETAILS}.html); notebooks " + " · ".join(links) + ", with code."
+    return f"[The evidence in full]({DETAILS}.html); notebooks " + ", ".join(links) + ", with code."
 
 
 def index_markdown(ev: dict, run_info: dict, rec=None) -> str:
@@ -509,7 +517,7 @@ def header(run_info: dict, index: bool = False) -> str:
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
     intervals, boundaries or ids to define (the index speaks of layers, as the write-up does)."""
     if index:
-        lab = (f"Lab results (the details page) come from {lab_caveat(run_info.get('lab'))}, decoded by "
+        lab = (f"Lab results (the details page): {lab_caveat(run_info.get('lab'))}, decoded by "
                f"{run_info.get('by', 'the lab server')}: mechanisms, not effect sizes. ")
         return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
                 "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
