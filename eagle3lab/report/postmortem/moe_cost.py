@@ -297,7 +297,7 @@ def advice_verdict(rec=None) -> str:
     miss, band = incident_misses(), _public_band()
     # how far below the model measured step costs came out: others' published ones where there are any;
     # else the incident's long launch, with its condition (its acceptance is assumed, not logged: read 98)
-    below, who = ((band[1], "others' published MoE figures") if band else
+    below, who = ((band[1], "others' MoE figures") if band else
                   (miss["long_below"][1], f"the incident's {miss['long']} launch, if it accepted as "
                                           f"{_after_fix_label()} did"))
     miss_short = f"the incident's {miss['short']} launch"
