@@ -539,8 +539,9 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # what the two unreported facts mean for the patch, in the row (cold reads 108-110 re-read it in the bottom
     # line, which now gives the action alone); the ids by release, the table under the bottom line (cold reads 88,
     # 90-92 asked for it on the index)
-    assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown: it works "
-                     "on 0.5.10.post1 or earlier only with CUDA graphs off, and the write-up states neither release nor "
+    # (cold reads 117, 119 read "it works on 0.5.10.post1 or earlier only with CUDA graphs off" as "only there")
+    assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown: on "
+                     "0.5.10.post1 or earlier, CUDA graphs on undo it, and the write-up states neither release nor "
                      "setting ([why](details.html#Causes-in-full)). | items 1 and 3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
@@ -576,7 +577,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert bottom[:2] == [
         "- **Now**: serve without speculation.",
         "- **Wiring**: upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; to stay on "
-        "your release, set its ids from the table below, where 0.5.10.post1 or earlier with CUDA graphs on has none."]
+        "your release, set its ids from the table below; on 0.5.10.post1 or earlier with CUDA graphs on, no ids work."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # every release's ids under the bottom line, read in code, not run (cold reads 88, 90-92: which release runs
     # decides the first action; reads 84, 85, 88, 92: join "no histogram before 0.5.9" with the wiring advice);
@@ -603,7 +604,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
                                            "([why](details.html#Causes-in-full)).")
     assert bottom_line({}, rec)[1] == "- **Wiring**: set the ids for your release (item 3)."
     # the releases where no ids work, named beside the table (cold read 115 read "set its ids from the table" as a
-    # contradiction of its "none" row); where every release has ids, none named
+    # contradiction of its "none" row; reads 117-119 asked "none of what?" of "has none"); where every release has
+    # ids, none named
     all_work = {**ev, "fix_ids": {**ev["fix_ids"], "rows": [r for r in ev["fix_ids"]["rows"] if r["ids"] != "none"]}}
     assert bottom_line(all_work, rec)[1].endswith("set its ids from the table below.")
     assert "46.7–56.8 tok/s against 90 tok/s without it" in summary  # every speculative launch, as reported

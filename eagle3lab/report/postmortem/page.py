@@ -92,8 +92,8 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if fit[1]["fix_feeds"] != trained:
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown: it works on {old_releases(fit[0], rec)} only with CUDA graphs off, "
-            f"and the write-up states neither release nor setting {why}.")
+    return (f"Whether the patch took is unknown: on {old_releases(fit[0], rec)}, CUDA graphs on undo it, and the "
+            f"write-up states neither release nor setting {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
@@ -105,7 +105,7 @@ def bottom_line(ev: dict, rec) -> list[str]:
 
     best = recommended_row(ev)
     none = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or [] if r.get("ids") == "none"]
-    stay = (f", where {old_releases(none[-1]['versions'], rec)} with CUDA graphs on has none" if none else "")
+    stay = (f"; on {old_releases(none[-1]['versions'], rec)} with CUDA graphs on, no ids work" if none else "")
     fix = (f"upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on; to stay "
            f"on your release, set its ids from the table below{stay}." if best
            else f"set the ids for your release ({items('ids')}).")
