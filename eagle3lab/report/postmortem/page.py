@@ -80,19 +80,30 @@ def _spec_range(rec) -> str:
     return f"{spec[0]:g}–{spec[-1]:g} tok/s"
 
 
-def patch_took(ev: dict, rec) -> str:
-    """Whether the incident's patch took, in the wiring cause's row: on the releases its accept rate
-    allows it fed the trained layers only with CUDA graphs off (`clue_fit`, notebook 03's tables), a
-    setting the write-up never reports; its served layers, a reading of SGLang's setter, look the same
-    either way (cold read 104), as the details page says (`version_caveat`). Cold reads 108-110 re-read
-    it in the bottom line, which now gives the action alone. Empty where the tables say nothing of it."""
+def _patch_reach(ev: dict, rec) -> tuple[str, str] | None:
+    """How far the incident's patch reached the draft on the releases its accept rate allows
+    (`clue_fit`, notebook 03's tables): ("never", releases) where CUDA graphs off did not feed the
+    trained layers either, ("graphs off", releases) where only graphs off did; None where graphs on
+    did too, or the tables say nothing of it."""
     fit, trained = clue_fit(ev, rec), list(rec.model["trained_boundaries"])
     if not fit or fit[2]["fix_feeds"] == trained:
+        return None
+    return ("never" if fit[1]["fix_feeds"] != trained else "graphs off"), fit[0]
+
+
+def patch_took(ev: dict, rec) -> str:
+    """Whether the incident's patch took, in the wiring cause's row: on the releases its accept rate
+    allows, CUDA graphs on undo it, a setting the write-up never reports; its served layers, a reading
+    of SGLang's setter, look the same either way (cold read 104), as the details page says
+    (`version_caveat`). Cold reads 108-110 re-read it in the bottom line, which now gives the action
+    alone. Empty where the patch reached the draft either way."""
+    reach = _patch_reach(ev, rec)
+    if not reach:
         return ""
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
-    if fit[1]["fix_feeds"] != trained:
+    if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown: on {old_releases(fit[0], rec)}, CUDA graphs on undo it, and the "
+    return (f"Whether the patch took is unknown: on {old_releases(reach[1], rec)}, CUDA graphs on undo it, and the "
             f"write-up states neither release nor setting {why}.")
 
 
@@ -175,10 +186,8 @@ def wiring_suspect(ev: dict, rec) -> str:
     tables say the patch did not reach the draft with CUDA graphs on (the default): always where graphs
     off failed too, else if graphs were on (cold read 114: the page's own conclusion sat behind a
     re-read of the wiring row). Empty where the patch reached it either way."""
-    fit, trained = clue_fit(ev, rec), list(rec.model["trained_boundaries"])
-    if not fit or fit[2]["fix_feeds"] == trained:
-        return ""
-    return "the wiring" + (", if CUDA graphs were on" if fit[1]["fix_feeds"] == trained else "")
+    reach = _patch_reach(ev, rec)
+    return "" if not reach else "the wiring" + (", if CUDA graphs were on" if reach[0] == "graphs off" else "")
 
 
 def acceptance_suspects(ev: dict, rec, full: str) -> str:
