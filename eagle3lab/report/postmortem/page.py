@@ -204,11 +204,10 @@ def acceptance_suspects(ev: dict, rec, full: str) -> str:
 def acceptance_items(ev: dict, rec) -> str:
     """The items that settle the accept length: the training config and the per-position profile,
     and the release and CUDA graphs where the wiring is a suspect."""
-    from eagle3lab.report.postmortem.known_box import STEP, items
+    from eagle3lab.report.postmortem.known_box import STEP
 
-    if not wiring_suspect(ev, rec):
-        return items("training", "per_position")
-    return f"items {STEP['version']}, {STEP['training']} and {STEP['per_position']}"
+    names = (["version"] if wiring_suspect(ev, rec) else []) + ["training", "per_position"]
+    return "items " + t.and_list([str(STEP[n]) for n in names])
 
 
 def old_releases(versions: str, rec) -> str:
