@@ -264,7 +264,8 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert brief[3].endswith(f", tok/s without speculation: `{line}`")
-    assert brief[4].endswith(f", relaunched at 5/1/6 with item 3's ids: `{line} --baseline-tps B`")
+    # with the draft's validation accuracy, the script names the profile's row (cold reads 111, 112, 116, 117, 119)
+    assert brief[4].endswith(f", relaunched at 5/1/6 with item 3's ids: `{line} --baseline-tps B --draft-accuracy 0.747`")
     assert brief[5].endswith("1/1/2, 2/1/3 and 3/1/4 the same way, with your draft and a public one "
                              "(`lightseekorg/kimi-k2.5-eagle3`), 3 runs each, B too; keep one only if its slowest "
                              "run beats B's fastest.")
@@ -294,7 +295,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert "eagle3lab doctor --draft" in steps[1] and "its layers, its TTT" in brief[1]
     # the same line in steps 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
-    assert f"`{line}`" in steps[2] and f"`{line} --baseline-tps B`" in steps[3]
+    assert f"`{line}`" in steps[2] and f"`{line} --baseline-tps B --draft-accuracy 0.747`" in steps[3]
     # before the release that fixed sglang-cuda-graph-aux-ids-reset, the patched ids never reach decode steps
     assert "`disable_cuda_graph`" in steps[0] and "relaunch" not in steps[0]  # read first, relaunch after item 2
     # the relaunch with the fix comes once the boundaries are known, where speculation is measured again
@@ -337,7 +338,8 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
         < item5.index("| profile at 5/1/6 | reads as | do |")
     assert ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the draft's "
             "validation accuracy, 74.7 % here (use your draft's own); `eagle3_probe.py` prints positions 2–5 pooled, "
-            "their drafts accepted over reached:") in known_box.profile_table(rec)
+            "their drafts accepted over reached, and, given `--draft-accuracy`, the row that fits:") \
+        in known_box.profile_table(rec)
     # how to check the write-up's INT4 guess (cold reads 41-44): the served checkpoint's bits, read from its
     # quantization_config (data/cost/targets/kimi-k2.5.json: compressed-tensors, 4-bit int, group 32), in the fold
     assert known_box.quantized_words(rec) == (

@@ -15,6 +15,7 @@ import ast
 import importlib.util
 import io
 import json
+import math
 import random
 import socket
 import subprocess
@@ -27,7 +28,9 @@ import pytest
 
 from eagle3lab import paths
 from eagle3lab.cli import main
+from eagle3lab.report.postmortem.known_box import profile_case
 
+ACCURACY = 0.747  # --draft-accuracy: any share in (0, 1]; this one the incident's draft's
 K = 3  # draft tokens of the lab server here and of conftest.vllm_healthy (VLLM_SPEC_TOKENS)
 SAME = ("accept_length", "accept_length_ci95", "per_position", "per_position_ci95", "verify_steps",
         "new_tokens", "num_steps", "topk", "num_draft_tokens")  # the script's --json keys bench's --json has
@@ -88,6 +91,7 @@ def test_the_script_imports_the_standard_library_only_and_parses_as_python_3_8(s
     assert loaded.returncode == 0 and loaded.stdout.strip().splitlines()[-1] == "['__main__', 'eagle3_probe']", loaded
     helped = probe(script, "--help")
     assert helped.returncode == 0 and "--baseline-tps B" in helped.stdout and "exit codes" in helped.stdout
+    assert "--draft-accuracy A" in helped.stdout and "4 no speculative decoding" in helped.stdout  # epilog
 
 
 # --------------------------------------------------------------------------- the prompts, as bench reads them
@@ -158,9 +162,10 @@ def test_the_script_prints_what_bench_prints_on_the_lab_server(script, lab_serve
     prompts = lab_prompts(lab, tmp_path / "lab.jsonl")
     n, tokens, baseline = 5, 24, 150.0
     out = probe(script, "--url", url, "--prompts", prompts, "--num-prompts", n, "--max-new-tokens", tokens,
-                "--baseline-tps", baseline, "--json")
+                "--baseline-tps", baseline, "--draft-accuracy", ACCURACY, "--json")
     assert out.returncode == 0, out.stderr
     mine = json.loads(out.stdout)
+    assert mine["profile"] == {"case": profile_case(mine["per_position"], ACCURACY), "draft_accuracy": ACCURACY}
     theirs = bench_json(capsys, url, prompts, n, tokens)
     assert {k: mine[k] for k in SAME} == {k: theirs[k] for k in SAME}
     assert (mine["engine"], mine["version"], mine["num_steps"], mine["topk"]) == ("eagle3lab", SGLANG_VERSION, K, 1)
@@ -177,6 +182,7 @@ def test_the_script_prints_what_bench_prints_on_the_lab_server(script, lab_serve
     assert mine["step_cost"]["step_cost"] == mine["step_cost"]["break_even_accept_length"] == L * baseline / S
     assert mine["speedup"] == S / baseline
     text = probe(script, "--url", url, "--prompts", prompts, "--num-prompts", n, "--max-new-tokens", tokens)
+    assert "profile:" not in text.stdout  # no --draft-accuracy, no profile
     assert main(["bench", "--url", url, "--prompts", str(prompts), "--num-prompts", str(n),
                  "--max-new-tokens", str(tokens)]) == 0
     theirs_text = capsys.readouterr().out
@@ -187,15 +193,18 @@ def test_the_script_prints_what_bench_prints_on_the_lab_server(script, lab_serve
 
 # --------------------------------------------------------------------------- (c) vLLM's CPU build
 
-def test_the_script_prints_what_bench_prints_on_vllm(script, vllm_healthy, ci_lab, tmp_path, capsys):
+def test_the_script_prints_what_bench_prints_on_vllm(script, probe_module, vllm_healthy, ci_lab, tmp_path, capsys):
     from eagle3lab.spec import VLLM_VERSION
 
     prompts = lab_prompts(ci_lab, tmp_path / "vllm.jsonl")
     n, tokens = 3, 16
     out = probe(script, "--url", vllm_healthy.url, "--prompts", prompts, "--num-prompts", n,
-                "--max-new-tokens", tokens, "--json")
+                "--max-new-tokens", tokens, "--draft-accuracy", ACCURACY, "--json")
     assert out.returncode == 0, out.stderr
     mine = json.loads(out.stdout)
+    reached = [1.0] + mine["per_position"]  # unconditional: the library's rule reads conditional rates
+    conditional = [b / a if a else 0.0 for a, b in zip(reached, reached[1:])]
+    assert mine["profile"]["case"] == profile_case(conditional, ACCURACY)
     theirs = bench_json(capsys, vllm_healthy.url, prompts, n, tokens)
     assert {k: mine[k] for k in SAME} == {k: theirs[k] for k in SAME}
     assert (mine["engine"], mine["version"], mine["num_steps"], mine["per_position_conditional"]) == \
@@ -205,13 +214,14 @@ def test_the_script_prints_what_bench_prints_on_vllm(script, vllm_healthy, ci_la
     assert mine["per_position_n"] == [mine["verify_steps"]] * K and mine["verify_steps"] > 0
     assert mine["pooled_after_position_1"] is None  # unconditional rates: no pooled tail to read
     text = probe(script, "--url", vllm_healthy.url, "--prompts", prompts, "--num-prompts", n,
-                 "--max-new-tokens", tokens)
+                 "--max-new-tokens", tokens, "--draft-accuracy", ACCURACY)
     assert main(["bench", "--url", vllm_healthy.url, "--prompts", str(prompts), "--num-prompts", str(n),
                  "--max-new-tokens", str(tokens)]) == 0
     theirs_text = capsys.readouterr().out
     assert text.returncode == 0 and len(position_lines(text.stdout)) == K
     assert position_lines(text.stdout) == position_lines(theirs_text)
     assert "unconditional P(at least i accepted), from vLLM's /metrics counters" in text.stdout
+    assert f"  profile: {probe_module.PROFILES[mine['profile']['case']]}; position 1 at " in text.stdout
 
 
 # --------------------------------------------------------------------------- SGLang releases, stand-ins
@@ -403,10 +413,12 @@ def test_bad_input_is_one_line_and_an_exit_code(script, tmp_path, four_prompts):
         assert (out.returncode, out.stdout) == (code, ""), (url, prompts, out)
         assert out.stderr.count("\n") == 1 and out.stderr.startswith("eagle3_probe: ") and line in out.stderr, out
     for flag, value in (("--num-prompts", "0"), ("--max-new-tokens", "1.5"), ("--baseline-tps", "nan"),
-                        ("--baseline-tps", "-3")):
+                        ("--baseline-tps", "-3"), ("--draft-accuracy", "74.7"), ("--draft-accuracy", "0")):
         out = probe(script, "--url", dead, "--prompts", four_prompts, flag, value)
         assert out.returncode == 2 and f"argument {flag}: expected a" in out.stderr.splitlines()[-1], out
         assert "Traceback" not in out.stderr
+    out = probe(script, "--url", dead, "--prompts", four_prompts, "--draft-accuracy", "74.7")
+    assert "argument --draft-accuracy: expected a number > 0, <= 1, got '74.7'" in out.stderr  # a percent, not a share
 
 
 def test_a_url_that_is_no_sglang_or_vllm_server_exits_3(script, four_prompts):
@@ -494,3 +506,24 @@ def test_the_scripts_release_table_is_the_librarys():
     assert [f for _, _, f in ours] == [f for _, _, f in theirs]
     assert [parse_version(a) for a, _, _ in ours[1:]] == [parse_version(a) for a, _, _ in theirs[1:]]
     assert [parse_version(b)[:3] for _, b, _ in ours] == [parse_version(b)[:3] for _, b, _ in theirs]
+
+
+def test_the_scripts_profile_rule_is_the_post_mortems(probe_module):
+    """The script's --draft-accuracy names the row of the post-mortem's table of profiles the rates fit:
+    its thresholds are a copy of the diagnosis' and its rule gives known_box.profile_case's row, on
+    conditional rates (SGLang) and on the same profiles as unconditional rates (vLLM), at every
+    profile of a grid that reaches each row."""
+    from eagle3lab.acceptance.diagnosis.cause_rules import THRESHOLDS
+
+    assert probe_module.PROFILE_THRESHOLDS == {k: THRESHOLDS[k] for k in probe_module.PROFILE_THRESHOLDS}
+    rng, seen = random.Random(41), Counter()
+    levels = (0.0, 0.05, 0.15, 0.3, 0.45, 0.6, 0.75, 0.9)
+    for _ in range(3000):
+        rates, acc = [rng.choice(levels) for _ in range(rng.choice((1, 3, 5)))], rng.choice((0.4, 0.6, 0.747, 0.9))
+        case = profile_case(rates, acc)
+        unconditional = [math.prod(rates[:i + 1]) for i in range(len(rates))]
+        assert probe_module.profile_case(rates, True, acc) == case, (rates, acc)
+        assert probe_module.profile_case(unconditional, False, acc) == case, (rates, acc)
+        seen[case] += 1
+    assert set(seen) == set(probe_module.PROFILES) == {"wiring", "multi_step", "healthy", "quantization"}, seen
+

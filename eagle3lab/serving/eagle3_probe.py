@@ -2,30 +2,23 @@
 """eagle3_probe.py: how much of an EAGLE-3 draft a running server keeps, position by position.
 
     python3 eagle3_probe.py --url URL --prompts FILE [--num-prompts N] [--max-new-tokens M]
-                            [--baseline-tps B] [--json]
+                            [--baseline-tps B] [--draft-accuracy A] [--json]
 
-Python 3.8+, standard library only. Against SGLang (or eagle3lab's lab server, which speaks SGLang's HTTP API)
-or vLLM's OpenAI server it
-1. says what runs: version and speculative settings as the server resolved them (SGLang:
-   /server_info, else /get_server_info; vLLM: /version, /metrics, /server_info in dev mode);
-2. sends the first N prompts of FILE one at a time, greedy, FILE read as `eagle3lab bench
-   --prompts` reads it: a prompt per line (a literal \\n is a newline) or JSON lines with "text",
-   "prompt" or "messages" (contents joined by newlines) and an optional "category" (when some
-   lines give one, a line without one is left out);
-3. reads acceptance. SGLang: each reply's meta_info: completion_tokens / spec_verify_ct, and the
-   histogram of verify steps by drafts accepted under either name (`spec_accept_histogram` in
-   0.5.9-0.5.20, `spec_correct_drafts_histogram` from 0.5.12, none before 0.5.9); rates are
-   conditional, P(accept i | 1..i-1 accepted). vLLM: its /metrics spec-decode counters
-   differenced around the run; rates unconditional, P(at least i accepted), intervals from each
-   reply's histogram (a server started with --per-request-spec-decode-metrics summary);
-4. prints the accept length and per-position rates with 95 % intervals over requests (eagle3lab's: a
-   leave-one-request-out jackknife-t widened to the exact binomial interval), SGLang's positions 2.. pooled
-   and, given B (--baseline-tps: the same server's tokens/s without speculation, measured the same way),
-   the step cost C = L x B / S in no-speculation steps, which is also the break-even accept length.
---json prints one JSON line; `accept_length`, `accept_length_ci95`, `per_position` and
-`per_position_ci95` as `eagle3lab bench --url ... --json` names and shapes them.
-Exit codes: 0 measured; 1 requests failed (what completed is reported); 2 bad arguments or prompts file;
-3 no readable server at --url; 4 no speculative decoding there (its tokens/s is printed: the B of --baseline-tps).
+Python 3.8+, standard library only. Against SGLang (or eagle3lab's lab server, which speaks its HTTP API) or
+vLLM's OpenAI server it
+1. says what runs: version and speculative settings as the server resolved them (SGLang's /server_info or
+   /get_server_info; vLLM's /version, /metrics, /server_info in dev mode);
+2. sends the first N prompts of FILE one at a time, greedy, FILE read as `eagle3lab bench --prompts` reads it;
+3. reads acceptance: SGLang's meta_info per reply (completion_tokens / spec_verify_ct; the histogram of steps by
+   drafts accepted, `spec_accept_histogram` in 0.5.9-0.5.20, `spec_correct_drafts_histogram` from 0.5.12), rates
+   P(accept i | 1..i-1 accepted); vLLM's /metrics counters over the run, rates P(at least i accepted);
+4. prints the accept length and per-position rates with 95 % intervals over requests (eagle3lab's jackknife-t
+   widened to the exact binomial interval), positions 2.. pooled; given A (the draft's validation accuracy), the
+   profile they fit; given B (the same server's tokens/s without speculation, measured the same way), the step
+   cost C = L x B / S in no-speculation steps, also the break-even accept length.
+--json prints one JSON line, `accept_length`, `accept_length_ci95`, `per_position` and `per_position_ci95` as
+`eagle3lab bench --url ... --json` names them. Exit codes: 0 measured; 1 requests failed (what completed is
+reported); 2 bad arguments or prompts file; 3 no readable server; 4 no speculative decoding (its tokens/s is B).
 """
 
 from __future__ import annotations
@@ -37,8 +30,7 @@ from http.client import HTTPException
 
 VERSION = "1"
 HEALTH_TIMEOUT_S, INFO_TIMEOUT_S, REQUEST_TIMEOUT_S, SETTLE_S = 10.0, 10.0, 600.0, 5.0
-# The per-request histogram each SGLang release puts in meta_info, read in the PyPI wheels'
-# srt/managers/tokenizer_manager.py: (first release, last release read, fields).
+# SGLang's per-request histogram in meta_info by release, (first, last read, fields): srt/managers/tokenizer_manager.py
 HISTOGRAM_RELEASES = (((0, 0, 0), (0, 5, 8), ()),
                       ((0, 5, 9), (0, 5, 11), ("spec_accept_histogram",)),
                       ((0, 5, 12), (0, 5, 20), ("spec_correct_drafts_histogram", "spec_accept_histogram")),
@@ -50,14 +42,18 @@ VLLM_PER_POSITION = "num_accepted_tokens_per_pos"
 VLLM_HISTOGRAM = "metrics.speculative_decoding.acceptance_histogram"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_SERVER, EXIT_NO_SPECULATION = 0, 1, 2, 3, 4
 NETWORK_ERRORS = (OSError, ValueError, HTTPException)  # refused, reset, timed out, cut short, garbled
-
+# The post-mortem's table of profiles: eagle3lab's diagnosis thresholds (acceptance.diagnosis.cause_rules,
+# set on its lab; tests/test_probe_script.py checks the copy), position 1 over A, positions 2.. over position 1.
+PROFILE_THRESHOLDS = {"dead": 0.4, "collapse": 0.3, "sag": 0.7, "first_ok": 0.75, "healthy": 0.8}
+PROFILES = {"wiring": "wrong inputs (recheck the ids)", "multi_step": "no TTT (retrain with TTT)",
+            "healthy": "a healthy draft (chain lengths decide)", "quantization": "none of those (check a quantized "
+            "target, then prompts unlike the training data, then the ids)"}
 
 class ProbeError(Exception):
     """A one-line reason to stop; args: (message, exit code)."""
     code = property(lambda self: self.args[1] if len(self.args) > 1 else EXIT_NO_SERVER)
 
 # --------------------------------------------------------------------------- the prompts file
-
 def read_text_file(path, what="--prompts"):
     """The text of a file (UTF-8, a BOM allowed), or a ProbeError saying why not."""
     why = ("is a folder, not a file" if os.path.isdir(path) else "not found" if not os.path.exists(path)
@@ -74,8 +70,7 @@ def read_text_file(path, what="--prompts"):
         raise ProbeError(f"{what}: {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                          f"{exc.start}); save it as UTF-8", EXIT_USAGE) from None
     if "\x00" in text:
-        raise ProbeError(f"{what}: {path} holds NUL bytes (offset {text.index(chr(0))}): not a text file",
-                         EXIT_USAGE)
+        raise ProbeError(f"{what}: {path} holds NUL bytes (offset {text.index(chr(0))}): not a text file", EXIT_USAGE)
     return text
 
 def text_of(record):
@@ -129,7 +124,6 @@ def counted(reasons):
     return "; ".join(f"{why}: {count}" for why, count in reasons.most_common())
 
 # --------------------------------------------------------------------------- HTTP
-
 def check_url(url):
     """http(s)://HOST[:PORT][/PATH] (HOST:PORT gets http://), or a ProbeError at once."""
     text = str(url).strip()
@@ -172,7 +166,6 @@ def why_unreachable(exc):
             else f"cannot reach it ({type(reason).__name__}: {reason})")
 
 # --------------------------------------------------------------------------- who answers
-
 def identify(url):
     """What the server says it runs: engine, version, speculative settings and their source."""
     try:
@@ -234,7 +227,6 @@ def histogram_fields_of(version):
     return "(a release after 0.5.23, the last read: `spec_correct_drafts_histogram` there)"
 
 # --------------------------------------------------------------------------- vLLM's /metrics
-
 SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -280,7 +272,6 @@ def settled(url, before, done):
         time.sleep(0.05)
 
 # --------------------------------------------------------------------------- the requests
-
 def request_once(srv, prompt, max_new_tokens):
     """One greedy request: a row with ok, completion_tokens, verify_ct and the histogram."""
     generate = srv["api"] == "generate"
@@ -453,7 +444,6 @@ def check_histogram(value, max_accepted, verify_ct):
     return (None, why) if why else (counts, None)
 
 # --------------------------------------------------------------------------- acceptance
-
 def sglang_acceptance(srv, done):
     """Accept length (completion_tokens / spec_verify_ct, pooled) and conditional rates from the histograms."""
     pairs = [(number(r.get("completion_tokens")), number(r.get("verify_ct"))) for r in done]
@@ -525,7 +515,6 @@ def vllm_acceptance(before, after, done):
     return out
 
 # --------------------------------------------------------------------------- the run
-
 def probe(args, say):
     url = check_url(args.url)
     prompts, note = load_prompts(args.prompts, args.num_prompts, say)  # a bad file costs no wait
@@ -561,9 +550,24 @@ def probe(args, say):
         later = [(r["rate"] * r["n"], r["n"]) for r in table[1:] if r["n"]] if conditional and table[0]["rate"] else []
         result["pooled_after_position_1"] = (round(sum(a for a, _ in later) / sum(n for _, n in later), 4)
                                              if later else None)
+    result["profile"] = None if table is None or args.draft_accuracy is None else {
+        "case": profile_case([r["rate"] if r["rate"] == r["rate"] else 0.0 for r in table], conditional,
+                             args.draft_accuracy),
+        "draft_accuracy": args.draft_accuracy}
     if args.baseline_tps is not None:
         result.update(step_cost(result, args.baseline_tps))
     return result, table  # the table unrounded: printed as eagle3lab prints it
+
+def profile_case(rates, conditional, accuracy):
+    """PROFILES' key the rates fit (eagle3lab's known_box.profile_case), from conditional or unconditional rates."""
+    T, u = PROFILE_THRESHOLDS, [1.0]  # u_i: P(at least i accepted)
+    for r in rates:
+        u.append(u[-1] * r if conditional else r)
+    tail = sum(u[2:]) / sum(u[1:-1]) if len(rates) > 1 and u[1] > 0 else u[1]
+    keep1, drop = u[1] / accuracy, tail / u[1] if u[1] > 0 else 1.0
+    if keep1 < T["dead"] or (drop < T["collapse"] and keep1 < T["first_ok"]):
+        return "wiring"
+    return "multi_step" if drop < T["sag"] else "healthy" if keep1 >= T["healthy"] else "quantization"
 
 def step_cost(result, baseline):
     """C = L x B / S: one speculative step in no-speculation steps; speculation pays above L = C."""
@@ -579,7 +583,6 @@ def step_cost(result, baseline):
                        "that server); one step costs the same whatever share of the draft is kept."}}
 
 # --------------------------------------------------------------------------- printing
-
 def fmt(value, spec=".3f"):
     return "-" if value is None or (isinstance(value, float) and not math.isfinite(value)) else format(value, spec)
 
@@ -623,10 +626,12 @@ def report_lines(r, table=None):
         if r.get("pooled_after_position_1") is not None:  # the post-mortem's table of profiles reads it
             lines.append(f"  positions 2-{len(table)} pooled: {fmt(r['pooled_after_position_1'])}, accepted / reached "
                          f"({r['pooled_after_position_1'] / table[0]['rate']:.0%} of position 1)")
+        if r.get("profile"):  # the post-mortem's table of profiles, the first row that fits
+            case, acc = r["profile"]["case"], r["profile"]["draft_accuracy"]
+            lines.append(f"  profile: {PROFILES[case]}; position 1 at {table[0]['rate'] / acc:.2f} x A = {acc:g}")
     elif sg and not r.get("accepted_distribution"):
-        lines.append("per-position acceptance: none (no usable per-request histogram; SGLang returns one from "
-                     "0.5.9 as `spec_accept_histogram`, from 0.5.12 also as `spec_correct_drafts_histogram`, "
-                     "the only name from 0.5.21): the mean accept length only")
+        lines.append("per-position acceptance: none (no usable per-request histogram: see `histogram` above): the "
+                     "mean accept length only")
     return lines + [f"{'warning':>14}  {w}" for w in r.get("warnings", [])] + cost_lines(r)
 
 def cost_lines(r):
@@ -636,9 +641,8 @@ def cost_lines(r):
     return [f"{'step cost':>14}  one speculative step costs {cost['step_cost']:.2f} no-speculation steps: "
             f"C = L x B / S = {r['accept_length']:.3f} x {r['baseline_tokens_per_s']:g} / {r['tokens_per_s']:.1f}",
             f"{'break-even':>14}  accept length {cost['break_even_accept_length']:.2f}: above it this configuration "
-            f"beats no speculation (here {r['speedup']:.2f}x)" + ("" if cost["reachable"] is not False else
-                                                                 f"; above num_steps + 1 = {r['num_steps'] + 1}: "
-                                                                 "it cannot pay at this depth, whatever the draft"),
+            f"beats no speculation (here {r['speedup']:.2f}x)" + ("" if cost["reachable"] is not False else f"; "
+            f"above num_steps + 1 = {r['num_steps'] + 1}: it cannot pay at this depth, whatever the draft"),
             f"{'':>14}  {cost['assumptions']}"]
 
 def json_safe(value):
@@ -648,20 +652,19 @@ def json_safe(value):
         return [json_safe(v) for v in value]
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
-def positive(kind):
-    """An argparse type: a finite number > 0 (a whole one for int); else argparse's one-line error."""
+def positive(kind, most=math.inf):
+    """An argparse type: a finite number > 0 (a whole one for int), at most `most`; else argparse's one-line error."""
     def parse(text):
         value = number(text) if kind is float else int(text) if text.strip().lstrip("+").isdigit() else None
-        if value is None or value <= 0:
-            raise argparse.ArgumentTypeError(f"expected a {'whole number' if kind is int else 'number'} > 0, "
-                                             f"got {text!r}")
+        if value is None or not 0 < value <= most:
+            what = f"a {'whole ' if kind is int else ''}number > 0" + (f", <= {most:g}" if most < math.inf else "")
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
         return value
     return parse
 
 def parser():
     p = argparse.ArgumentParser(prog="eagle3_probe.py", description=__doc__.split("\n\n")[0],
-                                epilog="exit codes: 0 measured; 1 requests failed; 2 bad arguments or prompts "
-                                       "file; 3 no readable server; 4 no speculative decoding on the server")
+                                epilog="exit codes: " + " ".join(__doc__.split("Exit codes: ")[1].split()))
     p.add_argument("--url", required=True, help="the server, http://HOST:PORT")
     p.add_argument("--prompts", required=True, help="text file, one prompt per line, or JSON lines with text "
                    "(or prompt, or messages) and an optional category")
@@ -669,6 +672,8 @@ def parser():
     p.add_argument("--max-new-tokens", type=positive(int), default=64, help="per request (default 64)")
     p.add_argument("--baseline-tps", type=positive(float), metavar="B",
                    help="tokens/s of the same server without speculation: gives the step cost and break-even")
+    p.add_argument("--draft-accuracy", type=positive(float, most=1.0), metavar="A", help="the draft's validation "
+                   "accuracy, 0-1: names the profile the per-position rates fit")
     p.add_argument("--json", action="store_true", help="print the result as one JSON line")
     return p
 
@@ -690,7 +695,6 @@ def main(argv=None):
         return 130
     print(json.dumps(json_safe(result), allow_nan=False) if args.json else "\n".join(report_lines(result, table)))
     return exit_code(result)
-
 
 if __name__ == "__main__":
     sys.exit(main())

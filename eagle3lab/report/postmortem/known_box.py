@@ -57,6 +57,12 @@ def unknown_line(rec) -> str:
     return "; ".join(u["what"] for u in rec.unstated) + "."
 
 
+def accuracy_flag(rec) -> str:
+    """Item 5's probe flag: the draft's validation accuracy, so the script names the row of the table of
+    profiles its rates fit (cold reads 111, 112, 116, 117, 119 asked for the row, not the table)."""
+    return f"--draft-accuracy {rec.figure('validation_accuracy').mid:g}"
+
+
 def rate_clue(rec) -> tuple[float, float]:
     """What SGLang 0.5.11 and later would print as the accept rate for the logged accept lengths:
     (L − 1) / steps, against the logged 0.29–0.30 (L / draft tokens, 0.5.10.post1 and earlier)."""
@@ -225,7 +231,7 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"**Measure acceptance per draft position** (SGLang {histogram_from()} or later; before it, the script prints "
         f"the accept length only): relaunch at {CHAINS[-1]} "
         f"with item {STEP['ids']}'s ids and your other flags<br>`{launch_line(CHAINS[-1])}`"
-        f"<br>then run<br>`{PROBE_LINE} --baseline-tps B`",
+        f"<br>then run<br>`{PROBE_LINE} --baseline-tps B {accuracy_flag(rec)}`",
         f"**Measure chain lengths** {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and with a "
         "public one (" + " or ".join(f"`{d}`" for d in public_drafts()) + f"); run each, and B, {REPEATS} times; keep "
         "the fastest only if its slowest run beats B's fastest. Then check it at your load and sampling: the script "
@@ -293,7 +299,7 @@ def profile_table(rec) -> str:
     ]
     head = ("The first row that fits, by eagle3lab's diagnosis thresholds (set on its lab) as multiples of the "
             f"draft's validation accuracy, {100 * acc:.1f} % here (use your draft's own); `{PROBE}` prints positions "
-            f"2–{steps} pooled, their drafts accepted over reached:")
+            f"2–{steps} pooled, their drafts accepted over reached, and, given `--draft-accuracy`, the row that fits:")
     notes = quantized_words(rec)
     return (head + "\n\n" + markdown_table([dict(zip(("profile at 5/1/6", "reads as", "do"), r)) for r in rows])
             + (f"\n\n{notes}" if notes else ""))
@@ -390,7 +396,7 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
         item_link("ids") + ids,
         f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
         f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: "
-        f"`{PROBE_LINE} --baseline-tps B`",
+        f"`{PROBE_LINE} --baseline-tps B {accuracy_flag(rec)}`",
         f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and a public "
         f"one (`{public_drafts()[0]}`), {REPEATS} runs each, B too; keep one only if its slowest run beats B's fastest.",
     ]
