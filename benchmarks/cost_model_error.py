@@ -67,7 +67,8 @@ def measure_report_configurations(lab: str, num_prompts: int, max_new_tokens: in
     measurements.lab_bench(lab_obj, steps(p04), list(p04["FAULTS"]),
                            prompts=experiments.bench_prompts(lab_obj, num_prompts), max_new_tokens=max_new_tokens)
     log("05: hypotheses and the configuration grid")
-    experiments.fault_sweep(p05["FAULTS"], lab=lab, spec=tuple(p05["SEED_SPEC"]), **budget)
+    faults = p05["FAULTS"] or experiments.lab_faults(lab)  # None: the lab's own, as 05 reads it
+    experiments.fault_sweep(faults, lab=lab, spec=tuple(p05["SEED_SPEC"]), **budget)
     experiments.config_sweep(experiments.config_grid(p05["CHAIN_STEPS"], p05["TREES"]), lab=lab,
                              draft=p05["DRAFT"], **budget)
     log(f"measured in {time.perf_counter() - t0:.0f} s")

@@ -175,3 +175,36 @@ def test_a_store_written_before_spec_rows_carried_their_decode_time():
     assert fitted.other > TRUE.other
     table = costfit.prediction_table(records, calibration="pooled")
     assert np.allclose(table["predicted"], table["measured"], atol=0.02)
+
+
+def test_the_benchmark_measures_what_each_notebook_measures(monkeypatch):
+    """benchmarks/cost_model_error.py reads each notebook's parameters cell and measures the same
+    configurations: a parameter left None there (05's FAULTS: the lab's own faults) is resolved as the
+    notebook resolves it (the benchmark crashed on it at 655884c). The measuring calls are recorded,
+    not run: this checks the wiring, the benchmark itself measures."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from eagle3lab import experiments, lab
+    from eagle3lab.serving import measurements
+
+    calls = {}
+    record = lambda name: lambda *a, **k: calls.setdefault(name, []).append((a, k))  # noqa: E731
+    for name in ("measure_flag_sets", "measure_wirings", "measure_variants", "fault_sweep", "config_sweep"):
+        monkeypatch.setattr(experiments, name, record(name))
+    monkeypatch.setattr(experiments, "bench_prompts", lambda lab_obj, n: [f"prompt {i}" for i in range(n)])
+    monkeypatch.setattr(measurements, "lab_bench", record("lab_bench"))
+    monkeypatch.setattr(lab, "load_lab", lambda name, progress=False: SimpleNamespace(
+        load_draft=lambda draft: SimpleNamespace(train_boundaries=(0, 2, 4))))
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cost_model_error.py"
+    spec = importlib.util.spec_from_file_location("cost_model_error", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bench.measure_report_configurations("ci", 6, 8, log=lambda message: None)
+    assert sorted(calls) == ["config_sweep", "fault_sweep", "lab_bench", "measure_flag_sets", "measure_variants",
+                             "measure_wirings"], calls
+    (faults,), kwargs = calls["fault_sweep"][0]
+    assert list(faults) == list(experiments.lab_faults("ci")) and faults, faults
+    assert kwargs["spec"] == (5, 1, 6) and (kwargs["num_prompts"], kwargs["max_new_tokens"]) == (6, 8)
+    assert calls["measure_flag_sets"][0][1]["faults"] == ["wiring-seed"]
