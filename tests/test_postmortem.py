@@ -98,8 +98,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert "alt=\"Accept length at 5/1/6" in details and "alt=" not in text  # the figure is on the details page
     # the lab's limits are said on the first screen, in the header; its results are on the details page
     head, summary = text.split("## Summary")[0], text.split("## Known")[0]
-    assert ("Lab results (the details page): a tiny target, on a CPU, decoded by the lab server: mechanisms, "
-            "not effect sizes.") in head
+    # (cold reads 123, 125 called a longer label noise before the summary: what decodes is on the details page)
+    assert "Lab results (the details page): a tiny target, on a CPU: mechanisms, not effect sizes." in head
     assert "Brackets" not in head and "Brackets: 95 % intervals." in details  # the index has no interval
     # the index speaks of layers, as the write-up does; boundaries and ids are defined where they are used
     # (cold reads 67-79 slowed most on the ids-versus-boundaries notation)
@@ -122,7 +122,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     # the write-up's own suspect beside the arithmetic (cold reads 84, 85: INT4 was only on the runbook)
     # as a list of suspects (cold read 114); the wiring joins them where notebook 03's tables leave it open
     # (test_the_wiring_fix_is_one_table_of_ids_by_release)
-    assert items[3][2] == ("Suspects: no TTT (a draft accepting only at position 1 would give about 1.75); an INT4 "
+    # (cold read 124 read "accepting only at position 1" as 2.0: the rate at position 1 is said)
+    assert items[3][2] == ("Suspects: no TTT (74.7 % accepted at position 1 and none after gives about 1.75); an INT4 "
                            "target unlike the unquantized one it trained on (the write-up's guess). Neither is checked "
                            "([details](details.html#Causes-in-full)).")
     assert items[3][3] == "items 2 and 5"
@@ -146,7 +147,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     assert ("unless the 90 tok/s ran with CUDA graphs and the speculative runs without") in details
     items = [" | ".join(i) for i in items[1:]]
     # the override touched the first launch only: 15/1/16 and 5/1/6 set draft tokens = steps + 1 themselves
-    assert "The first launch ran 2 draft tokens, not the 16 asked" in items[0]
+    # (cold reads 123-125 took it for a cause of the last launch's 54.8: the row says the later ones were not cut)
+    assert "Only the first launch was cut: 2 draft tokens, not the 16 asked ([01](01_config_bug.html))." in items[0]
     # the index gives each cause in a sentence or two (cold read 29: 15 minutes); the details page in full
     full = details.split("## Causes in full")[1].split("\n## ")[0]
     assert "Later launches (15/1/16 and 5/1/6) set steps + 1 themselves." in full and "Later launches" not in text
@@ -523,7 +525,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # reading of the setter gives them with CUDA graphs on or off: it cannot tell the cases apart (cold read 104; the
     # CUDA-graph runner calls the setter again without the ids, known defect sglang-cuda-graph-aux-ids-reset)
     assert ("Trained on [0, 3, 31]. The write-up explains its served [3, 31, 59] by the `val + 1` in SGLang's "
-            "`set_eagle3_layers_to_capture`, a reading of the code. On 0.5.4.post2 – 0.5.10, which its accept rate "
+            "`set_eagle3_layers_to_capture`, a reading of the code. On 0.5.10.post1 or earlier, which its accept rate "
             "points to, that is what the setter does whether CUDA graphs are on or off; with them on, "
             "`cuda_graph_runner.py` calls it again without the ids, so the reading cannot tell the two apart. With "
             "graphs off there, the patch fed [0, 3, 31]: if it ran so, the wiring "
@@ -542,17 +544,19 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # line, which now gives the action alone); the ids by release, the table under the bottom line (cold reads 88,
     # 90-92 asked for it on the index)
     # (cold reads 117, 119 read "it works on 0.5.10.post1 or earlier only with CUDA graphs off" as "only there")
+    # (cold reads 123-125 asked what "undo it" undoes: the graph runner sets the ids again without them)
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown: on "
-                     "0.5.10.post1 or earlier, CUDA graphs on undo it, and the write-up states neither release nor "
+                     "0.5.10.post1 or earlier, CUDA graphs on reset the ids it sets, and the write-up states neither "
+                     "release nor "
                      "setting ([why](details.html#Causes-in-full)). | items 1 and 3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
     accept = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[5]
-    assert accept == ("| Acceptance near 1.8 | open | Suspects: no TTT (a draft accepting only at position 1 would give "
-                      "about 1.75); an INT4 target unlike the unquantized one it trained on (the write-up's guess); the "
+    assert accept == ("| Acceptance near 1.8 | open | Suspects: no TTT (74.7 % accepted at position 1 and none "
+                      "after gives about 1.75); an INT4 target unlike the unquantized one it trained on (the write-up's guess); the "
                       "wiring, if CUDA graphs were on. None is checked ([details](details.html#Causes-in-full)). | "
                       "items 1, 2 and 5 |")
-    from eagle3lab.report.postmortem.page import old_releases
+    from eagle3lab.report.postmortem.known_box import old_releases
 
     assert old_releases("0.5.4.post2 – 0.5.10", rec) == "0.5.10.post1 or earlier"
     assert old_releases("0.5.11 – 0.5.12", rec) == "0.5.11 – 0.5.12"  # not the range the accept rate allows
@@ -618,7 +622,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     item3 = known_box.runbook_sections(rec, ev)[2][1]  # in full, the table open right after it
     assert item3.startswith("**Set the ids** in the draft's `config.json` (`eagle_config.eagle_aux_hidden_state_layer_"
                             "ids`): simplest, upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA "
-                            "graphs on. On 0.5.4.post2 – 0.5.10 with CUDA graphs on, no ids work: upgrade, or "
+                            "graphs on. On 0.5.10.post1 or earlier with CUDA graphs on, no ids work: upgrade, or "
                             "`--disable-cuda-graph` with the embedding-capture patch. Other releases: the table below.")
     # the box shows the ids to set; what each release fed is evidence, on the details page (cold read 29)
     # its second way out only where graphs off serve those releases (notebook 03's graphs-off table)
@@ -760,7 +764,7 @@ def test_the_summary_says_why_it_was_slower_in_a_line_under_what_happened():
     # 1.783 x 90 / 54.8 = 2.93 plain steps per step; speculation pays only where the accept length beats it
     # the bytes model beside it, from Kimi-K2.5's public config alone (read 108: 2.93 alone restates the slowdown)
     line = ("**Why it was slower.** A 5/1/6 step cost 2.9 plain steps (from the reported figures), and a bytes model "
-            "of this 384-expert MoE predicts 3.0–3.3, so it paid only above an accept length of 2.9; the draft averaged "
-            "1.8. Why it accepted so little is open.")
+            "of this 384-expert MoE predicts 3.0–3.3, so a step had to yield over 2.9 tokens to pay; it yielded 1.8 on "
+            "average. Why so few is open.")
     assert line in summary
     assert summary.index("**What happened**") < summary.index(line) < summary.index("**Bottom line**")

@@ -181,8 +181,17 @@ def no_ids_words(ev: dict | None, rec) -> str:
         return ""  # graphs off must serve those releases for the sentence's second way out to hold
     how = ("with the embedding-capture patch" if all("with the patch" in twin["ids"] for _, twin in none)
            else "and its graphs-off ids in the table")
-    return (f" On {', '.join(v for v, _ in none)} with CUDA graphs on, no ids work: upgrade, or "
+    return (f" On {', '.join(old_releases(v, rec) for v, _ in none)} with CUDA graphs on, no ids work: upgrade, or "
             f"`--disable-cuda-graph` {how}.")
+
+
+def old_releases(versions: str, rec) -> str:
+    """`versions` as "0.5.10.post1 or earlier" where the range runs from the first release that serves
+    the draft to the one the logged accept rate allows (its post release has the same files)."""
+    ends = [v.strip() for v in versions.split("–")]
+    if ends[0] == first_serving_release(rec) and ends[-1] == POST_SAME[1] and RATE_OLD_UNTIL == POST_SAME[0]:
+        return f"{RATE_OLD_UNTIL} or earlier"
+    return versions
 
 
 def no_patch_ids(row: dict) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from eagle3lab.report import incident as incident_record
 from eagle3lab.report.postmortem import tables as t
 from eagle3lab.report.postmortem.known_box import RUNBOOK  # the third page: Do next, item by item (runbook_markdown)
+from eagle3lab.report.postmortem.known_box import old_releases
 
 DETAILS = "details"  # the second page: the evidence in full (render.build_report writes it)
 BOUNDARIES = ("Boundaries: where a draft's hidden states are taken, 0 the embedding output, k the input of layer k; "
@@ -63,14 +64,16 @@ def summary(ev: dict, rec, hyp_rows: list[dict], present=None) -> str:
 def why_slower(rec) -> str:
     """The cause in a line, under what happened (cold reads 106, 107 asked for it): what a step cost,
     from the reported figures, beside what the bytes model predicts without them (read 108: the first
-    alone restates the slowdown), against what a step returned; why acceptance was low stays open."""
+    alone restates the slowdown), against what a step returned; why acceptance was low stays open. The
+    break-even is said as tokens a step must yield (cold reads 120-123 re-read "paid only above an accept
+    length of 2.9": that it equals the step cost went unsaid)."""
     from eagle3lab.report.postmortem import moe_cost
 
     cost, (lo, hi) = t.incident_cost(rec), moe_cost.bytes_model_costs()
     return (f"**Why it was slower.** A 5/1/6 step cost {cost['cost']:.1f} plain steps (from the reported figures), and "
-            f"a bytes model of this {moe_cost.experts()}-expert MoE predicts {lo:.1f}–{hi:.1f}, so it paid only above an "
-            f"accept length of {cost['cost']:.1f}; the draft averaged {cost['accept_length']:.1f}. Why it accepted so "
-            "little is open.")
+            f"a bytes model of this {moe_cost.experts()}-expert MoE predicts {lo:.1f}–{hi:.1f}, so a step had to yield "
+            f"over {cost['cost']:.1f} tokens to pay; it yielded {cost['accept_length']:.1f} on average. Why so few is "
+            "open.")
 
 
 def _spec_range(rec) -> str:
@@ -93,7 +96,7 @@ def _patch_reach(ev: dict, rec) -> tuple[str, str] | None:
 
 def patch_took(ev: dict, rec) -> str:
     """Whether the incident's patch took, in the wiring cause's row: on the releases its accept rate
-    allows, CUDA graphs on undo it, a setting the write-up never reports; its served layers, a reading
+    allows, CUDA graphs on reset its ids, a setting the write-up never reports; its served layers, a reading
     of SGLang's setter, look the same either way (cold read 104), as the details page says
     (`version_caveat`). Cold reads 108-110 re-read it in the bottom line, which now gives the action
     alone. Empty where the patch reached the draft either way."""
@@ -103,7 +106,8 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown: on {old_releases(reach[1], rec)}, CUDA graphs on undo it, and the "
+    return (f"Whether the patch took is unknown: on {old_releases(reach[1], rec)}, CUDA graphs on reset the ids it "
+            "sets, and the "
             f"write-up states neither release nor setting {why}.")
 
 
@@ -143,7 +147,8 @@ def version_caveat(ev: dict, rec, present=None) -> str:
         versions, tw, on = fit
         fixed = tw["fix_feeds"] == trained  # graphs off fed the trained boundaries: the wiring was fixed there
         return (f"The write-up explains its served {served} by the `val + 1` in SGLang's "
-                f"`set_eagle3_layers_to_capture`, a reading of the code. On {versions}, which its accept rate points to, "
+                f"`set_eagle3_layers_to_capture`, a reading of the code. On {old_releases(versions, rec)}, which its accept "
+                "rate points to, "
                 "that is what the setter does whether CUDA graphs are on or off; with them on, `cuda_graph_runner.py` "
                 "calls it again without the ids, so the reading cannot tell the two apart. With graphs off there, "
                 f"the patch fed {tw['fix_feeds']}"
@@ -194,7 +199,7 @@ def acceptance_suspects(ev: dict, rec, full: str) -> str:
     """What may hold the accept length near the no-TTT arithmetic, as a list: no TTT (with the
     arithmetic), the write-up's INT4 guess, and the wiring where it is still open; none checked."""
     acc = rec.figure("validation_accuracy").mid
-    suspects = [f"no TTT (a draft accepting only at position 1 would give about {1 + acc:.2f})",
+    suspects = [f"no TTT ({100 * acc:.1f} % accepted at position 1 and none after gives about {1 + acc:.2f})",
                 "an INT4 target unlike the unquantized one it trained on (the write-up's guess)"]
     suspects += [w] if (w := wiring_suspect(ev, rec)) else []
     return (f"Suspects: {'; '.join(suspects)}. {'Neither' if len(suspects) == 2 else 'None'} is checked "
@@ -208,17 +213,6 @@ def acceptance_items(ev: dict, rec) -> str:
 
     names = (["version"] if wiring_suspect(ev, rec) else []) + ["training", "per_position"]
     return "items " + t.and_list([str(STEP[n]) for n in names])
-
-
-def old_releases(versions: str, rec) -> str:
-    """`versions` as "0.5.10.post1 or earlier" where the range runs from the first release that serves
-    the draft to the one the logged accept rate allows (its post release has the same files)."""
-    from eagle3lab.report.postmortem.known_box import POST_SAME, first_serving_release
-
-    ends = [v.strip() for v in versions.split("–")]
-    if ends[0] == first_serving_release(rec) and ends[-1] == POST_SAME[1] and t.RATE_OLD_UNTIL == POST_SAME[0]:
-        return f"{t.RATE_OLD_UNTIL} or earlier"
-    return versions
 
 
 CAUSES_ANCHOR = "Causes-in-full"  # details_markdown's heading
@@ -395,8 +389,9 @@ def _brief_causes(ev: dict, rec, present) -> list[dict]:
             f"**{cost['cost']:.2f}** plain steps ([how]({full})): " + moe_cost.union_brief(rec),
             "a shorter chain or a better draft"),
         row("Config override", "verified in SGLang's code",
-            f"The first launch ran {f('draft_tokens_run_first').value} draft tokens, not the 16 asked "
-            f"({_link('01', present)}).", "draft tokens = steps + 1"),
+            ("Only the first launch was cut: " if _later_launches(rec) else "The first launch ran ")
+            + f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked ({_link('01', present)}).",
+            "draft tokens = steps + 1"),
         row("Wiring mismatch", "reported; its fix not confirmed", wiring_brief(ev, rec, present),
             box_items("version", "ids")),
         row(f"Acceptance near {cost['accept_length']:.1f}", "open",
@@ -556,8 +551,7 @@ def header(run_info: dict, index: bool = False) -> str:
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
     intervals, boundaries or ids to define (the index speaks of layers, as the write-up does)."""
     if index:
-        lab = (f"Lab results (the details page): {lab_caveat(run_info.get('lab'))}, decoded by "
-               f"{run_info.get('by', 'the lab server')}: mechanisms, not effect sizes. ")
+        lab = f"Lab results (the details page): {lab_caveat(run_info.get('lab'))}: mechanisms, not effect sizes. "
         return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
                 "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
                 "TTT: training-time test, training a draft on its own guesses. [More terms](#Terms).*")
