@@ -332,6 +332,9 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert "1/1/2, 2/1/3 and 3/1/4 the same way" in steps[4]  # the fallback is "Do first"'s
     # item 2 says what its answer means: a draft without TTT or a high layer needs a retrain (cold read 29)
     assert "without TTT, retrain rather than patch the server" in steps[1]
+    # which boundary the write-up's "layer3" is, the off-by-one the ids rest on (cold reads 123-128)
+    assert ("this page reads the write-up's “layer3” as the input of layer 3, as its reading of SGLang's `val + 1` "
+            "implies; if it meant the output, the layer ids below move up by one, the embedding's does not") in steps[1]
     # what the per-position profile says to do, on the runbook (cold reads 23, 31, 33 found it only on details.html)
     # ... as a table right after item 5's line, in the diagnosis' own thresholds (test_the_box_reads_a_profile_as_...),
     # open (cold reads 56-65 asked to unfold it), after which release returns which histogram field
@@ -544,11 +547,12 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # line, which now gives the action alone); the ids by release, the table under the bottom line (cold reads 88,
     # 90-92 asked for it on the index)
     # (cold reads 117, 119 read "it works on 0.5.10.post1 or earlier only with CUDA graphs off" as "only there")
-    # (cold reads 123-125 asked what "undo it" undoes: the graph runner sets the ids again without them)
+    # (cold reads 123-125 asked what "undo it" undoes: the graph runner sets the ids again without them; reads
+    # 126-128 found on the details page only that the accept rate's releases and the default setting meet there)
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown: on "
-                     "0.5.10.post1 or earlier, CUDA graphs on reset the ids it sets, and the write-up states neither "
-                     "release nor "
-                     "setting ([why](details.html#Causes-in-full)). | items 1 and 3 |")
+                     "0.5.10.post1 or earlier, which the accept rate suggests, CUDA graphs on (the default) reset the "
+                     "ids the patch sets; the write-up states neither release nor setting "
+                     "([why](details.html#Causes-in-full)). | items 1 and 3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
     accept = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[5]

@@ -227,7 +227,9 @@ def do_next_lines(rec, ev: dict | None = None, present=None) -> list[str]:
         f"**Read `version` and `disable_cuda_graph`**: `{INFO_LINE}`. The incident's logged accept rate "
         f"{rate.text()} points to {RATE_OLD_UNTIL} or earlier: later releases define it differently and would print "
         f"{lo:.2f}–{hi:.2f}.",
-        "**Check the draft's training script**: its boundaries, its TTT (in SpecForge, `ttt_length` 1 means none) "
+        "**Check the draft's training script**: its boundaries (this page reads the write-up's “layer3” as the input "
+        "of layer 3, as its reading of SGLang's `val + 1` implies; if it meant the output, the layer ids below move "
+        "up by one, the embedding's does not), its TTT (in SpecForge, `ttt_length` 1 means none) "
         "and the checkpoint its states came from; without TTT, retrain rather than patch the server. Its config "
         "against the target's:<br>"
         "`eagle3lab doctor --draft DRAFT_DIR --target TARGET_DIR`",

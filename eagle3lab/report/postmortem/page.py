@@ -96,7 +96,8 @@ def _patch_reach(ev: dict, rec) -> tuple[str, str] | None:
 
 def patch_took(ev: dict, rec) -> str:
     """Whether the incident's patch took, in the wiring cause's row: on the releases its accept rate
-    allows, CUDA graphs on reset its ids, a setting the write-up never reports; its served layers, a reading
+    allows, CUDA graphs on, SGLang's default, reset its ids (cold reads 126-128 drew "it probably never
+    took" only from the details page), a setting the write-up never reports; its served layers, a reading
     of SGLang's setter, look the same either way (cold read 104), as the details page says
     (`version_caveat`). Cold reads 108-110 re-read it in the bottom line, which now gives the action
     alone. Empty where the patch reached the draft either way."""
@@ -106,8 +107,8 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown: on {old_releases(reach[1], rec)}, CUDA graphs on reset the ids it "
-            "sets, and the "
+    return (f"Whether the patch took is unknown: on {old_releases(reach[1], rec)}, which the accept rate suggests, "
+            "CUDA graphs on (the default) reset the ids the patch sets; the "
             f"write-up states neither release nor setting {why}.")
 
 
@@ -228,10 +229,13 @@ def wiring_fix(ev: dict, present=None, brief: bool = False) -> str:
     return f"*Fix:* the ids {_link('03', present)} lists for your release."
 
 
-def lab_caveat(lab: dict | None) -> str:
+def lab_caveat(lab: dict | None, brief: bool = False) -> str:
     """What the lab is, in a clause of the header, from its manifest: a reader must not take a lab
-    figure for the incident's (the details page says more)."""
+    figure for the incident's (the details page says more); `brief`, the index's: its name alone
+    (cold reads 123-128 called the lab's label noise before the summary)."""
     lab = lab or {}
+    if brief and lab.get("name"):
+        return f"{lab['name']} on a CPU"
     size = (f"{lab['name']}, a pretrained dense chat model"
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
@@ -551,7 +555,8 @@ def header(run_info: dict, index: bool = False) -> str:
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
     intervals, boundaries or ids to define (the index speaks of layers, as the write-up does)."""
     if index:
-        lab = f"Lab results (the details page): {lab_caveat(run_info.get('lab'))}: mechanisms, not effect sizes. "
+        lab = (f"Lab results (the details page): {lab_caveat(run_info.get('lab'), brief=True)}: mechanisms, not "
+               "effect sizes. ")
         return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
                 "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
                 "TTT: training-time test, training a draft on its own guesses. [More terms](#Terms).*")
