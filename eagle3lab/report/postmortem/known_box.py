@@ -495,8 +495,9 @@ def ids_brief(ev: dict | None, rec) -> str:
     post = lambda v: v[:-len(POST_SAME[1])] + POST_SAME[0] if v.endswith(f"– {POST_SAME[1]}") else v  # noqa: E731
     table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
     layers = and_list([str(b) for b in rec.model["trained_boundaries"] if b != 0])  # after the embedding's, 0
-    return (f"Ids for this draft (trained on the embedding and layers {layers}), read in code, not run; other "
-            f"drafts: [the runbook]({item_anchor('ids')}).\n\n" + markdown_table(table)
+    return (f"Ids for this draft, trained on the embedding and the inputs of layers {layers} ({items('training')} "
+            f"checks which), read in code, not run; other drafts: [the runbook]({item_anchor('ids')}).\n\n"
+            + markdown_table(table)
             + f"\n\nReleases before {histogram_from()} return no histogram for {items('per_position')}.")
 
 

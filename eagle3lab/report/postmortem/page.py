@@ -107,9 +107,8 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown: on {old_releases(reach[1], rec)}, which the accept rate suggests, "
-            "CUDA graphs on (the default) reset the ids the patch sets; the "
-            f"write-up states neither release nor setting {why}.")
+    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}, where CUDA "
+            f"graphs on, the default, reset the patched ids; the write-up states neither {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
@@ -393,7 +392,7 @@ def _brief_causes(ev: dict, rec, present) -> list[dict]:
             f"**{cost['cost']:.2f}** plain steps ([how]({full})): " + moe_cost.union_brief(rec),
             "a shorter chain or a better draft"),
         row("Config override", "verified in SGLang's code",
-            ("Only the first launch was cut: " if _later_launches(rec) else "The first launch ran ")
+            ("Only the first launch ran short: " if _later_launches(rec) else "The first launch ran ")
             + f"{f('draft_tokens_run_first').value} draft tokens, not the 16 asked ({_link('01', present)}).",
             "draft tokens = steps + 1"),
         row("Wiring mismatch", "reported; its fix not confirmed", wiring_brief(ev, rec, present),
