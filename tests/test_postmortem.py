@@ -267,7 +267,8 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert brief[3].endswith(f", tok/s without speculation: `{line}`")
     # with the draft's validation accuracy, the script names the profile's row (cold reads 111, 112, 116, 117, 119)
-    assert brief[4].endswith(f", relaunched at 5/1/6 with item 3's ids: `{line} --baseline-tps B --draft-accuracy 0.747`")
+    assert brief[4].endswith(f" (SGLang 0.5.9 or later), relaunched at 5/1/6 with item 3's ids: "
+                             f"`{line} --baseline-tps B --draft-accuracy 0.747`")
     assert brief[5].endswith("1/1/2, 2/1/3 and 3/1/4 the same way, with your draft and a public one "
                              "(`lightseekorg/kimi-k2.5-eagle3`), 3 runs each, B too; keep one only if its slowest "
                              "run beats B's fastest.")
@@ -437,7 +438,7 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # faster and slower, the cases on the details page (cold reads 80-89 re-read the band in above and below)
     assert verdict == (
         "at the incident's acceptance, nothing clearly beats 90 tok/s; a draft accepting as the public drafts' model "
-        "cards say would reach about 121 (106–128) at 2/1/3 or 3/1/4. Both are a step-cost model's predictions, one "
+        "cards say would reach about 121 (102–130) at 2/1/3 or 3/1/4. Both are a step-cost model's predictions, one "
         "request at a "
         "time ([the table](details.html#Which-configuration-would-pay)); measured steps have cost up to 48 % "
         "less than it predicts (others' MoE figures) and "
@@ -552,8 +553,8 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # 126-128 found on the details page only that the accept rate's releases and the default setting meet there;
     # reads 129, 131 re-read three conditions in one clause: two sentences)
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown. The "
-                     "accept rate suggests 0.5.10.post1 or earlier, where CUDA graphs on, the default, reset the patched "
-                     "ids; the write-up states neither ([why](details.html#Causes-in-full)). | items 1 and 3 |")
+                     "accept rate suggests 0.5.10.post1 or earlier; there, CUDA graphs (on by default) reset the "
+                     "patched ids. The write-up states neither ([why](details.html#Causes-in-full)). | items 1 and 3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
     accept = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[5]
@@ -591,19 +592,20 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
         "your release, set its ids from the table below; on 0.5.10.post1 or earlier with CUDA graphs on, no ids work."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # every release's ids under the bottom line, read in code, not run (cold reads 88, 90-92: which release runs
-    # decides the first action; reads 84, 85, 88, 92: join "no histogram before 0.5.9" with the wiring advice);
+    # decides the first action; reads 84, 85, 88, 92 asked for "no histogram before 0.5.9" beside the wiring advice,
+    # read 133 beside the step it blocks: item 5 says it);
     # 0.5.10.post1 named in the row it shares with 0.5.10 (known_box.POST_SAME)
     # the layers' reading said where the ids rest on it (cold reads 123-131: the write-up's "output after layer 3")
     assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft, trained on the "
-            "embedding and the inputs of layers 3 and 31 (item 2 checks which), read in code, not run; other drafts: "
+            "embedding and the inputs of layers 3 and 31 (if outputs, layer ids +1: item 2), read in code, not run; "
+            "other drafts: "
             "[the runbook](runbook.html#Item-3:-set-the-ids).\n\n"
             "| SGLang | CUDA graphs | ids to set |\n|---|---|---|\n"
             "| 0.5.4.post2 – 0.5.10.post1 | on (default) | none: `--disable-cuda-graph` or upgrade |\n"
             "| 0.5.4.post2 – 0.5.10.post1 | off | [-1, 2, 30] with the patch |\n"
             "| 0.5.11 – 0.5.12 | either | [-1, 2, 30] with the patch |\n"
             "| 0.5.13 | either | [-1, 3, 31] with the patch |\n"
-            "| 0.5.14 – 0.5.23 | either | [0, 3, 31] (no patch) |\n\nReleases before 0.5.9 return no histogram for "
-            "item 5.\n\n**The causes**") in summary
+            "| 0.5.14 – 0.5.23 | either | [0, 3, 31] (no patch) |\n\n**The causes**") in summary
     assert known_box.ids_brief({}, rec) == ""  # no table recorded: no table, and item 3 says where to look
     # where graphs on let the patch through, no gate (notebook 03's rows decide, not the page)
     from eagle3lab.report.postmortem.page import bottom_line, patch_took

@@ -406,7 +406,8 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
         "none) and which checkpoint produced its states.",
         item_link("ids") + ids,
         f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
-        f"{item_link('per_position')}, relaunched at {CHAINS[-1]} with {items('ids')}'s ids: "
+        f"{item_link('per_position')} (SGLang {histogram_from()} or later), relaunched at {CHAINS[-1]} with "
+        f"{items('ids')}'s ids: "
         f"`{PROBE_LINE} --baseline-tps B {accuracy_flag(rec)}`",
         f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and a public "
         f"one (`{public_drafts()[0]}`), {REPEATS} runs each, B too; keep one only if its slowest run beats B's fastest.",
@@ -484,8 +485,10 @@ def release_table(ev: dict | None, rec, present=None, brief: bool = False) -> st
 def ids_brief(ev: dict | None, rec) -> str:
     """The index's table under the bottom line: what to set for the wiring, by release and CUDA-graph
     setting (cold reads 88, 90-92 asked for it there: which release runs decides the first action),
-    0.5.10.post1 named in the row it shares with 0.5.10 (`POST_SAME`), and where item 5's histogram
-    is missing. Empty where the run recorded no table."""
+    0.5.10.post1 named in the row it shares with 0.5.10 (`POST_SAME`), and the layers read as inputs
+    (cold reads 123-134: the write-up also says "output after layer 3"). Where item 5's histogram is
+    missing, item 5 says (read 133 found it here, away from the step it blocks). Empty where the run
+    recorded no table."""
     rows = release_rows(ev, rec)
     if not rows:
         return ""
@@ -495,10 +498,9 @@ def ids_brief(ev: dict | None, rec) -> str:
     post = lambda v: v[:-len(POST_SAME[1])] + POST_SAME[0] if v.endswith(f"– {POST_SAME[1]}") else v  # noqa: E731
     table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
     layers = and_list([str(b) for b in rec.model["trained_boundaries"] if b != 0])  # after the embedding's, 0
-    return (f"Ids for this draft, trained on the embedding and the inputs of layers {layers} ({items('training')} "
-            f"checks which), read in code, not run; other drafts: [the runbook]({item_anchor('ids')}).\n\n"
-            + markdown_table(table)
-            + f"\n\nReleases before {histogram_from()} return no histogram for {items('per_position')}.")
+    return (f"Ids for this draft, trained on the embedding and the inputs of layers {layers} (if outputs, layer ids "
+            f"+1: {items('training')}), read in code, not run; other drafts: [the runbook]({item_anchor('ids')}).\n\n"
+            + markdown_table(table))
 
 
 def _brief_columns(rows: list[dict]) -> list[str]:

@@ -301,8 +301,8 @@ def advice_verdict(rec=None) -> str:
                   (miss["long_below"][1], f"the incident's {miss['long']} launch, if it accepted as "
                                           f"{_after_fix_label()} did"))
     miss_short = f"the incident's {miss['short']} launch"
-    lo, hi = best_pub["tokens_per_s_range"]  # accept lengths and draft vocabularies (cold reads 124-131: 121 alone
-    # read as the optimistic end)
+    lo = min(r["tokens_per_s_range"][0] for r in tied)  # accept lengths and draft vocabularies, over the tied
+    hi = max(r["tokens_per_s_range"][1] for r in tied)  # (cold reads 124-131: 121 alone read as the optimistic end)
     return (f"at the incident's acceptance, {verdict}; a draft accepting as the public drafts' model cards say "
             f"would reach about {best_pub['tokens_per_s']:.0f} ({lo:.0f}–{hi:.0f}) at "
             f"{' or '.join(r['configuration'] for r in tied)}. "

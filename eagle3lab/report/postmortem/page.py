@@ -107,8 +107,8 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}, where CUDA "
-            f"graphs on, the default, reset the patched ids; the write-up states neither {why}.")
+    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}; there, CUDA "
+            f"graphs (on by default) reset the patched ids. The write-up states neither {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
