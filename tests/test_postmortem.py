@@ -99,7 +99,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     # the lab's limits are said on the first screen, in the header; its results are on the details page
     head, summary = text.split("## Summary")[0], text.split("## Known")[0]
     # (cold reads 123, 125 called a longer label noise before the summary: what decodes is on the details page)
-    assert "Lab results (the details page): a tiny target, on a CPU: mechanisms, not effect sizes." in head
+    assert "Lab results (the details page): a tiny target on a CPU: mechanisms, not effect sizes." in head
     assert "Brackets" not in head and "Brackets: 95 % intervals." in details  # the index has no interval
     # the index speaks of layers, as the write-up does; boundaries and ids are defined where they are used
     # (cold reads 67-79 slowed most on the ids-versus-boundaries notation)
@@ -776,3 +776,18 @@ def test_the_summary_says_why_it_was_slower_in_a_line_under_what_happened():
             "average. Why so few is open.")
     assert line in summary
     assert summary.index("**What happened**") < summary.index(line) < summary.index("**Bottom line**")
+
+
+def test_the_index_header_names_a_real_engine_and_not_the_labs_own():
+    """The index's header names the lab alone where eagle3lab's own engine decoded it (cold reads 123-128 called
+    the longer label noise before the summary; the details page says it) and names a real engine where one ran:
+    that vLLM decoded is what the lab's figures rest on."""
+    from eagle3lab.report.postmortem.page import header
+    from eagle3lab.report.render import lab_facts, served_by
+
+    lab = {"lab": lab_facts("smollm2")}
+    own = header({**lab, "backend": "lab", "by": served_by("lab")}, index=True)
+    assert "Lab results (the details page): SmolLM2-135M-Instruct on a CPU: mechanisms, not effect sizes." in own
+    vllm = header({**lab, "backend": "vllm", "by": served_by("vllm")}, index=True)
+    assert f"SmolLM2-135M-Instruct on a CPU, decoded by {served_by('vllm')}: mechanisms" in vllm
+    assert served_by("vllm").startswith("vLLM ") and "(its CPU build" in served_by("vllm")

@@ -513,7 +513,8 @@ def postmortem_notebooks(runs: list[NotebookRun], lab: str, backend: str = "lab"
 
     labwords.use(lab)
     ev = evidence.collect(run.notebook for run in runs)
-    info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "by": served_by(backend), "when": when,
+    info = {"what": f"the {lab} lab, decoded by {served_by(backend)}", "by": served_by(backend), "backend": backend,
+            "when": when,
             "runs_ok": {run.name: run.ok for run in runs}, "lab": lab_facts(lab),
             "about": about_markdown(lab, runs, backend, store_text)}
     return {"index": _markdown_notebook(postmortem.index_markdown(ev, info), runs),

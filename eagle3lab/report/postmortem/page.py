@@ -233,8 +233,9 @@ def lab_caveat(lab: dict | None, brief: bool = False) -> str:
     figure for the incident's (the details page says more); `brief`, the index's: its name alone
     (cold reads 123-128 called the lab's label noise before the summary)."""
     lab = lab or {}
-    if brief and lab.get("name"):
-        return f"{lab['name']} on a CPU"
+    if brief:
+        return (lab.get("name") or (f"a {lab['parameters'] / 1e6:.1f} M-parameter target" if lab.get("parameters")
+                                    else "a tiny target")) + " on a CPU"
     size = (f"{lab['name']}, a pretrained dense chat model"
             if lab.get("name") and lab.get("parameters") else
             f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
@@ -554,7 +555,9 @@ def header(run_info: dict, index: bool = False) -> str:
     on the details page (cold reads 35-40 found the index's label covering almost nothing), and no
     intervals, boundaries or ids to define (the index speaks of layers, as the write-up does)."""
     if index:
-        lab = (f"Lab results (the details page): {lab_caveat(run_info.get('lab'), brief=True)}: mechanisms, not "
+        engine = run_info.get("backend") not in (None, "lab")  # a real engine's name says what ran; the lab's own
+        by = f", decoded by {run_info.get('by')}" if engine else ""  # engine is said on the details page (reads 123-128)
+        lab = (f"Lab results (the details page): {lab_caveat(run_info.get('lab'), brief=True)}{by}: mechanisms, not "
                "effect sizes. ")
         return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
                 "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
