@@ -551,10 +551,11 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # (cold reads 117, 119 read "it works on 0.5.10.post1 or earlier only with CUDA graphs off" as "only there")
     # (cold reads 123-125 asked what "undo it" undoes: the graph runner sets the ids again without them; reads
     # 126-128 found on the details page only that the accept rate's releases and the default setting meet there;
-    # reads 129, 131 re-read three conditions in one clause: two sentences)
+    # reads 129, 131 re-read three conditions in one clause: two sentences; read 133: the reset is a code reading)
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown. The "
                      "accept rate suggests 0.5.10.post1 or earlier; there, CUDA graphs (on by default) reset the "
-                     "patched ids. The write-up states neither ([why](details.html#Causes-in-full)). | items 1 and 3 |")
+                     "patched ids, in SGLang's code. The write-up states neither ([why](details.html#Causes-in-full)). | items 1 and "
+                     "3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
     accept = causes_list(ev, rec, t.hypothesis_rows(ev), brief=True).splitlines()[5]

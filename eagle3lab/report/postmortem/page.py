@@ -108,7 +108,7 @@ def patch_took(ev: dict, rec) -> str:
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
     return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}; there, CUDA "
-            f"graphs (on by default) reset the patched ids. The write-up states neither {why}.")
+            f"graphs (on by default) reset the patched ids, in SGLang's code. The write-up states neither {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
@@ -233,13 +233,11 @@ def lab_caveat(lab: dict | None, brief: bool = False) -> str:
     figure for the incident's (the details page says more); `brief`, the index's: its name alone
     (cold reads 123-128 called the lab's label noise before the summary)."""
     lab = lab or {}
+    params = f"a {lab['parameters'] / 1e6:.1f} M-parameter" if lab.get("parameters") else None
     if brief:
-        return (lab.get("name") or (f"a {lab['parameters'] / 1e6:.1f} M-parameter target" if lab.get("parameters")
-                                    else "a tiny target")) + " on a CPU"
-    size = (f"{lab['name']}, a pretrained dense chat model"
-            if lab.get("name") and lab.get("parameters") else
-            f"a {lab['parameters'] / 1e6:.1f} M-parameter, {lab['layers']}-layer target"
-            if lab.get("parameters") else "a tiny target")
+        return (lab.get("name") or (f"{params} target" if params else "a tiny target")) + " on a CPU"
+    size = (f"{lab['name']}, a pretrained dense chat model" if lab.get("name") and params else
+            f"{params}, {lab['layers']}-layer target" if params else "a tiny target")
     return f"{size}, on a CPU"
 
 
