@@ -97,6 +97,10 @@ def test_the_argv_comes_from_one_spec_config_and_vllms_own_parser_reads_it(vllm_
     gpu_argv = vllm_launch.build_vllm_command("/t", "/d", {"num_draft_tokens": 4}, python=vllm_python, gpu=True,
                                          extra_args=["--tensor-parallel-size", "2"])
     assert "--enforce-eager" not in gpu_argv and "--dtype" not in gpu_argv  # CPU settings only on CPU
+    from eagle3lab import engines
+
+    launch_env = engines.get("vllm").launch_env  # the model in the EngineCore on a CPU; vLLM's layout on a GPU
+    assert launch_env(False)["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0" and launch_env(True) == {}
     assert json.loads(gpu_argv[gpu_argv.index("--speculative-config") + 1])["num_speculative_tokens"] == 3
     plain = vllm_launch.build_vllm_command("/t", None, None, python=vllm_python, gpu=False,
                                       extra_args=["--max-model-len", "256"])
@@ -374,7 +378,9 @@ def test_vllm_workers_leave_nothing_in_the_temp_dir(tmp_path, monkeypatch):
 # The launch/stop cycles of test_launch_stop_cycles_on_one_port_leave_nothing, in order: Ctrl-C
 # (KeyboardInterrupt in the health wait) early and late in the API server's start-up; stop() from
 # another thread the moment vLLM's EngineCore or its Worker process appears; then a full healthy
-# cycle (launch, one request, stop): the interrupted ones left nothing in its way. One cycle per
+# cycle (launch, one request, stop): the interrupted ones left nothing in its way. A CPU launch runs
+# the model in its EngineCore (VLLM_CPU_ENV); the stop at the Worker launches with vLLM's own
+# layout (VLLM_ENABLE_V1_MULTIPROCESSING=1, as on a GPU), so the third process is stopped too. One cycle per
 # stage of start-up (5 launches). The Ctrl-C at the first healthy answer (a sixth full start-up:
 # the same except-path as the Ctrl-Cs, the same stop of a full group as the healthy cycle) and
 # more Ctrl-C times run with EAGLE3LAB_VLLM_CYCLES=full, the 20 of the original stress test (the
@@ -511,8 +517,9 @@ def test_launch_stop_cycles_on_one_port_leave_nothing(ci_lab, vllm_python, tmp_p
     thread.start()
 
     def launch():
+        env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"} if watch["stop_on"] == "worker" else None
         return server.launch("vllm", ci_lab.target_dir, ci_lab.draft_dir("healthy"), spec={"num_steps": 2},
-                             port=port, vllm_python=vllm_python, log_file=tmp_path / f"{len(handles)}.log")
+                             port=port, vllm_python=vllm_python, log_file=tmp_path / f"{len(handles)}.log", env=env)
 
     outcomes, roles_per_cycle = [], []
     try:
@@ -536,7 +543,9 @@ def test_launch_stop_cycles_on_one_port_leave_nothing(ci_lab, vllm_python, tmp_p
     assert len(handles) == len(CYCLES) and {h.port for h in handles} == {port}
     assert outcomes.count("healthy") == sum(kind == "healthy" for kind, _ in CYCLES) >= 1
     for (kind, arg), roles in zip(CYCLES, roles_per_cycle):
-        if kind == "healthy" or kind.startswith("ctrl-c-at") or arg == "worker":
+        if kind == "healthy" or kind.startswith("ctrl-c-at"):  # the CPU layout: the model in the EngineCore
+            assert {"api", "engine"} <= set(roles) and "worker" not in roles, (kind, arg, roles)
+        if arg == "worker":
             assert {"api", "engine", "worker"} <= set(roles), (kind, arg, roles)
         if arg == "engine":
             assert {"api", "engine"} <= set(roles), roles
