@@ -31,21 +31,15 @@ LAYOUTS = {"vLLM's layout (3 processes)": "1", "model in the EngineCore": "0"}
 
 
 def group_cpu_seconds(pgid: int) -> tuple[float, int]:
-    """(user + system CPU seconds of every live process in the group, the reaped children's
-    included; how many processes) from /proc."""
-    tick, total, count = os.sysconf("SC_CLK_TCK"), 0, 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if int(fields[2]) == pgid:
-            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
-            count += 1
-    return total / tick, count
+    """(user + system CPU seconds of the group's live processes, their reaped children's
+    included; how many processes), read where `server.group_pids` finds them."""
+    from eagle3lab.serving import server
+
+    pids, ticks = server.group_pids(pgid), 0
+    for pid in pids:
+        fields = server._stat_fields(pid) or []  # None once it has exited
+        ticks += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+    return ticks / os.sysconf("SC_CLK_TCK"), len(pids)
 
 
 def one_round(lab, multiprocessing: str, vllm_python) -> tuple[float, float, int]:

@@ -27,9 +27,10 @@ VLLM_CPU_ARGS = (("--dtype", "float32"), ("--enforce-eager", None),
                  ("--gpu-memory-utilization", "0.1"), ("--max-model-len", "512"))
 # VLLM_ENABLE_V1_MULTIPROCESSING=0 (vllm/envs.py): the API server still starts its EngineCore
 # process, but the model runs inside it (vLLM's uniproc executor) instead of in a third, Worker,
-# process. On a CPU each start-up process imports torch and vLLM: a launch to /health took 0.72x
-# the CPU seconds and 0.76x the time (27.2 against 38.1 CPU s, medians of 3 alternating rounds on an
-# idle 2-core machine, benchmarks/vllm_launch_processes.py). A GPU launch keeps vLLM's own layout.
+# process. On a CPU each start-up process imports torch and vLLM: a launch to /health took 0.66x
+# the CPU seconds and 0.70x the time (25.6 against 38.9 CPU s, medians of 3 alternating rounds on an
+# idle 2-core machine, benchmarks/vllm_launch_processes.py; 0.72x and 0.76x in an earlier run of 3).
+# A GPU launch keeps vLLM's own layout.
 VLLM_CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 # vLLM 0.32 puts per-run files in Python's temp dir and removes none of them when stopped by a
 # signal: `vllm_dist_<hex>` (utils/network_utils.py get_file_store_init_method, the torch
