@@ -99,7 +99,7 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
     # the lab's limits are said on the first screen, in the header; its results are on the details page
     head, summary = text.split("## Summary")[0], text.split("## Known")[0]
     # (cold reads 123, 125 called a longer label noise before the summary: what decodes is on the details page)
-    assert "Lab results (the details page): a tiny target on a CPU: mechanisms, not effect sizes." in head
+    assert "Lab results: a tiny target on a CPU: mechanisms, not effect sizes." in head
     assert "Brackets" not in head and "Brackets: 95 % intervals." in details  # the index has no interval
     # the index speaks of layers, as the write-up does; boundaries and ids are defined where they are used
     # (cold reads 67-79 slowed most on the ids-versus-boundaries notation)
@@ -116,8 +116,8 @@ def test_the_page_leads_with_the_answer_and_types_no_incident_figure(monkeypatch
                                      "candidate cause"], items
     # the slice caps what the draft can learn; its 74.7 % was measured on the same slice (cold read 86; reads 90-92
     # re-read "a lower ceiling")
-    assert items[4][2] == ("Training left out the deepest of 4 captured states: it may cap the draft, but not explain "
-                           "why it did worse served than in training; not measured in this run "
+    assert items[4][2] == ("Training left out the deepest of 4 captured states: it may cap the draft but not explain "
+                           "its drop from training to serving; not measured in this run "
                            "([details](details.html#Causes-in-full)).")
     # the write-up's own suspect beside the arithmetic (cold reads 84, 85: INT4 was only on the runbook)
     # as a list of suspects (cold read 114); the wiring joins them where notebook 03's tables leave it open
@@ -267,12 +267,13 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert brief[3].endswith(f", tok/s without speculation: `{line}`")
     # with the draft's validation accuracy, the script names the profile's row (cold reads 111, 112, 116, 117, 119)
-    assert brief[4].endswith(f" (SGLang 0.5.9 or later), relaunched at 5/1/6 with item 3's ids: "
+    assert brief[4].endswith(f" (SGLang 0.5.9 or later), at 5/1/6 with item 3's ids: "
                              f"`{line} --baseline-tps B --draft-accuracy 0.747`")
     assert brief[5].endswith("1/1/2, 2/1/3 and 3/1/4 the same way, with your draft and a public one "
                              "(`lightseekorg/kimi-k2.5-eagle3`), 3 runs each, B too; keep one only if its slowest "
                              "run beats B's fastest.")
-    assert "<details>" not in text and "[the runbook](runbook.html)" in text
+    # no folds; each item's name is its link to the runbook (checked above), so no separate line points there
+    assert "<details>" not in text and "Each item in full" not in text
     # where the eagle3lab commands come from (cold reads 55-64: "the page never says how to install it"): the
     # runbook, whose items use them; the index's items need the probe and curl only
     assert "eagle3lab " not in text and "eagle3lab doctor" in known_box.runbook_sections(rec)[1][1]
@@ -295,7 +296,7 @@ def test_the_box_quotes_what_is_known_names_what_is_not_and_orders_what_to_do(mo
     assert "Read `version` and `disable_cuda_graph`" in steps[0] and "The incident's logged accept rate 0.29–0.30 points to 0.5.10.post1 or earlier: later releases define it differently and would print 0.15–0.17." in steps[0]  # (1.73 - 1) / 5 .. (1.85 - 1) / 5
     assert f"`{known_box.INFO_LINE}`" in steps[0]  # no install needed to read the version
     assert "(SGLang 0.5.9 or later; before it, the script prints the accept length only)" in steps[3]  # the histogram's first release (meta_info.HISTOGRAM_RELEASES)
-    assert "eagle3lab doctor --draft" in steps[1] and "its layers, its TTT" in brief[1]
+    assert "eagle3lab doctor --draft" in steps[1] and "its layers, inputs or outputs; its TTT" in brief[1]
     # the same line in steps 3 and 4 (a cold reader ran 8 prompts for B and 64 with speculation)
     line = "python3 eagle3_probe.py --url http://HOST:30000 --prompts prompts.jsonl --num-prompts 64 --max-new-tokens 256"
     assert f"`{line}`" in steps[2] and f"`{line} --baseline-tps B --draft-accuracy 0.747`" in steps[3]
@@ -438,12 +439,17 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # faster and slower, the cases on the details page (cold reads 80-89 re-read the band in above and below)
     assert verdict == (
         "at the incident's acceptance, nothing clearly beats 90 tok/s; a draft accepting as the public drafts' model "
-        "cards say would reach about 121 (102–130) at 2/1/3 or 3/1/4. Both are a step-cost model's predictions, one "
-        "request at a "
+        "cards say would reach about 121 (106–128) at 2/1/3 or 120 (102–130) at 3/1/4. Both are that model's "
+        "predictions, one request at a "
         "time ([the table](details.html#Which-configuration-would-pay)); measured steps have cost up to 48 % "
         "less than it predicts (others' MoE figures) and "
-        "at least 7 % more (the incident's 1/1/2 launch). Keep only what measures faster than B, your tok/s without speculation "
+        "at least 7 % more (the incident's 1/1/2 launch). Keep only what measures faster than no speculation "
         "(items 4 to 6).")
+    # each configuration with its own range (cold reads 139-144: one range over both read as "merging two rows");
+    # 2/1/3 and 3/1/4 are within TIE_TPS of each other, so both are named
+    tied = moe_cost._advice_facts()["tied"]
+    assert [(r["configuration"], round(r["tokens_per_s"]), [round(x) for x in r["tokens_per_s_range"]])
+            for r in tied] == [("2/1/3", 121, [106, 128]), ("3/1/4", 120, [102, 130])]
     miss = moe_cost.incident_misses()
     assert round(moe_cost._farthest_below(miss)) == 48 and miss["short_above"] == 7
     info = {"what": "the ci lab", "when": "today", "runs_ok": {}}
@@ -551,10 +557,11 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # (cold reads 117, 119 read "it works on 0.5.10.post1 or earlier only with CUDA graphs off" as "only there")
     # (cold reads 123-125 asked what "undo it" undoes: the graph runner sets the ids again without them; reads
     # 126-128 found on the details page only that the accept rate's releases and the default setting meet there;
-    # reads 129, 131 re-read three conditions in one clause: two sentences; read 133: the reset is a code reading)
+    # reads 129, 131 re-read three conditions in one clause: two sentences; read 133: the reset is a code reading;
+    # reads 145-147: "reset to what?", "in SGLang's code dangles": the code ignores them)
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown. The "
-                     "accept rate suggests 0.5.10.post1 or earlier; there, CUDA graphs (on by default) reset the "
-                     "patched ids, in SGLang's code. The write-up states neither ([why](details.html#Causes-in-full)). | items 1 and "
+                     "accept rate suggests 0.5.10.post1 or earlier; there, SGLang's code, as read, ignores the "
+                     "patched ids with CUDA graphs on (the default). The write-up states neither release nor setting ([why](details.html#Causes-in-full)). | items 1 and "
                      "3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
@@ -570,7 +577,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # one row per release range and CUDA-graph setting; "either" where --disable-cuda-graph changes nothing
     rows = [list(r.values()) for r in known_box.release_rows(ev, rec)]
     assert rows == [
-        ["0.5.4.post2 – 0.5.10", "on (default)", [2, 30, 58], [2, 30, 58], "none: `--disable-cuda-graph` or upgrade"],
+        ["0.5.4.post2 – 0.5.10", "on (default)", [2, 30, 58], [2, 30, 58], "none work: `--disable-cuda-graph` or upgrade"],
         ["0.5.4.post2 – 0.5.10", "off", [3, 31, 59], [0, 3, 31], "[-1, 2, 30] with the patch"],
         ["0.5.11 – 0.5.12", "either", [3, 31, 59], [0, 3, 31], "[-1, 2, 30] with the patch"],
         ["0.5.13", "either", [2, 30, 58], [0, 2, 30], "[-1, 3, 31] with the patch"],
@@ -590,19 +597,20 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     assert bottom[:2] == [
         "- **Now**: serve without speculation.",
         "- **Wiring**: upgrade to SGLang 0.5.14 – 0.5.23 and set [0, 3, 31], no patch, CUDA graphs on; to stay on "
-        "your release, set its ids from the table below; on 0.5.10.post1 or earlier with CUDA graphs on, no ids work."]
+        "your release, use the table below; on 0.5.10.post1 or earlier with CUDA graphs on, no ids work."]
     assert bottom[2] == f"- **What would pay**: {moe_cost.advice_verdict(rec)}"
     # every release's ids under the bottom line, read in code, not run (cold reads 88, 90-92: which release runs
     # decides the first action; reads 84, 85, 88, 92 asked for "no histogram before 0.5.9" beside the wiring advice,
     # read 133 beside the step it blocks: item 5 says it);
     # 0.5.10.post1 named in the row it shares with 0.5.10 (known_box.POST_SAME)
     # the layers' reading said where the ids rest on it (cold reads 123-131: the write-up's "output after layer 3")
-    assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft, trained on the "
-            "embedding and the inputs of layers 3 and 31 (if outputs, layer ids +1: item 2), read in code, not run; "
-            "other drafts: "
+    # (cold reads 139-144 asked for it in a sentence of its own: the write-up says "output after layer 3" too)
+    assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft, read in code, not run. They read "
+            "“layer3” and “layer31” as inputs; if training took outputs, as the write-up also says, add 1 to each id but the "
+            "embedding's (item 2). Other drafts: "
             "[the runbook](runbook.html#Item-3:-set-the-ids).\n\n"
             "| SGLang | CUDA graphs | ids to set |\n|---|---|---|\n"
-            "| 0.5.4.post2 – 0.5.10.post1 | on (default) | none: `--disable-cuda-graph` or upgrade |\n"
+            "| 0.5.4.post2 – 0.5.10.post1 | on (default) | none work: `--disable-cuda-graph` or upgrade |\n"
             "| 0.5.4.post2 – 0.5.10.post1 | off | [-1, 2, 30] with the patch |\n"
             "| 0.5.11 – 0.5.12 | either | [-1, 2, 30] with the patch |\n"
             "| 0.5.13 | either | [-1, 3, 31] with the patch |\n"
@@ -622,7 +630,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # contradiction of its "none" row; reads 117-119 asked "none of what?" of "has none"); where every release has
     # ids, none named
     all_work = {**ev, "fix_ids": {**ev["fix_ids"], "rows": [r for r in ev["fix_ids"]["rows"] if r["ids"] != "none"]}}
-    assert bottom_line(all_work, rec)[1].endswith("set its ids from the table below.")
+    assert bottom_line(all_work, rec)[1].endswith("use the table below.")
     assert "46.7–56.8 tok/s against 90 tok/s without it" in summary  # every speculative launch, as reported
     # item 3 where the ids go, in a line (the bottom line says why these releases)
     assert ("3. [**Set the ids**](runbook.html#Item-3:-set-the-ids): `eagle_config.eagle_aux_hidden_state_layer_ids` "
@@ -772,9 +780,10 @@ def test_the_summary_says_why_it_was_slower_in_a_line_under_what_happened():
     summary = text.split("## Known")[0]
     # 1.783 x 90 / 54.8 = 2.93 plain steps per step; speculation pays only where the accept length beats it
     # the bytes model beside it, from Kimi-K2.5's public config alone (read 108: 2.93 alone restates the slowdown)
-    line = ("**Why it was slower.** A 5/1/6 step cost 2.9 plain steps (from the reported figures), and a bytes model "
-            "of this 384-expert MoE predicts 3.0–3.3, so a step had to yield over 2.9 tokens to pay; it yielded 1.8 on "
-            "average. Why so few is open.")
+    # the model first, which uses none of the reported figures (cold reads 139-144 read 2.9 alone as circular)
+    line = ("**Why it was slower.** A model of the bytes each pass reads puts a 5/1/6 step on this 384-expert MoE at "
+            "3.0–3.3 plain decode steps; the reported figures give 2.9. A step had to yield over 2.9 tokens to pay; it "
+            "yielded 1.8. Why so few is open.")
     assert line in summary
     assert summary.index("**What happened**") < summary.index(line) < summary.index("**Bottom line**")
 
@@ -788,7 +797,7 @@ def test_the_index_header_names_a_real_engine_and_not_the_labs_own():
 
     lab = {"lab": lab_facts("smollm2")}
     own = header({**lab, "backend": "lab", "by": served_by("lab")}, index=True)
-    assert "Lab results (the details page): SmolLM2-135M-Instruct on a CPU: mechanisms, not effect sizes." in own
+    assert "Lab results: SmolLM2-135M-Instruct on a CPU: mechanisms, not effect sizes." in own
     vllm = header({**lab, "backend": "vllm", "by": served_by("vllm")}, index=True)
     assert f"SmolLM2-135M-Instruct on a CPU, decoded by {served_by('vllm')}: mechanisms" in vllm
     assert served_by("vllm").startswith("vLLM ") and "(its CPU build" in served_by("vllm")

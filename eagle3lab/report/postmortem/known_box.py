@@ -136,7 +136,7 @@ def release_rows(ev: dict | None, rec) -> list[dict]:
 
     def row(r, graphs, versions=None):
         ids = (r["ids"].split(IDS_SEP)[0] if r.get("ids") and r["ids"] != "none"
-               else "none: `--disable-cuda-graph` or upgrade" if graphs.startswith("on") and off else "none")
+               else "none work: `--disable-cuda-graph` or upgrade" if graphs.startswith("on") and off else "none")
         return dict(zip(cols, (versions or r["versions"], graphs, r["config_feeds"], r["fix_feeds"], ids)))
 
     out = []
@@ -402,11 +402,11 @@ def do_next_brief(rec, ev: dict | None = None, present=None) -> list[str]:
     return [
         f"{item_link('version')}: `{INFO_LINE}`. The logged accept rate {rec.figure('after_fix_accept_rate').text()} "
         f"suggests {RATE_OLD_UNTIL} or earlier (later releases would print {lo:.2f}–{hi:.2f}).",
-        f"{item_link('training')}, in its training config: its layers, its TTT (SpecForge's `ttt_length`; 1 means "
-        "none) and which checkpoint produced its states.",
+        f"{item_link('training')}: its layers, inputs or outputs; its TTT (SpecForge's `ttt_length`; 1 means "
+        "none); the checkpoint that produced its states.",
         item_link("ids") + ids,
         f"{item_link('baseline')}, tok/s without speculation: `{PROBE_LINE}`",
-        f"{item_link('per_position')} (SGLang {histogram_from()} or later), relaunched at {CHAINS[-1]} with "
+        f"{item_link('per_position')} (SGLang {histogram_from()} or later), at {CHAINS[-1]} with "
         f"{items('ids')}'s ids: "
         f"`{PROBE_LINE} --baseline-tps B {accuracy_flag(rec)}`",
         f"{item_link('chains')} {', '.join(CHAINS[:-2])} and {CHAINS[-2]} the same way, with your draft and a public "
@@ -422,7 +422,7 @@ def box(rec=None, ev: dict | None = None, present=None) -> str:
     parts += [f"- {line}" for line in known_lines(rec)]
     parts += ["", f"**Never stated**: {unknown_line(rec)}", "", "**Do next, in order**"]
     parts += [f"{i}. {line}" for i, line in enumerate(do_next_brief(rec, ev, present), 1)]
-    parts += ["", f"Each item in full: [the runbook]({RUNBOOK}.html). " + needs_words(package=False)]
+    parts += ["", needs_words(package=False)]
     return "\n".join(parts)
 
 
@@ -497,9 +497,10 @@ def ids_brief(ev: dict | None, rec) -> str:
     first, graphs, ids = _brief_columns(rows)
     post = lambda v: v[:-len(POST_SAME[1])] + POST_SAME[0] if v.endswith(f"– {POST_SAME[1]}") else v  # noqa: E731
     table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
-    layers = and_list([str(b) for b in rec.model["trained_boundaries"] if b != 0])  # after the embedding's, 0
-    return (f"Ids for this draft, trained on the embedding and the inputs of layers {layers} (if outputs, layer ids "
-            f"+1: {items('training')}), read in code, not run; other drafts: [the runbook]({item_anchor('ids')}).\n\n"
+    layers = and_list([f"“layer{b}”" for b in rec.model["trained_boundaries"] if b != 0])  # the write-up's words
+    return (f"Ids for this draft, read in code, not run. They read {layers} as inputs; if training took "
+            "outputs, as the write-up also says, add 1 to each id but the embedding's "
+            f"({items('training')}). Other drafts: [the runbook]({item_anchor('ids')}).\n\n"
             + markdown_table(table))
 
 

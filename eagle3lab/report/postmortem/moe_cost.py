@@ -291,7 +291,7 @@ def advice_verdict(rec=None) -> str:
     from eagle3lab.report.postmortem.known_box import items
 
     facts = _advice_facts()
-    base, beats, best_pub, tied = facts["base"], facts["beats"], facts["best_pub"], facts["tied"]
+    base, beats, tied = facts["base"], facts["beats"], facts["tied"]
     verdict = (f"{' and '.join(r['configuration'] for r in beats)} would beat {base:g} tok/s" if beats
                else f"nothing clearly beats {base:g} tok/s")
     miss, band = incident_misses(), _public_band()
@@ -301,15 +301,16 @@ def advice_verdict(rec=None) -> str:
                   (miss["long_below"][1], f"the incident's {miss['long']} launch, if it accepted as "
                                           f"{_after_fix_label()} did"))
     miss_short = f"the incident's {miss['short']} launch"
-    lo = min(r["tokens_per_s_range"][0] for r in tied)  # accept lengths and draft vocabularies, over the tied
-    hi = max(r["tokens_per_s_range"][1] for r in tied)  # (cold reads 124-131: 121 alone read as the optimistic end)
+    # each tied configuration with its own range over accept lengths and draft vocabularies (cold reads 124-131:
+    # 121 alone read as the optimistic end; reads 139-144: one range over both rows "merges two rows")
+    reach = " or ".join(f"{r['tokens_per_s']:.0f} ({lo:.0f}–{hi:.0f}) at {r['configuration']}"
+                        for r in tied for lo, hi in [r["tokens_per_s_range"]])
     return (f"at the incident's acceptance, {verdict}; a draft accepting as the public drafts' model cards say "
-            f"would reach about {best_pub['tokens_per_s']:.0f} ({lo:.0f}–{hi:.0f}) at "
-            f"{' or '.join(r['configuration'] for r in tied)}. "
-            f"Both are a step-cost model's predictions, one request at a time ([the table](details.html#"
+            f"would reach about {reach}. "
+            f"Both are that model's predictions, one request at a time ([the table](details.html#"
             f"{ADVICE_ANCHOR})); measured steps have cost up to {below:.0f} % less than it predicts ({who}) and at "
             f"least {miss['short_above']} % more ({miss_short}). Keep only what "
-            f"measures faster than B, your tok/s without speculation ({items('baseline', 'chains', joined=' to ')}).")
+            f"measures faster than no speculation ({items('baseline', 'chains', joined=' to ')}).")
 
 
 def _after_fix_label() -> str:

@@ -66,14 +66,15 @@ def why_slower(rec) -> str:
     from the reported figures, beside what the bytes model predicts without them (read 108: the first
     alone restates the slowdown), against what a step returned; why acceptance was low stays open. The
     break-even is said as tokens a step must yield (cold reads 120-123 re-read "paid only above an accept
-    length of 2.9": that it equals the step cost went unsaid)."""
+    length of 2.9": that it equals the step cost went unsaid). The model comes first: it uses none of the
+    reported figures (cold reads 139-144 read the reported step cost alone as the slowdown restated)."""
     from eagle3lab.report.postmortem import moe_cost
 
     cost, (lo, hi) = t.incident_cost(rec), moe_cost.bytes_model_costs()
-    return (f"**Why it was slower.** A 5/1/6 step cost {cost['cost']:.1f} plain steps (from the reported figures), and "
-            f"a bytes model of this {moe_cost.experts()}-expert MoE predicts {lo:.1f}–{hi:.1f}, so a step had to yield "
-            f"over {cost['cost']:.1f} tokens to pay; it yielded {cost['accept_length']:.1f} on average. Why so few is "
-            "open.")
+    return (f"**Why it was slower.** A model of the bytes each pass reads puts a 5/1/6 step on this "
+            f"{moe_cost.experts()}-expert MoE at {lo:.1f}–{hi:.1f} plain decode steps; the reported "
+            f"figures give {cost['cost']:.1f}. A step had to yield over {cost['cost']:.1f} tokens to pay; it yielded "
+            f"{cost['accept_length']:.1f}. Why so few is open.")
 
 
 def _spec_range(rec) -> str:
@@ -107,8 +108,9 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}; there, CUDA "
-            f"graphs (on by default) reset the patched ids, in SGLang's code. The write-up states neither {why}.")
+    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}; there, "
+            "SGLang's code, as read, ignores the patched ids with CUDA graphs on (the default). The write-up states "
+            f"neither release nor setting {why}.")
 
 
 def bottom_line(ev: dict, rec) -> list[str]:
@@ -122,7 +124,7 @@ def bottom_line(ev: dict, rec) -> list[str]:
     none = [r for r in ((ev or {}).get("fix_ids") or {}).get("rows") or [] if r.get("ids") == "none"]
     stay = (f"; on {old_releases(none[-1]['versions'], rec)} with CUDA graphs on, no ids work" if none else "")
     fix = (f"upgrade to SGLang {best['versions']} and set {no_patch_ids(best)}, no patch, CUDA graphs on; to stay "
-           f"on your release, set its ids from the table below{stay}." if best
+           f"on your release, use the table below{stay}." if best
            else f"set the ids for your release ({items('ids')}).")
     return [
         "- **Now**: serve without speculation.",
@@ -399,8 +401,8 @@ def _brief_causes(ev: dict, rec, present) -> list[dict]:
         row(f"Acceptance near {cost['accept_length']:.1f}", "open",
             acceptance_suspects(ev, rec, full), acceptance_items(ev, rec)),
         row("Training slice", "candidate cause",
-            "Training left out the deepest of 4 captured states: it may cap the draft, but not explain why it did "
-            f"worse served than in training; {t.slice_effect(ev)} ([details]({full})).",
+            "Training left out the deepest of 4 captured states: it may cap the draft but not explain its drop from "
+            f"training to serving; {t.slice_effect(ev)} ([details]({full})).",
             "retrain on low, middle and high layers; no server patch"),
     ]
 
@@ -555,7 +557,7 @@ def header(run_info: dict, index: bool = False) -> str:
     if index:
         engine = run_info.get("backend") not in (None, "lab")  # a real engine's name says what ran; the lab's own
         by = f", decoded by {run_info.get('by')}" if engine else ""  # engine is said on the details page (reads 123-128)
-        lab = (f"Lab results (the details page): {lab_caveat(run_info.get('lab'), brief=True)}{by}: mechanisms, not "
+        lab = (f"Lab results: {lab_caveat(run_info.get('lab'), brief=True)}{by}: mechanisms, not "
                "effect sizes. ")
         return (f"*Incident figures: as reported in its write-up; no SGLang server ran for this page. {lab}"
                 "5/1/6: steps, topk, draft tokens. Accept length: tokens per verify step, bonus included. "
