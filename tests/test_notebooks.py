@@ -53,7 +53,8 @@ def test_the_index_is_a_post_mortem_that_links_every_notebook_page(ci_report):
     details = (ci_report.out_dir / "details.html").read_text()
     runbook = (ci_report.out_dir / "runbook.html").read_text()  # the box's items in full
     assert 'href="details.html"' in index and 'href="index.html"' in details
-    assert 'href="runbook.html"' in index and 'href="index.html"' in runbook
+    # each of the box's items links its section of the runbook (no separate line for the runbook's top)
+    assert all(f'href="runbook.html#Item-{i}:' in index for i in range(1, 7)) and 'href="index.html"' in runbook
     assert [h.rstrip("¶") for h in re.findall(r"<h2[^>]*>(.*?)<", runbook)][:7] == [
         "What you need", "Item 1: confirm the SGLang version and CUDA graphs", "Item 2: check how the draft was trained",
         "Item 3: set the ids", "Item 4: measure B", "Item 5: measure acceptance per draft position",

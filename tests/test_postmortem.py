@@ -558,10 +558,10 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # (cold reads 123-125 asked what "undo it" undoes: the graph runner sets the ids again without them; reads
     # 126-128 found on the details page only that the accept rate's releases and the default setting meet there;
     # reads 129, 131 re-read three conditions in one clause: two sentences; read 133: the reset is a code reading;
-    # reads 145-147: "reset to what?", "in SGLang's code dangles": the code ignores them)
+    # reads 145-147: "reset to what?", "in SGLang's code dangles": the code ignores them; read 153: "whose code")
     assert brief == ("| Wiring mismatch | reported; its fix not confirmed | Whether the patch took is unknown. The "
-                     "accept rate suggests 0.5.10.post1 or earlier; there, SGLang's code, as read, ignores the "
-                     "patched ids with CUDA graphs on (the default). The write-up states neither release nor setting ([why](details.html#Causes-in-full)). | items 1 and "
+                     "accept rate suggests 0.5.10.post1 or earlier, whose code, as read, ignores the "
+                     "patched ids when CUDA graphs are on (the default). The write-up states neither release nor setting ([why](details.html#Causes-in-full)). | items 1 and "
                      "3 |")
     # and, with CUDA graphs on, a suspect for the accept length left after the patch (cold read 114: the page's own
     # conclusion sat behind a re-read of the wiring row), item 1 settling it
@@ -604,8 +604,9 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # read 133 beside the step it blocks: item 5 says it);
     # 0.5.10.post1 named in the row it shares with 0.5.10 (known_box.POST_SAME)
     # the layers' reading said where the ids rest on it (cold reads 123-131: the write-up's "output after layer 3")
-    # (cold reads 139-144 asked for it in a sentence of its own: the write-up says "output after layer 3" too)
-    assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft, read in code, not run. They read "
+    # (cold reads 139-144 asked for it in a sentence of its own: the write-up says "output after layer 3" too; reads
+    # 151 and 153 asked who "they" were: the table)
+    assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft, read in code, not run. This table reads "
             "“layer3” and “layer31” as inputs; if training took outputs, as the write-up also says, add 1 to each id but the "
             "embedding's (item 2). Other drafts: "
             "[the runbook](runbook.html#Item-3:-set-the-ids).\n\n"

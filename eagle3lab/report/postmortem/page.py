@@ -108,8 +108,8 @@ def patch_took(ev: dict, rec) -> str:
     why = f"([why](details.html#{CAUSES_ANCHOR}))"
     if reach[0] == "never":
         return f"On the releases its accept rate allows, the patch never reached the draft {why}."
-    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}; there, "
-            "SGLang's code, as read, ignores the patched ids with CUDA graphs on (the default). The write-up states "
+    return (f"Whether the patch took is unknown. The accept rate suggests {old_releases(reach[1], rec)}, whose "
+            "code, as read, ignores the patched ids when CUDA graphs are on (the default). The write-up states "
             f"neither release nor setting {why}.")
 
 
