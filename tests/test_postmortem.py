@@ -439,10 +439,10 @@ def test_the_step_cost_section_explains_the_incident_from_the_config_alone():
     # faster and slower, the cases on the details page (cold reads 80-89 re-read the band in above and below)
     assert verdict == (
         "at the incident's acceptance, nothing clearly beats 90 tok/s; a draft accepting as the public drafts' model "
-        "cards say would reach about 121 (106–128) at 2/1/3 or 120 (102–130) at 3/1/4. Both are that model's "
+        "cards say would reach about 121 (106–128) at 2/1/3 or 120 (102–130) at 3/1/4. Both are bytes-model "
         "predictions, one request at a "
         "time ([the table](details.html#Which-configuration-would-pay)); measured steps have cost up to 48 % "
-        "less than it predicts (others' MoE figures) and "
+        "less than the model predicts (others' MoE figures) and "
         "at least 7 % more (the incident's 1/1/2 launch). Keep only what measures faster than no speculation "
         "(items 4 to 6).")
     # each configuration with its own range (cold reads 139-144: one range over both read as "merging two rows");
@@ -607,7 +607,7 @@ def test_the_wiring_cause_says_what_each_sglang_release_fed_and_which_ids_fix_it
     # (cold reads 139-144 asked for it in a sentence of its own: the write-up says "output after layer 3" too; reads
     # 151 and 153 asked who "they" were: the table)
     assert ("**Bottom line**\n\n" + "\n".join(bottom) + "\n\nIds for this draft, read in code, not run. This table reads "
-            "“layer3” and “layer31” as inputs; if training took outputs, as the write-up also says, add 1 to each id but the "
+            "“layer3” and “layer31” as inputs; if training took outputs, as the write-up also says, add 1 to each id except the "
             "embedding's (item 2). Other drafts: "
             "[the runbook](runbook.html#Item-3:-set-the-ids).\n\n"
             "| SGLang | CUDA graphs | ids to set |\n|---|---|---|\n"
@@ -760,7 +760,7 @@ def test_the_error_band_names_the_incidents_long_launch_with_its_condition_witho
     monkeypatch.setattr(moe_cost, "_public_band", lambda: None)
     verdict = moe_cost.advice_verdict()
     # 15/1/16 at the incident's 5/1/6 acceptance: its cost 44-48 % below the model's
-    assert ("measured steps have cost up to 48 % less than it predicts (the incident's 15/1/16 launch, if it "
+    assert ("measured steps have cost up to 48 % less than the model predicts (the incident's 15/1/16 launch, if it "
             "accepted as 5/1/6 did) and at least 7 % more (the incident's 1/1/2 launch).") in verdict
 
 

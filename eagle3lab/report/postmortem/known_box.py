@@ -499,7 +499,7 @@ def ids_brief(ev: dict | None, rec) -> str:
     table = [{"SGLang": post(r[first]), "CUDA graphs": r[graphs], "ids to set": r[ids]} for r in rows]
     layers = and_list([f"“layer{b}”" for b in rec.model["trained_boundaries"] if b != 0])  # the write-up's words
     return (f"Ids for this draft, read in code, not run. This table reads {layers} as inputs; if training took "
-            "outputs, as the write-up also says, add 1 to each id but the embedding's "
+            "outputs, as the write-up also says, add 1 to each id except the embedding's "
             f"({items('training')}). Other drafts: [the runbook]({item_anchor('ids')}).\n\n"
             + markdown_table(table))
 

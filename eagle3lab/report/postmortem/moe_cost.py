@@ -307,8 +307,8 @@ def advice_verdict(rec=None) -> str:
                         for r in tied for lo, hi in [r["tokens_per_s_range"]])
     return (f"at the incident's acceptance, {verdict}; a draft accepting as the public drafts' model cards say "
             f"would reach about {reach}. "
-            f"Both are that model's predictions, one request at a time ([the table](details.html#"
-            f"{ADVICE_ANCHOR})); measured steps have cost up to {below:.0f} % less than it predicts ({who}) and at "
+            f"Both are bytes-model predictions, one request at a time ([the table](details.html#"
+            f"{ADVICE_ANCHOR})); measured steps have cost up to {below:.0f} % less than the model predicts ({who}) and at "
             f"least {miss['short_above']} % more ({miss_short}). Keep only what "
             f"measures faster than no speculation ({items('baseline', 'chains', joined=' to ')}).")
 
