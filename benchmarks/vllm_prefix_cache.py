@@ -49,12 +49,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from eagle3lab.engines.vllm.experiments import servable_draft
+    from eagle3lab.experiments import bench_prompts
     from eagle3lab.lab import load_lab
     from eagle3lab.serving import server
 
     lab = load_lab(args.lab, progress=False)
     need = 2 * args.rounds * args.prompts + 1
-    texts = [text[:600] for text in lab.heldout_texts(need)]  # as bench_prompts
+    texts = bench_prompts(lab, need, backend="vllm")  # the notebooks' prompts for a vLLM server
     if len(texts) < need:
         raise SystemExit(f"the {args.lab} lab has {len(texts)} held-out texts; fewer rounds or prompts")
     draft = servable_draft(lab, args.draft) if args.draft else None  # the real lab's, materialized
